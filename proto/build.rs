@@ -1,0 +1,14 @@
+//! Generates the tonic/prost code for `proto/*.proto` with a vendored `protoc`, so a fresh machine
+//! needs no system protobuf compiler.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let protoc = protoc_bin_vendored::protoc_bin_path()?;
+    // SAFETY: build scripts are single-threaded; nothing else reads the environment concurrently.
+    unsafe { std::env::set_var("PROTOC", protoc) };
+    let mut config = prost_build::Config::new();
+    // BSON payloads decode to `Bytes` views of the received frame: no copy on the hot path.
+    config.bytes(["."]);
+    tonic_prost_build::configure().compile_with_config(config, &["proto/shard.proto"], &["proto"])?;
+    println!("cargo:rerun-if-changed=proto");
+    Ok(())
+}

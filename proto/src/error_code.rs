@@ -1,0 +1,98 @@
+//! MongoDB error codes and names (from `src/mongo/base/error_codes.yml`), the ones Shoal emits.
+//!
+//! Libraries carry typed errors; they are mapped to one of these once, at the edge that replies.
+
+macro_rules! codes {
+    ($($name:ident = $code:literal),* $(,)?) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode { $($name),* }
+
+        impl ErrorCode {
+            pub const fn code(self) -> i32 {
+                match self { $(ErrorCode::$name => $code),* }
+            }
+            pub const fn name(self) -> &'static str {
+                match self { $(ErrorCode::$name => stringify!($name)),* }
+            }
+            pub fn from_code(code: i32) -> Option<Self> {
+                match code { $($code => Some(ErrorCode::$name),)* _ => None }
+            }
+        }
+    };
+}
+
+codes! {
+    InternalError = 1,
+    BadValue = 2,
+    NoSuchKey = 4,
+    HostUnreachable = 6,
+    HostNotFound = 7,
+    UnknownError = 8,
+    FailedToParse = 9,
+    CannotMutateObject = 10,
+    Unauthorized = 13,
+    TypeMismatch = 14,
+    Overflow = 15,
+    InvalidLength = 16,
+    IllegalOperation = 20,
+    EmptyArrayOperation = 21,
+    InvalidBSON = 22,
+    NamespaceNotFound = 26,
+    IndexNotFound = 27,
+    PathNotViable = 28,
+    ConflictingUpdateOperators = 40,
+    CursorNotFound = 43,
+    NamespaceExists = 48,
+    MaxTimeMSExpired = 50,
+    DollarPrefixedFieldName = 52,
+    InvalidIdField = 53,
+    NotSingleValueField = 54,
+    CommandNotFound = 59,
+    ShardKeyNotFound = 61,
+    WriteConcernFailed = 64,
+    ImmutableField = 66,
+    InvalidOptions = 72,
+    InvalidNamespace = 73,
+    NetworkTimeout = 89,
+    ShutdownInProgress = 91,
+    InvalidPipelineOperator = 168,
+    NotImplemented = 238,
+    IllegalOpMsgFlag = 223,
+    TooManyDocumentSequences = 233,
+    ChecksumMismatch = 288,
+    QueryExceededMemoryLimitNoDiskUseAllowed = 292,
+    UnsupportedOpQueryCommand = 352,
+    InvalidUuid = 9005,
+    SocketException = 9001,
+    DuplicateKey = 11000,
+    BSONObjectTooLarge = 10334,
+    InterruptedAtShutdown = 11600,
+    StaleConfig = 13388,
+    Location16755 = 16755,
+    Location17419 = 17419,
+    Location15998 = 15998,
+    Location40324 = 40324,
+    Location40414 = 40414,
+    Location15955 = 15955,
+    Location31324 = 31324,
+    Location51024 = 51024,
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}({})", self.name(), self.code())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        assert_eq!(ErrorCode::DuplicateKey.code(), 11000);
+        assert_eq!(ErrorCode::DuplicateKey.name(), "DuplicateKey");
+        assert_eq!(ErrorCode::from_code(43), Some(ErrorCode::CursorNotFound));
+        assert_eq!(ErrorCode::from_code(-5), None);
+    }
+}

@@ -1,0 +1,24 @@
+//! Shoal's process-boundary contracts.
+//!
+//! Owns the `.proto` files and their generated tonic/prost code, and the small types every process
+//! agrees on: MongoDB error codes ([`ErrorCode`]), namespaces ([`Namespace`]) and size limits.
+//! It must not contain behaviour: no I/O, no query logic. Everything here is shared by `router`,
+//! `shard` and (later) `configsvr`, so a change here is a protocol change.
+
+pub mod error_code;
+pub mod limits;
+pub mod namespace;
+
+pub use error_code::ErrorCode;
+pub use namespace::{Namespace, NamespaceError};
+
+/// Generated code for `proto/shard.proto`.
+pub mod shard {
+    tonic::include_proto!("shoal.shard.v1");
+}
+
+impl shard::CommandError {
+    pub fn new(code: ErrorCode, errmsg: impl Into<String>) -> Self {
+        Self { code: code.code(), code_name: code.name().to_owned(), errmsg: errmsg.into() }
+    }
+}

@@ -1,0 +1,11 @@
+//! Command handlers, one file per command family. Each handler takes the parsed [`Command`] and
+//! returns the reply body without `ok` (the dispatcher adds `ok: 1`), or a [`CommandError`].
+//!
+//! [`Command`]: crate::command::Command
+//! [`CommandError`]: crate::error::CommandError
+
+pub mod crud;
+pub mod cursor;
+pub mod ddl;
+pub mod handshake;
+pub mod info;

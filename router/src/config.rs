@@ -1,0 +1,30 @@
+//! Router settings.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct RouterConfig {
+    /// Where the wire-protocol server listens (loopback in every default).
+    pub listen: SocketAddr,
+    /// gRPC endpoint of the shard this router forwards to, e.g. `http://127.0.0.1:27101`.
+    pub shard_endpoint: String,
+    /// Bound on concurrent client connections; above it new connections are closed at once.
+    pub max_connections: usize,
+    /// Timeout of each gRPC call to a shard.
+    pub shard_rpc_timeout: Duration,
+    /// Idle router cursors are killed (and their shard cursors with them) after this long.
+    pub cursor_idle_timeout: Duration,
+}
+
+impl RouterConfig {
+    pub fn new(listen: SocketAddr, shard_endpoint: impl Into<String>) -> Self {
+        Self {
+            listen,
+            shard_endpoint: shard_endpoint.into(),
+            max_connections: 20_000,
+            shard_rpc_timeout: Duration::from_secs(120),
+            cursor_idle_timeout: Duration::from_secs(600),
+        }
+    }
+}

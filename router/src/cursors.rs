@@ -1,0 +1,3 @@
+//! (being written) Router-owned cursors.
+
+pub struct CursorRegistry {}

@@ -1,0 +1,90 @@
+//! Routes one client command to its handler and shapes the reply: `ok: 1` appended on success,
+//! `{ok: 0, errmsg, code, codeName}` on failure. Unknown commands get CommandNotFound (59).
+
+use bson::RawDocumentBuf;
+use shoal_proto::ErrorCode;
+use std::sync::atomic::Ordering;
+use tracing::Instrument;
+
+use crate::cmd::{crud, cursor, ddl, handshake, info};
+use crate::command::Command;
+use crate::error::CommandError;
+use crate::state::{ConnContext, RouterState};
+
+pub type HandlerResult = Result<RawDocumentBuf, CommandError>;
+
+/// Runs `cmd` and returns the complete reply body.
+pub async fn dispatch(state: &RouterState, conn: &ConnContext, cmd: &Command) -> RawDocumentBuf {
+    state.counters.commands_total.fetch_add(1, Ordering::Relaxed);
+    let span = tracing::debug_span!("command", request_id = cmd.request_id, conn = conn.id, name = %cmd.name, db = %cmd.db);
+    let result = route(state, conn, cmd).instrument(span).await;
+    match result {
+        Ok(mut body) => {
+            body.append(bson::cstr!("ok"), 1.0);
+            body
+        }
+        Err(e) => {
+            state.counters.commands_failed.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(request_id = cmd.request_id, code = e.code, errmsg = %e.errmsg, "command failed");
+            error_reply(&e)
+        }
+    }
+}
+
+/// `{ok: 0, errmsg, code, codeName}` as raw BSON.
+pub fn error_reply(e: &CommandError) -> RawDocumentBuf {
+    let mut out = RawDocumentBuf::new();
+    out.append(bson::cstr!("ok"), 0.0);
+    out.append(bson::cstr!("errmsg"), e.errmsg.as_str());
+    out.append(bson::cstr!("code"), e.code);
+    out.append(bson::cstr!("codeName"), e.code_name.as_str());
+    out
+}
+
+async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    match cmd.name.as_str() {
+        "hello" => handshake::hello(state, conn, cmd, false).await,
+        "isMaster" | "ismaster" => handshake::hello(state, conn, cmd, true).await,
+
+        "ping" => info::ping(state, conn, cmd).await,
+        "buildInfo" | "buildinfo" => info::build_info(state, conn, cmd).await,
+        "serverStatus" => info::server_status(state, conn, cmd).await,
+        "getParameter" => info::get_parameter(state, conn, cmd).await,
+        "getLog" => info::get_log(state, conn, cmd).await,
+        "whatsmyuri" => info::whats_my_uri(state, conn, cmd).await,
+        "connectionStatus" => info::connection_status(state, conn, cmd).await,
+        "endSessions" => info::end_sessions(state, conn, cmd).await,
+        "getLastError" | "getlasterror" => info::get_last_error(state, conn, cmd).await,
+        "hostInfo" => info::host_info(state, conn, cmd).await,
+        "getCmdLineOpts" => info::get_cmd_line_opts(state, conn, cmd).await,
+        "listCommands" => info::list_commands(state, conn, cmd).await,
+
+        "insert" => crud::insert(state, conn, cmd).await,
+        "update" => crud::update(state, conn, cmd).await,
+        "delete" => crud::delete(state, conn, cmd).await,
+        "find" => crud::find(state, conn, cmd).await,
+        "findAndModify" | "findandmodify" => crud::find_and_modify(state, conn, cmd).await,
+        "count" => crud::count(state, conn, cmd).await,
+        "distinct" => crud::distinct(state, conn, cmd).await,
+        "aggregate" => crud::aggregate(state, conn, cmd).await,
+
+        "getMore" => cursor::get_more(state, conn, cmd).await,
+        "killCursors" => cursor::kill_cursors(state, conn, cmd).await,
+
+        "create" => ddl::create(state, conn, cmd).await,
+        "drop" => ddl::drop(state, conn, cmd).await,
+        "dropDatabase" => ddl::drop_database(state, conn, cmd).await,
+        "listDatabases" => ddl::list_databases(state, conn, cmd).await,
+        "listCollections" => ddl::list_collections(state, conn, cmd).await,
+
+        other => Err(CommandError::new(ErrorCode::CommandNotFound, format!("no such command: '{other}'"))),
+    }
+}
+
+/// Every command name [`dispatch`] knows, for `listCommands`.
+pub const COMMAND_NAMES: &[&str] = &[
+    "aggregate", "buildInfo", "connectionStatus", "count", "create", "delete", "distinct", "drop",
+    "dropDatabase", "endSessions", "find", "findAndModify", "getCmdLineOpts", "getLastError", "getLog",
+    "getMore", "getParameter", "hello", "hostInfo", "insert", "isMaster", "killCursors", "listCollections",
+    "listCommands", "listDatabases", "ping", "serverStatus", "update", "whatsmyuri",
+];

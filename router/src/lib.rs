@@ -1,0 +1,30 @@
+//! The router (`mongos`): MongoDB wire protocol in, gRPC to shards out.
+//!
+//! Owns: the wire-protocol server ([`wire`], [`server`]), command parsing and dispatch
+//! ([`dispatch`], [`cmd`]), the mapping of every failure to a MongoDB error reply ([`error`]),
+//! router-owned cursors ([`cursors`]) and the pool of gRPC channels to shards ([`shard_client`]).
+//!
+//! Must not: link the `shard` crate or touch storage; it shares only `proto` and `query` with the
+//! shards. Every network call it makes has a timeout.
+//!
+//! ```text
+//!  driver --OP_MSG/OP_QUERY--> server --Command--> dispatch --> cmd::<family>
+//!                                                                   | gRPC (bytes BSON)
+//!                                                                   v
+//!                                                             shard_client --> shard
+//! ```
+
+pub mod cmd;
+pub mod command;
+pub mod config;
+pub mod cursors;
+pub mod dispatch;
+pub mod error;
+pub mod server;
+pub mod shard_client;
+pub mod state;
+pub mod wire;
+
+pub use config::RouterConfig;
+pub use error::CommandError;
+pub use server::run;

@@ -1,0 +1,3 @@
+//! (being written) Pool of gRPC channels to the shard(s).
+
+pub struct ShardPool {}
