@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use crate::config::RouterConfig;
 use crate::cursors::CursorRegistry;
+use crate::error::CommandError;
 use crate::shard_client::ShardPool;
 
 pub struct RouterState {
@@ -16,6 +17,15 @@ pub struct RouterState {
     /// Identifies this process in `topologyVersion`.
     pub process_id: bson::oid::ObjectId,
     pub counters: Counters,
+}
+
+impl RouterState {
+    /// Builds the state; shard channels connect lazily, so this succeeds before shards are up.
+    pub async fn new(config: RouterConfig) -> Result<Self, CommandError> {
+        let shards = ShardPool::new(&config.shard_endpoint, config.shard_rpc_timeout)?;
+        let cursors = CursorRegistry::new(config.cursor_idle_timeout);
+        Ok(Self { config, shards, cursors, started: Instant::now(), process_id: bson::oid::ObjectId::new(), counters: Counters::default() })
+    }
 }
 
 /// Numbers `serverStatus` reports.

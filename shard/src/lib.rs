@@ -1,19 +1,63 @@
-//! (being written) A Shoal shard.
+//! A Shoal shard: one member of a replica group that stores documents.
+//!
+//! Owns: the storage interface and its fjall implementation ([`storage`]), the document store with
+//! its collection catalog, `_id`-clustered documents and oplog ([`store`]), command execution
+//! ([`exec`]), cursors ([`cursors`]) and the gRPC service routers call ([`service`]).
+//!
+//! Must not: speak the MongoDB wire protocol (that is the router's), know about other shards'
+//! data, or mention the storage engine outside [`storage`]. Blocking storage work runs on the
+//! blocking pool, never on the async runtime.
+//!
+//! ```text
+//!  router --gRPC (BSON bytes)--> service --> exec --> store --> storage::Engine (fjall)
+//!                                               \--> cursors          \--> GroupCommit (fsync)
+//! ```
+
+pub mod cursors;
+pub mod error;
+pub mod exec;
+pub mod service;
+pub mod storage;
+pub mod store;
 
 use std::future::Future;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
+use shoal_proto::shard::shard_server::ShardServer;
+
+use crate::cursors::CursorManager;
+use crate::exec::Engine;
+use crate::storage::{FjallEngine, StorageError};
+use crate::store::Store;
 
 #[derive(Debug, Clone)]
 pub struct ShardConfig {
     pub name: String,
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
+    /// Block cache of the storage engine.
+    pub cache_size_bytes: u64,
+    /// Cursors unused this long are killed (MongoDB's `cursorTimeoutMillis`, 10 min).
+    pub cursor_idle_timeout: Duration,
+    /// How often idle cursors are looked for.
+    pub cursor_reap_interval: Duration,
 }
 
 impl ShardConfig {
     pub fn new(name: impl Into<String>, listen: SocketAddr, data_dir: PathBuf) -> Self {
-        Self { name: name.into(), listen, data_dir }
+        Self {
+            name: name.into(),
+            listen,
+            data_dir,
+            cache_size_bytes: 256 << 20,
+            cursor_idle_timeout: Duration::from_secs(600),
+            cursor_reap_interval: Duration::from_secs(30),
+        }
     }
 }
 
@@ -21,12 +65,74 @@ impl ShardConfig {
 pub enum ShardError {
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error("gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Opens the store in `config.data_dir`.
+pub fn open_engine(config: &ShardConfig) -> Result<Arc<Engine>, ShardError> {
+    let engine = FjallEngine::open(&config.data_dir.join("db"), config.cache_size_bytes)?;
+    let store = Store::open(Arc::new(engine))?;
+    Ok(Arc::new(Engine { store: Arc::new(store), cursors: CursorManager::new(config.cursor_idle_timeout) }))
 }
 
 /// Opens the store, serves gRPC on `config.listen` until `shutdown` resolves, then closes cleanly.
 /// Once listening it prints `SHOAL_READY shard <addr>` on stdout (the bound address, so
 /// `--listen 127.0.0.1:0` works).
 pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ShardError> {
-    let _ = (config, shutdown);
-    Ok(())
+    let cfg = config.clone();
+    let engine = tokio::task::spawn_blocking(move || open_engine(&cfg)).await.map_err(std::io::Error::other)??;
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let local = listener.local_addr()?;
+    tracing::info!(name = %config.name, addr = %local, data_dir = %config.data_dir.display(), "shard listening");
+
+    let background = tokio::spawn(background_tasks(Arc::clone(&engine), config.cursor_reap_interval));
+    let service = ShardServer::new(service::ShardService::new(Arc::clone(&engine)))
+        .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
+        .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    announce_ready("shard", local);
+    let served = tonic::transport::Server::builder().tcp_nodelay(true).add_service(service).serve_with_incoming_shutdown(incoming, shutdown).await;
+    background.abort();
+    let store = Arc::clone(&engine.store);
+    tokio::task::spawn_blocking(move || store.shutdown()).await.map_err(std::io::Error::other)?;
+    tracing::info!(name = %config.name, "shard stopped");
+    served.map_err(ShardError::from)
+}
+
+/// The readiness line launchers and tests wait for.
+pub fn announce_ready(role: &str, addr: SocketAddr) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "SHOAL_READY {role} {addr}");
+    let _ = out.flush();
+}
+
+/// Reaps idle cursors and deletes the documents of dropped collections.
+async fn background_tasks(engine: Arc<Engine>, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    loop {
+        tick.tick().await;
+        let reaped = engine.cursors.reap_idle();
+        if reaped > 0 {
+            tracing::info!(reaped, "killed idle cursors");
+        }
+        let store = Arc::clone(&engine.store);
+        let purge = tokio::task::spawn_blocking(move || {
+            let mut total = 0;
+            loop {
+                match store.purge_dropped() {
+                    Ok(0) => return Ok(total),
+                    Ok(n) => total += n,
+                    Err(e) => return Err(e),
+                }
+            }
+        });
+        match purge.await {
+            Ok(Ok(n)) if n > 0 => tracing::debug!(keys = n, "purged dropped collections"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "purging dropped collections failed; will retry"),
+            _ => {}
+        }
+    }
 }

@@ -1,11 +1,71 @@
-//! (being written by the router's CRUD owner)
+//! CRUD commands: forwarded to the shard over gRPC, replies shaped as MongoDB's.
 
-use crate::command::Command; use crate::dispatch::HandlerResult; use crate::error::CommandError; use crate::state::{ConnContext, RouterState};
-pub async fn insert(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
-pub async fn update(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
-pub async fn delete(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
-pub async fn find(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
-pub async fn find_and_modify(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
-pub async fn count(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
-pub async fn distinct(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
-pub async fn aggregate(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
+use bson::RawDocumentBuf;
+
+use crate::cmd::forward::{self, BatchField};
+use crate::command::Command;
+use crate::dispatch::HandlerResult;
+use crate::error::CommandError;
+use crate::state::{ConnContext, RouterState};
+
+pub async fn insert(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    cmd.collection()?;
+    let reply = state.shards.client().insert(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?;
+    forward::write_reply(reply.into_inner(), false)
+}
+
+pub async fn update(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    cmd.collection()?;
+    let reply = state.shards.client().update(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?;
+    forward::write_reply(reply.into_inner(), true)
+}
+
+pub async fn delete(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    cmd.collection()?;
+    let reply = state.shards.client().delete(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?;
+    forward::write_reply(reply.into_inner(), false)
+}
+
+pub async fn find(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    cmd.collection()?;
+    let reply = state.shards.client().find(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?.into_inner();
+    first_batch(state, reply)
+}
+
+pub async fn aggregate(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    let reply = state.shards.client().aggregate(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?.into_inner();
+    first_batch(state, reply)
+}
+
+/// A shard's first batch as the client's: a router cursor stands in for the shard's.
+fn first_batch(state: &RouterState, reply: shoal_proto::shard::CursorReply) -> HandlerResult {
+    if let Some(e) = reply.error {
+        return Err(e.into());
+    }
+    let id = if reply.cursor_id == 0 { 0 } else { state.cursors.register(reply.ns.clone(), reply.cursor_id) };
+    forward::cursor_reply(BatchField::First, &reply.documents, id, &reply.ns)
+}
+
+/// Commands whose reply is one document computed by the shard.
+pub async fn single_reply(state: &RouterState, cmd: &Command) -> HandlerResult {
+    let reply = state.shards.client().command(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?.into_inner();
+    if let Some(e) = reply.error {
+        return Err(e.into());
+    }
+    RawDocumentBuf::from_bytes(reply.body.to_vec()).map_err(CommandError::from)
+}
+
+pub async fn find_and_modify(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    cmd.collection()?;
+    single_reply(state, cmd).await
+}
+
+pub async fn count(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    cmd.collection()?;
+    single_reply(state, cmd).await
+}
+
+pub async fn distinct(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    cmd.collection()?;
+    single_reply(state, cmd).await
+}

@@ -1,5 +1,110 @@
-//! (being written by the router's CRUD owner)
+//! `getMore` and `killCursors` on router cursors.
 
-use crate::command::Command; use crate::dispatch::HandlerResult; use crate::error::CommandError; use crate::state::{ConnContext, RouterState};
-pub async fn get_more(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
-pub async fn kill_cursors(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
+use bson::{Bson, Document, RawDocumentBuf, cstr};
+use shoal_proto::ErrorCode;
+use shoal_proto::shard::{GetMoreRequest, KillCursorsRequest};
+
+use crate::cmd::forward::{self, BatchField};
+use crate::command::Command;
+use crate::dispatch::HandlerResult;
+use crate::error::CommandError;
+use crate::state::{ConnContext, RouterState};
+
+pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    let body = Document::try_from(cmd.body.as_ref())?;
+    let id = match body.get("getMore") {
+        Some(Bson::Int64(id)) => *id,
+        Some(other) => return Err(CommandError::type_mismatch(format!("BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'", type_name(other)))),
+        None => return Err(CommandError::new(ErrorCode::FailedToParse, "getMore requires a cursor id")),
+    };
+    let coll = match body.get("collection") {
+        Some(Bson::String(c)) => c.clone(),
+        Some(other) => return Err(CommandError::type_mismatch(format!("BSON field 'getMore.collection' is the wrong type '{}', expected type 'string'", type_name(other)))),
+        None => return Err(CommandError::new(ErrorCode::Location40414, "BSON field 'getMore.collection' is missing but a required field")),
+    };
+    let batch_size = match body.get("batchSize") {
+        None | Some(Bson::Null) => 0,
+        Some(Bson::Int32(n)) if *n >= 0 => *n,
+        Some(Bson::Int64(n)) if *n >= 0 => i32::try_from(*n).unwrap_or(i32::MAX),
+        Some(Bson::Double(d)) if *d >= 0.0 => *d as i32,
+        Some(other) => return Err(CommandError::new(ErrorCode::BadValue, format!("Batch size for getMore must be positive, but received: {other}"))),
+    };
+    let ns = format!("{}.{}", cmd.db, coll);
+    let Some(cursor) = state.cursors.touch(id) else {
+        return Err(CommandError::new(ErrorCode::CursorNotFound, format!("cursor id {id} not found")));
+    };
+    if cursor.ns != ns {
+        return Err(CommandError::new(ErrorCode::Unauthorized, format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}", cursor.ns)));
+    }
+    let req = GetMoreRequest { request_id: cmd.request_id.to_string(), cursor_id: cursor.shard_cursor_id, batch_size, ns: ns.clone() };
+    let reply = match state.shards.client().get_more(req).await {
+        Ok(r) => r.into_inner(),
+        Err(status) => {
+            state.cursors.remove(id);
+            return Err(state.shards.status_error(&status));
+        }
+    };
+    if let Some(e) = reply.error {
+        state.cursors.remove(id);
+        return Err(e.into());
+    }
+    let out_id = if reply.cursor_id == 0 {
+        state.cursors.remove(id);
+        0
+    } else {
+        id
+    };
+    forward::cursor_reply(BatchField::Next, &reply.documents, out_id, &ns)
+}
+
+pub async fn kill_cursors(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    cmd.collection()?;
+    let body = Document::try_from(cmd.body.as_ref())?;
+    let ids = match body.get("cursors") {
+        Some(Bson::Array(a)) => a
+            .iter()
+            .map(|v| match v {
+                Bson::Int64(id) => Ok(*id),
+                Bson::Int32(id) => Ok(*id as i64),
+                other => Err(CommandError::type_mismatch(format!("BSON field 'killCursors.cursors' contains an element of type '{}', expected 'long'", type_name(other)))),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(other) => return Err(CommandError::type_mismatch(format!("BSON field 'killCursors.cursors' is the wrong type '{}', expected type 'array'", type_name(other)))),
+        None => return Err(CommandError::new(ErrorCode::Location40414, "BSON field 'killCursors.cursors' is missing but a required field")),
+    };
+    let (mut killed, mut not_found, mut shard_ids) = (Vec::new(), Vec::new(), Vec::new());
+    for id in ids {
+        match state.cursors.remove(id) {
+            Some(c) => {
+                killed.push(id);
+                shard_ids.push(c.shard_cursor_id);
+            }
+            None => not_found.push(id),
+        }
+    }
+    if !shard_ids.is_empty() {
+        let req = KillCursorsRequest { request_id: cmd.request_id.to_string(), cursor_ids: shard_ids };
+        // The router's cursors are gone either way; a shard cursor we fail to kill is reaped idle.
+        if let Err(status) = state.shards.client().kill_cursors(req).await {
+            state.shards.status_error(&status);
+        }
+    }
+    let mut out = RawDocumentBuf::new();
+    out.append(cstr!("cursorsKilled"), ids_array(&killed));
+    out.append(cstr!("cursorsNotFound"), ids_array(&not_found));
+    out.append(cstr!("cursorsAlive"), ids_array(&[]));
+    out.append(cstr!("cursorsUnknown"), ids_array(&[]));
+    Ok(out)
+}
+
+fn ids_array(ids: &[i64]) -> bson::RawArrayBuf {
+    let mut arr = bson::RawArrayBuf::new();
+    for id in ids {
+        arr.push(*id);
+    }
+    arr
+}
+
+fn type_name(v: &Bson) -> String {
+    format!("{:?}", v.element_type()).to_lowercase()
+}

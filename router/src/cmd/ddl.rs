@@ -1,8 +1,28 @@
-//! (being written by the router's CRUD owner)
+//! Collection and database commands, answered by the shard.
 
-use crate::command::Command; use crate::dispatch::HandlerResult; use crate::error::CommandError; use crate::state::{ConnContext, RouterState};
-pub async fn create(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
-pub async fn drop(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
-pub async fn drop_database(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
-pub async fn list_databases(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
-pub async fn list_collections(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult { Err(CommandError::new(shoal_proto::ErrorCode::NotImplemented, format!("{} is not implemented yet", cmd.name))) }
+use crate::cmd::crud::single_reply;
+use crate::command::Command;
+use crate::dispatch::HandlerResult;
+use crate::state::{ConnContext, RouterState};
+
+pub async fn create(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    cmd.collection()?;
+    single_reply(state, cmd).await
+}
+
+pub async fn drop(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    cmd.collection()?;
+    single_reply(state, cmd).await
+}
+
+pub async fn drop_database(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    single_reply(state, cmd).await
+}
+
+pub async fn list_databases(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    single_reply(state, cmd).await
+}
+
+pub async fn list_collections(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    single_reply(state, cmd).await
+}

@@ -5,6 +5,7 @@
 //! [`CommandError`]: crate::error::CommandError
 
 pub mod crud;
+pub mod forward;
 pub mod cursor;
 pub mod ddl;
 pub mod handshake;

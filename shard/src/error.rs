@@ -1,0 +1,51 @@
+//! The shard's one error type for command execution, carrying the MongoDB code it maps to.
+//! Mapped to the wire (`shard::CommandError`) once, in [`crate::service`].
+
+use shoal_proto::ErrorCode;
+use shoal_query::QueryError;
+
+use crate::storage::StorageError;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ExecError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ExecError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+    pub fn bad_value(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::BadValue, message)
+    }
+    pub fn type_mismatch(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::TypeMismatch, message)
+    }
+    pub fn to_wire(&self) -> shoal_proto::shard::CommandError {
+        shoal_proto::shard::CommandError::new(self.code, self.message.clone())
+    }
+}
+
+impl From<QueryError> for ExecError {
+    fn from(e: QueryError) -> Self {
+        Self { code: e.code, message: e.message }
+    }
+}
+
+impl From<StorageError> for ExecError {
+    fn from(e: StorageError) -> Self {
+        // Storage failures are logged where they are handled: here, at the command boundary.
+        tracing::error!(error = %e, "storage failure");
+        Self::new(ErrorCode::InternalError, e.to_string())
+    }
+}
+
+impl From<bson::error::Error> for ExecError {
+    fn from(e: bson::error::Error) -> Self {
+        Self::new(ErrorCode::InvalidBSON, format!("invalid BSON: {e}"))
+    }
+}
+
+pub type ExecResult<T> = Result<T, ExecError>;

@@ -1,0 +1,105 @@
+//! Typed access to command arguments with MongoDB's error codes and messages for wrong types.
+
+use bson::{Bson, Document};
+use shoal_proto::{ErrorCode, Namespace};
+
+use crate::error::{ExecError, ExecResult};
+
+/// `BSON field '<cmd>.<field>' is the wrong type '<t>', expected type '<want>'` (TypeMismatch).
+pub fn wrong_type(cmd: &str, field: &str, got: &Bson, want: &str) -> ExecError {
+    ExecError::type_mismatch(format!("BSON field '{cmd}.{field}' is the wrong type '{}', expected type '{want}'", type_name(got)))
+}
+
+pub fn type_name(v: &Bson) -> &'static str {
+    match v {
+        Bson::Double(_) => "double",
+        Bson::String(_) => "string",
+        Bson::Document(_) => "object",
+        Bson::Array(_) => "array",
+        Bson::Binary(_) => "binData",
+        Bson::Undefined => "undefined",
+        Bson::ObjectId(_) => "objectId",
+        Bson::Boolean(_) => "bool",
+        Bson::DateTime(_) => "date",
+        Bson::Null => "null",
+        Bson::RegularExpression(_) => "regex",
+        Bson::DbPointer(_) => "dbPointer",
+        Bson::JavaScriptCode(_) => "javascript",
+        Bson::Symbol(_) => "symbol",
+        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
+        Bson::Int32(_) => "int",
+        Bson::Timestamp(_) => "timestamp",
+        Bson::Int64(_) => "long",
+        Bson::Decimal128(_) => "decimal",
+        Bson::MinKey => "minKey",
+        Bson::MaxKey => "maxKey",
+    }
+}
+
+pub fn opt_document<'a>(body: &'a Document, cmd: &str, field: &str) -> ExecResult<Option<&'a Document>> {
+    match body.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Document(d)) => Ok(Some(d)),
+        Some(other) => Err(wrong_type(cmd, field, other, "object")),
+    }
+}
+
+pub fn opt_bool(body: &Document, cmd: &str, field: &str) -> ExecResult<Option<bool>> {
+    match body.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Boolean(b)) => Ok(Some(*b)),
+        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => Ok(Some(as_f64(v).is_some_and(|x| x != 0.0))),
+        Some(other) => Err(wrong_type(cmd, field, other, "bool")),
+    }
+}
+
+/// A non-negative integer argument (skip, limit, batchSize); doubles must be integral.
+pub fn opt_non_negative(body: &Document, cmd: &str, field: &str) -> ExecResult<Option<i64>> {
+    let v = match body.get(field) {
+        None | Some(Bson::Null) => return Ok(None),
+        Some(v) => v,
+    };
+    let n = match v {
+        Bson::Int32(i) => *i as i64,
+        Bson::Int64(i) => *i,
+        Bson::Double(d) if d.fract() == 0.0 && d.is_finite() => *d as i64,
+        Bson::Double(_) => return Err(ExecError::bad_value(format!("BSON field '{cmd}.{field}' value must be an integer"))),
+        other => return Err(wrong_type(cmd, field, other, "long")),
+    };
+    if n < 0 {
+        return Err(ExecError::new(ErrorCode::Location51024, format!("BSON field '{field}' value must be >= 0, actual value '{n}'")));
+    }
+    Ok(Some(n))
+}
+
+pub fn as_f64(v: &Bson) -> Option<f64> {
+    match v {
+        Bson::Int32(i) => Some(*i as f64),
+        Bson::Int64(i) => Some(*i as f64),
+        Bson::Double(d) => Some(*d),
+        _ => None,
+    }
+}
+
+/// The collection name of a command whose first field names it.
+pub fn collection_name(body: &Document, cmd: &str) -> ExecResult<String> {
+    match body.iter().next() {
+        Some((_, Bson::String(s))) if !s.is_empty() => Ok(s.clone()),
+        _ => Err(ExecError::new(ErrorCode::InvalidNamespace, format!("collection name has invalid type or is empty for command {cmd}"))),
+    }
+}
+
+pub fn namespace(db: &str, coll: &str) -> ExecResult<Namespace> {
+    Namespace::new(db, coll).map_err(|e| ExecError::new(ErrorCode::InvalidNamespace, e.to_string()))
+}
+
+/// `collation` other than the simple binary one is not supported yet: refuse rather than answer
+/// with the wrong order.
+pub fn check_collation(body: &Document, cmd: &str) -> ExecResult<()> {
+    match body.get("collation") {
+        None | Some(Bson::Null) => Ok(()),
+        Some(Bson::Document(c)) if c.is_empty() || c.get_str("locale").ok() == Some("simple") => Ok(()),
+        Some(Bson::Document(_)) => Err(ExecError::new(ErrorCode::NotImplemented, "collation other than {locale: \"simple\"} is not supported yet")),
+        Some(other) => Err(wrong_type(cmd, "collation", other, "object")),
+    }
+}

@@ -1,0 +1,135 @@
+//! `count` and `distinct`.
+
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+
+use bson::{Bson, Document, doc};
+use shoal_proto::ErrorCode;
+use shoal_query::filter::Filter;
+
+use crate::error::{ExecError, ExecResult};
+use crate::exec::scan::for_each_match;
+use crate::exec::{Engine, Request, args, plan};
+
+pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+    let body = &req.body;
+    let coll_name = args::collection_name(body, "count")?;
+    let ns = args::namespace(req.db, &coll_name)?;
+    let query = args::opt_document(body, "count", "query")?.cloned().unwrap_or_default();
+    let skip = args::opt_non_negative(body, "count", "skip")?.unwrap_or(0) as u64;
+    // count accepts a negative limit and uses its magnitude, as MongoDB does.
+    let limit = match body.get("limit") {
+        None | Some(Bson::Null) => None,
+        Some(v) => match args::as_f64(v) {
+            Some(x) if x != 0.0 => Some(x.abs() as u64),
+            Some(_) => None,
+            None => return Err(args::wrong_type("count", "limit", v, "long")),
+        },
+    };
+    args::check_collation(body, "count")?;
+    let filter = Filter::parse(&query)?;
+    let Some(coll) = engine.store.collection(&ns.to_string()) else { return Ok(doc! { "n": 0_i32 }) };
+    let path = plan::choose(&coll, &query);
+    let filter = if query.is_empty() || plan::path_implies_filter(&path, &query) { None } else { Some(&filter) };
+    let mut seen = 0u64;
+    let mut n = 0u64;
+    for_each_match(&engine.store, None, &coll, &path, filter, false, |_| {
+        seen += 1;
+        if seen > skip {
+            n += 1;
+        }
+        Ok(if limit.is_some_and(|l| n >= l) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+    })?;
+    Ok(doc! { "n": i32::try_from(n).map(Bson::Int32).unwrap_or(Bson::Int64(n as i64)) })
+}
+
+pub fn distinct(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+    let body = &req.body;
+    let coll_name = args::collection_name(body, "distinct")?;
+    let ns = args::namespace(req.db, &coll_name)?;
+    let key = match body.get("key") {
+        Some(Bson::String(k)) if !k.is_empty() => k.clone(),
+        Some(Bson::String(_)) => return Err(ExecError::bad_value("FieldPath cannot be constructed with empty string")),
+        Some(other) => return Err(args::wrong_type("distinct", "key", other, "string")),
+        None => return Err(ExecError::new(ErrorCode::Location40414, "BSON field 'distinct.key' is missing but a required field")),
+    };
+    let query = args::opt_document(body, "distinct", "query")?.cloned().unwrap_or_default();
+    args::check_collation(body, "distinct")?;
+    let filter = Filter::parse(&query)?;
+    let mut values = Vec::new();
+    let mut seen = HashSet::new();
+    let mut bytes = 0usize;
+    if let Some(coll) = engine.store.collection(&ns.to_string()) {
+        let path = plan::choose(&coll, &query);
+        let parts: Vec<&str> = key.split('.').collect();
+        for_each_match(&engine.store, None, &coll, &path, Some(&filter), false, |m| {
+            let mut found = Vec::new();
+            collect_path(&Bson::Document(m.doc), &parts, &mut found);
+            for v in found {
+                // Equal values (1, 1.0, NumberLong(1)) are one distinct value, as in MongoDB.
+                if seen.insert(shoal_query::keystring::encode(&v)) {
+                    bytes += 16 + bson_len(&v);
+                    if bytes > shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES {
+                        return Err(ExecError::new(ErrorCode::BSONObjectTooLarge, "distinct too big, 16mb cap"));
+                    }
+                    values.push(v);
+                }
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+    }
+    values.sort_by(shoal_query::order::compare_values);
+    Ok(doc! { "values": values })
+}
+
+fn bson_len(v: &Bson) -> usize {
+    match v {
+        Bson::String(s) => s.len(),
+        Bson::Document(d) => d.iter().map(|(k, v)| k.len() + bson_len(v)).sum(),
+        Bson::Array(a) => a.iter().map(bson_len).sum(),
+        _ => 8,
+    }
+}
+
+/// Values at a dotted path for `distinct`: arrays on the way are traversed, a terminal array
+/// contributes its elements.
+fn collect_path(v: &Bson, parts: &[&str], out: &mut Vec<Bson>) {
+    match (parts.split_first(), v) {
+        (None, Bson::Array(items)) => out.extend(items.iter().cloned()),
+        (None, other) => out.push(other.clone()),
+        (Some((first, rest)), Bson::Document(d)) => {
+            if let Some(child) = d.get(*first) {
+                collect_path(child, rest, out);
+            }
+        }
+        (Some((first, rest)), Bson::Array(items)) => {
+            if let Ok(i) = first.parse::<usize>() {
+                if let Some(child) = items.get(i) {
+                    collect_path(child, rest, out);
+                }
+            }
+            for item in items {
+                if let Bson::Document(_) = item {
+                    collect_path(item, parts, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distinct_paths_unwind_arrays() {
+        let d = Bson::Document(doc! {"a": [{"b": 1}, {"b": [2, 3]}], "c": [4, [5]]});
+        let mut out = Vec::new();
+        collect_path(&d, &["a", "b"], &mut out);
+        assert_eq!(out, vec![Bson::Int32(1), Bson::Int32(2), Bson::Int32(3)]);
+        let mut out = Vec::new();
+        collect_path(&d, &["c"], &mut out);
+        assert_eq!(out, vec![Bson::Int32(4), Bson::Array(vec![Bson::Int32(5)])]);
+    }
+}

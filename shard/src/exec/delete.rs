@@ -1,0 +1,73 @@
+//! `delete`: each statement `{q, limit: 0|1}` removes the matching documents (all, or the first)
+//! with their oplog entries.
+
+use bson::{Bson, Document};
+use shoal_proto::ErrorCode;
+use shoal_query::filter::Filter;
+
+use crate::error::{ExecError, ExecResult};
+use crate::exec::insert::InsertError;
+use crate::exec::statements::statements;
+use crate::exec::update::collect_matches;
+use crate::exec::{Engine, Request, WriteOutcome, args, write_error};
+
+struct DeleteStatement {
+    filter_doc: Document,
+    filter: Filter,
+    single: bool,
+}
+
+fn parse(stmt: &Document) -> ExecResult<DeleteStatement> {
+    let filter_doc = match stmt.get("q") {
+        Some(Bson::Document(d)) => d.clone(),
+        Some(other) => return Err(args::wrong_type("delete.deletes", "q", other, "object")),
+        None => return Err(ExecError::new(ErrorCode::Location40414, "BSON field 'delete.deletes.q' is missing but a required field")),
+    };
+    let single = match stmt.get("limit") {
+        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => match args::as_f64(v) {
+            Some(x) if x == 0.0 => false,
+            Some(x) if x == 1.0 => true,
+            _ => return Err(ExecError::new(ErrorCode::FailedToParse, "The limit field in delete objects must be 0 or 1. Got ".to_owned() + &v.to_string())),
+        },
+        Some(other) => return Err(args::wrong_type("delete.deletes", "limit", other, "long")),
+        None => return Err(ExecError::new(ErrorCode::Location40414, "BSON field 'delete.deletes.limit' is missing but a required field")),
+    };
+    args::check_collation(stmt, "delete.deletes")?;
+    let filter = Filter::parse(&filter_doc)?;
+    Ok(DeleteStatement { filter_doc, filter, single })
+}
+
+pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
+    let coll_name = args::collection_name(&req.body, "delete")?;
+    let ns = args::namespace(req.db, &coll_name)?.to_string();
+    let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
+    let stmts = statements(req, "deletes")?;
+    let (outcome, seq) = engine.store.write(|txn| {
+        let mut out = WriteOutcome::default();
+        for (i, stmt) in stmts.iter().enumerate() {
+            let result = (|| -> Result<i64, InsertError> {
+                let s = parse(&stmt.doc)?;
+                let Some(coll) = txn.collection(&ns) else { return Ok(0) };
+                let matches = collect_matches(engine, txn, &coll, &s.filter_doc, &s.filter, s.single, None)?;
+                for m in &matches {
+                    let id = m.doc.get("_id").cloned().unwrap_or(Bson::Null);
+                    txn.delete(&coll, &id).map_err(InsertError::Storage)?;
+                }
+                Ok(matches.len() as i64)
+            })();
+            txn.end_statement()?;
+            match result {
+                Ok(n) => out.n += n,
+                Err(InsertError::Exec(e, extra)) => {
+                    out.write_errors.push(write_error(i, &e, extra));
+                    if ordered {
+                        break;
+                    }
+                }
+                Err(InsertError::Storage(e)) => return Err(e),
+            }
+        }
+        Ok(out)
+    })?;
+    Ok((outcome, seq))
+}

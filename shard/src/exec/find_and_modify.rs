@@ -1,0 +1,87 @@
+//! `findAndModify`: update, replace or remove one document (the first in `sort` order) and return
+//! it as it was before or after, atomically with respect to other writers (it runs as the single
+//! writer).
+
+use bson::{Bson, Document, doc};
+use shoal_proto::ErrorCode;
+use shoal_query::filter::Filter;
+use shoal_query::projection::Projection;
+use shoal_query::sort::SortSpec;
+use shoal_query::update::UpdateSpec;
+
+use crate::error::{ExecError, ExecResult};
+use crate::exec::insert::InsertError;
+use crate::exec::update::{UpdateStatement, apply, collect_matches};
+use crate::exec::{Engine, Request, args};
+
+const CMD: &str = "findAndModify";
+
+pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
+    let body = &req.body;
+    let coll_name = args::collection_name(body, CMD)?;
+    let ns = args::namespace(req.db, &coll_name)?;
+    let filter_doc = args::opt_document(body, CMD, "query")?.cloned().unwrap_or_default();
+    let sort = args::opt_document(body, CMD, "sort")?.filter(|s| !s.is_empty()).map(SortSpec::parse).transpose()?;
+    let fields = args::opt_document(body, CMD, "fields")?.filter(|f| !f.is_empty()).map(Projection::parse).transpose()?;
+    let remove = args::opt_bool(body, CMD, "remove")?.unwrap_or(false);
+    let return_new = args::opt_bool(body, CMD, "new")?.unwrap_or(false);
+    let upsert = args::opt_bool(body, CMD, "upsert")?.unwrap_or(false);
+    args::check_collation(body, CMD)?;
+    if body.contains_key("arrayFilters") {
+        return Err(ExecError::new(ErrorCode::NotImplemented, "arrayFilters are not supported yet"));
+    }
+    let update = match body.get("update") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Document(u)) => Some(UpdateSpec::parse(u)?),
+        Some(Bson::Array(_)) => return Err(ExecError::new(ErrorCode::NotImplemented, "pipeline-style updates are not supported yet")),
+        Some(other) => return Err(args::wrong_type(CMD, "update", other, "object")),
+    };
+    match (&update, remove) {
+        (Some(_), true) => return Err(ExecError::new(ErrorCode::FailedToParse, "Cannot specify both an update and remove=true")),
+        (None, false) => return Err(ExecError::new(ErrorCode::FailedToParse, "Either an update or remove=true must be specified")),
+        (None, true) if upsert => return Err(ExecError::new(ErrorCode::FailedToParse, "Cannot specify both upsert=true and remove=true")),
+        (None, true) if return_new => return Err(ExecError::new(ErrorCode::FailedToParse, "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document")),
+        _ => {}
+    }
+    let filter = Filter::parse(&filter_doc)?;
+    let project = |d: Option<Document>| -> ExecResult<Bson> {
+        match (d, &fields) {
+            (None, _) => Ok(Bson::Null),
+            (Some(d), Some(p)) => Ok(Bson::Document(p.apply(&d)?)),
+            (Some(d), None) => Ok(Bson::Document(d)),
+        }
+    };
+    let (reply, seq) = engine.store.write(|txn| {
+        let result: Result<Document, InsertError> = (|| {
+            if remove {
+                let Some(coll) = txn.collection(&ns.to_string()) else {
+                    return Ok(doc! { "lastErrorObject": { "n": 0 }, "value": Bson::Null });
+                };
+                let matches = collect_matches(engine, txn, &coll, &filter_doc, &filter, true, sort.as_ref())?;
+                let Some(m) = matches.into_iter().next() else {
+                    return Ok(doc! { "lastErrorObject": { "n": 0 }, "value": Bson::Null });
+                };
+                txn.delete(&coll, m.doc.get("_id").unwrap_or(&Bson::Null)).map_err(InsertError::Storage)?;
+                return Ok(doc! { "lastErrorObject": { "n": 1 }, "value": project(Some(m.doc))? });
+            }
+            let Some(spec) = update else { return Err(ExecError::new(ErrorCode::InternalError, "update expected").into()) };
+            let stmt = UpdateStatement { filter_doc: filter_doc.clone(), filter: Filter::parse(&filter_doc)?, spec, multi: false, upsert };
+            let applied = apply(engine, txn, &ns, &stmt, sort.as_ref())?;
+            let mut last_error = doc! { "n": (applied.matched + applied.upserted_id.is_some() as i64) as i32, "updatedExisting": applied.matched > 0 };
+            if let Some(id) = &applied.upserted_id {
+                last_error.insert("upserted", id.clone());
+            }
+            let value = match applied.last {
+                Some((old, new)) => project(if return_new { Some(new) } else { old })?,
+                None => Bson::Null,
+            };
+            Ok(doc! { "lastErrorObject": last_error, "value": value })
+        })();
+        match result {
+            Ok(d) => Ok(Ok(d)),
+            Err(InsertError::Exec(e, _)) => Ok(Err(e)),
+            Err(InsertError::Storage(e)) => Err(e),
+        }
+    })?;
+    Ok((reply?, seq))
+}

@@ -1,0 +1,137 @@
+//! `insert`: documents get an `_id` (an ObjectId, first, when missing), are checked against the
+//! `_id` index and stored with their oplog entries. Ordered inserts stop at the first error.
+
+use bson::{Bson, Document, RawDocumentBuf, doc, oid::ObjectId};
+use bytes::Bytes;
+use shoal_proto::ErrorCode;
+use shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES;
+
+use crate::error::{ExecError, ExecResult};
+use crate::exec::statements::{Statement, statements};
+use crate::exec::{Engine, Request, WriteOutcome, args, write_error};
+use crate::store::WriteTxn;
+use crate::store::catalog::CollectionInfo;
+
+pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
+    let coll_name = args::collection_name(&req.body, "insert")?;
+    let ns = args::namespace(req.db, &coll_name)?;
+    let ordered = args::opt_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
+    let stmts = statements(req, "documents")?;
+    let (outcome, seq) = engine.store.write(|txn| {
+        let (coll, _) = txn.ensure_collection(&ns, Document::new())?;
+        let mut out = WriteOutcome::default();
+        for (i, stmt) in stmts.iter().enumerate() {
+            match insert_one(txn, &coll, stmt) {
+                Ok(()) => out.n += 1,
+                Err(InsertError::Exec(e, extra)) => {
+                    out.write_errors.push(write_error(i, &e, extra));
+                    if ordered {
+                        break;
+                    }
+                }
+                Err(InsertError::Storage(e)) => return Err(e),
+            }
+        }
+        Ok(out)
+    })?;
+    Ok((outcome, seq))
+}
+
+pub enum InsertError {
+    /// The statement failed; others may go on. The document holds extra reply fields.
+    Exec(ExecError, Option<Document>),
+    Storage(crate::storage::StorageError),
+}
+
+impl From<ExecError> for InsertError {
+    fn from(e: ExecError) -> Self {
+        InsertError::Exec(e, None)
+    }
+}
+
+fn insert_one(txn: &mut WriteTxn<'_>, coll: &CollectionInfo, stmt: &Statement) -> Result<(), InsertError> {
+    let (id, bytes) = prepare(stmt)?;
+    insert_prepared(txn, coll, &id, bytes)
+}
+
+/// Stores a document whose `_id` is known and first; DuplicateKey if the `_id` is taken.
+pub fn insert_prepared(txn: &mut WriteTxn<'_>, coll: &CollectionInfo, id: &Bson, bytes: Bytes) -> Result<(), InsertError> {
+    if txn.get(coll, id).map_err(InsertError::Storage)?.is_some() {
+        return Err(duplicate_key(coll, id));
+    }
+    let raw = bson::RawDocument::from_bytes(&bytes).map_err(|e| InsertError::Exec(e.into(), None))?;
+    txn.insert(coll, id, raw).map_err(InsertError::Storage)
+}
+
+pub fn duplicate_key(coll: &CollectionInfo, id: &Bson) -> InsertError {
+    let msg = format!("E11000 duplicate key error collection: {} index: _id_ dup key: {{ _id: {id} }}", coll.full_name());
+    InsertError::Exec(ExecError::new(ErrorCode::DuplicateKey, msg), Some(doc! { "keyPattern": { "_id": 1 }, "keyValue": { "_id": id.clone() } }))
+}
+
+/// The `_id` and the bytes to store: the statement's own bytes when `_id` is already first.
+fn prepare(stmt: &Statement) -> ExecResult<(Bson, Bytes)> {
+    let doc = &stmt.doc;
+    validate_document(doc)?;
+    match (doc.iter().next(), &stmt.raw) {
+        (Some((k, id)), Some(raw)) if k == "_id" => {
+            check_size(raw.len())?;
+            Ok((id.clone(), raw.clone()))
+        }
+        _ => {
+            let (id, with_id) = with_id_first(doc);
+            let bytes = RawDocumentBuf::try_from(&with_id)?.into_bytes();
+            check_size(bytes.len())?;
+            Ok((id, Bytes::from(bytes)))
+        }
+    }
+}
+
+/// `doc` with its `_id` first, generating an ObjectId when it has none.
+pub fn with_id_first(doc: &Document) -> (Bson, Document) {
+    let id = doc.get("_id").cloned().unwrap_or_else(|| Bson::ObjectId(ObjectId::new()));
+    let mut out = Document::new();
+    out.insert("_id", id.clone());
+    for (k, v) in doc {
+        if k != "_id" {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    (id, out)
+}
+
+pub fn check_size(len: usize) -> ExecResult<()> {
+    if len > MAX_BSON_OBJECT_SIZE_BYTES {
+        return Err(ExecError::new(
+            ErrorCode::BSONObjectTooLarge,
+            format!("object to insert too large. size in bytes: {len}, max size: {MAX_BSON_OBJECT_SIZE_BYTES}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Rules every stored document obeys: a valid `_id`, no `$`-prefixed top-level field.
+pub fn validate_document(doc: &Document) -> ExecResult<()> {
+    if let Some(id) = doc.get("_id") {
+        validate_id(id)?;
+    }
+    if let Some(k) = doc.keys().find(|k| k.starts_with('$')) {
+        return Err(ExecError::bad_value(format!("Document can't have $ prefixed field names: {k}")));
+    }
+    Ok(())
+}
+
+pub fn validate_id(id: &Bson) -> ExecResult<()> {
+    let kind = match id {
+        Bson::Array(_) => "array",
+        Bson::RegularExpression(_) => "regex",
+        Bson::Undefined => "undefined",
+        _ => return Ok(()),
+    };
+    Err(ExecError::new(ErrorCode::InvalidIdField, format!("The '_id' value cannot be of type {kind}")))
+}
+
+impl From<shoal_query::QueryError> for InsertError {
+    fn from(e: shoal_query::QueryError) -> Self {
+        InsertError::Exec(e.into(), None)
+    }
+}

@@ -1,0 +1,71 @@
+//! Command execution on one shard: the MongoDB commands a router forwards, run against the
+//! [`Store`]. Each function here is synchronous (it may read and write storage, which can block on
+//! I/O) and is called by [`crate::service`] on the blocking pool; waiting for durability happens
+//! afterwards, asynchronously.
+
+pub mod aggregate;
+pub mod args;
+pub mod count;
+pub mod ddl;
+pub mod find;
+pub mod find_and_modify;
+pub mod insert;
+pub mod plan;
+pub mod scan;
+pub mod statements;
+pub mod update;
+pub mod write_concern;
+pub mod delete;
+
+use std::sync::Arc;
+
+use bson::Document;
+use shoal_proto::shard::{CommandRequest, WriteError};
+
+use crate::cursors::CursorManager;
+use crate::error::{ExecError, ExecResult};
+use crate::store::Store;
+pub use write_concern::WriteConcern;
+
+/// What command execution needs: the store and the open cursors.
+pub struct Engine {
+    pub store: Arc<Store>,
+    pub cursors: CursorManager,
+}
+
+/// A parsed request: the command body as a document plus its statements' source.
+pub struct Request<'a> {
+    pub db: &'a str,
+    pub body: Document,
+    pub raw: &'a CommandRequest,
+}
+
+impl<'a> Request<'a> {
+    pub fn parse(raw: &'a CommandRequest) -> ExecResult<Self> {
+        let body = Document::from_reader(&mut &raw.body[..])?;
+        Ok(Self { db: &raw.db, body, raw })
+    }
+
+    pub fn name(&self) -> &str {
+        self.body.keys().next().map(String::as_str).unwrap_or("")
+    }
+}
+
+/// The outcome of a write command before durability and reply shaping.
+#[derive(Debug, Default)]
+pub struct WriteOutcome {
+    pub n: i64,
+    pub n_modified: i64,
+    pub upserted: Vec<(i32, bson::Bson)>,
+    pub write_errors: Vec<WriteError>,
+}
+
+pub fn write_error(index: usize, e: &ExecError, extra: Option<Document>) -> WriteError {
+    WriteError {
+        index: index as i32,
+        code: e.code.code(),
+        code_name: e.code.name().to_owned(),
+        errmsg: e.message.clone(),
+        err_info: extra.and_then(|d| d.to_vec().ok()).map(Into::into).unwrap_or_default(),
+    }
+}

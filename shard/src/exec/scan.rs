@@ -1,0 +1,108 @@
+//! Reading the documents an access path yields and keeping those the filter matches.
+
+use std::ops::{Bound, ControlFlow};
+
+use bson::Document;
+use bytes::Bytes;
+use shoal_query::filter::Filter;
+
+use crate::error::ExecResult;
+use crate::exec::plan::AccessPath;
+use crate::store::catalog::CollectionInfo;
+use crate::store::{Store, WriteTxn};
+
+/// One stored document the filter matched.
+pub struct Matched {
+    /// Its storage key (collection id ‖ keystring(_id)).
+    pub key: Bytes,
+    /// The stored bytes, a view of what the engine returned.
+    pub raw: Bytes,
+    pub doc: Document,
+}
+
+pub fn decode(raw: &[u8]) -> ExecResult<Document> {
+    Ok(Document::from_reader(&mut &raw[..])?)
+}
+
+/// Calls `f` with each matching document in key order (reverse: descending) starting within the
+/// path's bounds, until `f` breaks. `txn` (when writing) makes point reads see staged writes.
+pub fn for_each_match(
+    store: &Store,
+    txn: Option<&WriteTxn<'_>>,
+    coll: &CollectionInfo,
+    path: &AccessPath,
+    filter: Option<&Filter>,
+    reverse: bool,
+    mut f: impl FnMut(Matched) -> ExecResult<ControlFlow<()>>,
+) -> ExecResult<()> {
+    match path {
+        AccessPath::Point(id) => {
+            let raw = match txn {
+                Some(t) => t.get(coll, id)?,
+                None => store.get(coll, id)?,
+            };
+            if let Some(raw) = raw {
+                let doc = decode(&raw)?;
+                if filter.is_none_or(|fl| fl.matches(&doc)) {
+                    let key = Bytes::from(crate::store::keys::document_key(coll.id, id));
+                    let _ = f(Matched { key, raw, doc })?;
+                }
+            }
+            Ok(())
+        }
+        AccessPath::Range { lower, upper } => {
+            for kv in store.scan(coll, lower.clone(), upper.clone(), reverse) {
+                let (key, raw) = kv?;
+                let doc = decode(&raw)?;
+                if filter.is_none_or(|fl| fl.matches(&doc)) && f(Matched { key, raw, doc })?.is_break() {
+                    break;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The path that continues a scan after `last_key` in the given direction; `None` when nothing
+/// can follow (a point read yields at most one document).
+pub fn resume_after(path: &AccessPath, last_key: &[u8], reverse: bool) -> Option<AccessPath> {
+    match path {
+        AccessPath::Range { lower, upper } if reverse => Some(AccessPath::Range { lower: lower.clone(), upper: Bound::Excluded(last_key.to_vec()) }),
+        AccessPath::Range { upper, .. } => Some(AccessPath::Range { lower: Bound::Excluded(last_key.to_vec()), upper: upper.clone() }),
+        AccessPath::Point(_) => None,
+    }
+}
+
+/// The matching documents as an iterator (for pipelines that pull). A storage or decoding error
+/// ends the iteration and is left in `failure` for the caller to report.
+pub fn iter_matches<'a>(
+    store: &'a Store,
+    coll: &'a CollectionInfo,
+    path: &'a AccessPath,
+    filter: Option<&'a Filter>,
+    failure: &'a std::cell::RefCell<Option<crate::error::ExecError>>,
+) -> Box<dyn Iterator<Item = Document> + 'a> {
+    let fail = move |e: crate::error::ExecError| {
+        failure.borrow_mut().get_or_insert(e);
+        None
+    };
+    match path {
+        AccessPath::Point(id) => {
+            let doc = match store.get(coll, id) {
+                Ok(Some(raw)) => decode(&raw).map_or_else(fail, Some),
+                Ok(None) => None,
+                Err(e) => fail(e.into()),
+            };
+            Box::new(doc.into_iter().filter(move |d| filter.is_none_or(|f| f.matches(d))))
+        }
+        AccessPath::Range { lower, upper } => Box::new(
+            store
+                .scan(coll, lower.clone(), upper.clone(), false)
+                .map_while(move |kv| match kv {
+                    Ok((_, raw)) => decode(&raw).map_or_else(fail, Some),
+                    Err(e) => fail(e.into()),
+                })
+                .filter(move |d| filter.is_none_or(|f| f.matches(d))),
+        ),
+    }
+}

@@ -1,0 +1,165 @@
+//! `update`: each statement `{q, u, multi, upsert}` finds its documents, applies the update
+//! (operator-style or replacement) and stores the changed ones with their oplog entries; with
+//! `upsert` and no match it inserts the document built from the query's equalities.
+
+use std::ops::ControlFlow;
+
+use bson::{Bson, Document, RawDocumentBuf};
+use shoal_proto::ErrorCode;
+use shoal_query::filter::Filter;
+use shoal_query::update::{UpdateContext, UpdateSpec};
+
+use crate::error::{ExecError, ExecResult};
+use crate::exec::insert::{InsertError, check_size, insert_prepared, with_id_first};
+use crate::exec::scan::{Matched, for_each_match};
+use crate::exec::statements::statements;
+use crate::exec::{Engine, Request, WriteOutcome, args, plan, write_error};
+use crate::store::WriteTxn;
+
+pub struct UpdateStatement {
+    pub filter_doc: Document,
+    pub filter: Filter,
+    pub spec: UpdateSpec,
+    pub multi: bool,
+    pub upsert: bool,
+}
+
+impl UpdateStatement {
+    pub fn parse(stmt: &Document) -> ExecResult<Self> {
+        let filter_doc = match stmt.get("q") {
+            Some(Bson::Document(d)) => d.clone(),
+            Some(other) => return Err(args::wrong_type("q", "q", other, "object")),
+            None => return Err(ExecError::new(ErrorCode::Location40414, "BSON field 'update.updates.q' is missing but a required field")),
+        };
+        let spec = match stmt.get("u") {
+            Some(Bson::Document(d)) => UpdateSpec::parse(d)?,
+            Some(Bson::Array(_)) => return Err(ExecError::new(ErrorCode::NotImplemented, "pipeline-style updates are not supported yet")),
+            Some(other) => return Err(args::wrong_type("update.updates", "u", other, "object")),
+            None => return Err(ExecError::new(ErrorCode::Location40414, "BSON field 'update.updates.u' is missing but a required field")),
+        };
+        let multi = args::opt_bool(stmt, "update.updates", "multi")?.unwrap_or(false);
+        let upsert = args::opt_bool(stmt, "update.updates", "upsert")?.unwrap_or(false);
+        if stmt.contains_key("arrayFilters") {
+            return Err(ExecError::new(ErrorCode::NotImplemented, "arrayFilters are not supported yet"));
+        }
+        args::check_collation(stmt, "update.updates")?;
+        if multi && spec.is_replacement() {
+            return Err(ExecError::new(ErrorCode::FailedToParse, "multi update is not supported for replacement-style update"));
+        }
+        let filter = Filter::parse(&filter_doc)?;
+        Ok(Self { filter_doc, filter, spec, multi, upsert })
+    }
+}
+
+pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
+    let coll_name = args::collection_name(&req.body, "update")?;
+    let ns = args::namespace(req.db, &coll_name)?;
+    let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
+    let stmts = statements(req, "updates")?;
+    let (outcome, seq) = engine.store.write(|txn| {
+        let mut out = WriteOutcome::default();
+        for (i, stmt) in stmts.iter().enumerate() {
+            let result = UpdateStatement::parse(&stmt.doc).map_err(|e| InsertError::Exec(e, None)).and_then(|s| apply_statement(engine, txn, &ns, &s, i, &mut out));
+            txn.end_statement()?;
+            match result {
+                Ok(()) => {}
+                Err(InsertError::Exec(e, extra)) => {
+                    out.write_errors.push(write_error(i, &e, extra));
+                    if ordered {
+                        break;
+                    }
+                }
+                Err(InsertError::Storage(e)) => return Err(e),
+            }
+        }
+        Ok(out)
+    })?;
+    Ok((outcome, seq))
+}
+
+/// Outcome of one update statement, also used by findAndModify.
+pub struct Applied {
+    pub matched: i64,
+    pub modified: i64,
+    /// (old, new) of the last document updated or inserted.
+    pub last: Option<(Option<Document>, Document)>,
+    pub upserted_id: Option<Bson>,
+}
+
+fn apply_statement(engine: &Engine, txn: &mut WriteTxn<'_>, ns: &shoal_proto::Namespace, stmt: &UpdateStatement, index: usize, out: &mut WriteOutcome) -> Result<(), InsertError> {
+    let applied = apply(engine, txn, ns, stmt, None)?;
+    out.n += applied.matched;
+    out.n_modified += applied.modified;
+    if let Some(id) = applied.upserted_id {
+        out.n += 1;
+        out.upserted.push((index as i32, id));
+    }
+    Ok(())
+}
+
+/// Runs one update statement. `sort` picks which document a single update takes (findAndModify).
+pub fn apply(engine: &Engine, txn: &mut WriteTxn<'_>, ns: &shoal_proto::Namespace, stmt: &UpdateStatement, sort: Option<&shoal_query::sort::SortSpec>) -> Result<Applied, InsertError> {
+    let ctx = UpdateContext { now: txn.now(), is_upsert_insert: false };
+    let mut applied = Applied { matched: 0, modified: 0, last: None, upserted_id: None };
+    if let Some(coll) = txn.collection(&ns.to_string()) {
+        let matches = collect_matches(engine, txn, &coll, &stmt.filter_doc, &stmt.filter, !stmt.multi, sort).map_err(|e| InsertError::Exec(e, None))?;
+        for old in matches {
+            let mut new = old.doc.clone();
+            let changed = stmt.spec.apply(&mut new, &ctx).map_err(|e| InsertError::Exec(e.into(), None))?;
+            applied.matched += 1;
+            if changed {
+                let id = old.doc.get("_id").cloned().unwrap_or(Bson::Null);
+                if new.get("_id") != Some(&id) {
+                    return Err(InsertError::Exec(ExecError::new(ErrorCode::ImmutableField, "Performing an update on the path '_id' would modify the immutable field '_id'"), None));
+                }
+                let raw = RawDocumentBuf::try_from(&new).map_err(|e| InsertError::Exec(e.into(), None))?;
+                if raw.as_bytes().len() > shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES {
+                    return Err(InsertError::Exec(ExecError::new(ErrorCode::Location17419, format!("Resulting document after update is larger than {}", shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES)), None));
+                }
+                txn.update(&coll, &id, &raw).map_err(InsertError::Storage)?;
+                applied.modified += 1;
+            }
+            applied.last = Some((Some(old.doc), new));
+        }
+    }
+    if applied.matched == 0 && stmt.upsert {
+        let seed = shoal_query::filter::equality_fields(&stmt.filter_doc)?;
+        let upsert_ctx = UpdateContext { now: txn.now(), is_upsert_insert: true };
+        let built = shoal_query::update::upsert_document(&seed, &stmt.spec, &upsert_ctx).map_err(|e| InsertError::Exec(e.into(), None))?;
+        let (id, doc) = with_id_first(&built);
+        crate::exec::insert::validate_document(&doc)?;
+        let bytes = RawDocumentBuf::try_from(&doc).map_err(|e| InsertError::Exec(e.into(), None))?.into_bytes();
+        check_size(bytes.len())?;
+        let (coll, _) = txn.ensure_collection(ns, Document::new()).map_err(InsertError::Storage)?;
+        insert_prepared(txn, &coll, &id, bytes.into())?;
+        applied.upserted_id = Some(id);
+        applied.last = Some((None, doc));
+    }
+    Ok(applied)
+}
+
+/// The documents `filter` selects, in `sort` order when given; only the first when `single`.
+pub fn collect_matches(
+    engine: &Engine,
+    txn: &WriteTxn<'_>,
+    coll: &crate::store::catalog::CollectionInfo,
+    filter_doc: &Document,
+    filter: &Filter,
+    single: bool,
+    sort: Option<&shoal_query::sort::SortSpec>,
+) -> ExecResult<Vec<Matched>> {
+    let path = plan::choose(coll, filter_doc);
+    let mut out = Vec::new();
+    let stop_after_first = single && sort.is_none();
+    for_each_match(&engine.store, Some(txn), coll, &path, Some(filter), false, |m| {
+        out.push(m);
+        Ok(if stop_after_first { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+    })?;
+    if let Some(spec) = sort {
+        out.sort_by(|a, b| spec.compare(&a.doc, &b.doc));
+    }
+    if single {
+        out.truncate(1);
+    }
+    Ok(out)
+}

@@ -1,0 +1,43 @@
+//! Key layout of the shard's spaces.
+//!
+//! ```text
+//! Documents: collection id (u64 BE) ‖ keystring(_id)      -> BSON document
+//! Oplog:     ts.time (u32 BE) ‖ ts.increment (u32 BE)     -> BSON oplog entry
+//! Meta:      "coll/" ‖ namespace                           -> BSON collection record
+//!            "dropped/" ‖ collection id (u64 BE)           -> "" (documents still to delete)
+//! ```
+//! Collection ids are never reused, so documents of a dropped collection are unreachable from the
+//! moment its catalog record is gone; the range deleter removes them afterwards.
+
+use bson::{Bson, Timestamp};
+
+pub const COLLECTION_PREFIX: &[u8] = b"coll/";
+pub const DROPPED_PREFIX: &[u8] = b"dropped/";
+
+pub fn collection_prefix(coll_id: u64) -> [u8; 8] {
+    coll_id.to_be_bytes()
+}
+
+pub fn document_key(coll_id: u64, id: &Bson) -> Vec<u8> {
+    let mut key = Vec::with_capacity(24);
+    key.extend_from_slice(&coll_id.to_be_bytes());
+    shoal_query::keystring::encode_into(id, &mut key);
+    key
+}
+
+pub fn oplog_key(ts: Timestamp) -> [u8; 8] {
+    (((ts.time as u64) << 32) | ts.increment as u64).to_be_bytes()
+}
+
+pub fn oplog_ts(key: &[u8]) -> Option<Timestamp> {
+    let raw = u64::from_be_bytes(key.try_into().ok()?);
+    Some(Timestamp { time: (raw >> 32) as u32, increment: raw as u32 })
+}
+
+pub fn collection_record_key(ns: &str) -> Vec<u8> {
+    [COLLECTION_PREFIX, ns.as_bytes()].concat()
+}
+
+pub fn dropped_key(coll_id: u64) -> Vec<u8> {
+    [DROPPED_PREFIX, &coll_id.to_be_bytes()[..]].concat()
+}
