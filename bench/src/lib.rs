@@ -1,7 +1,13 @@
 //! Benchmark drivers for Shoal.
 //!
-//! Owns: the CRUD-path benchmark (`shoal bench crud`): inserts/s and finds-by-`_id`/s measured
-//! through the router, directly against a shard's gRPC service, and against the bare storage
-//! engine, in one run. Later: YCSB-compatible workloads (issue 4).
+//! Owns: the CRUD-path benchmark ([`crud`], `shoal bench crud`): single-document inserts/s and
+//! finds-by-`_id`/s measured at four depths in one run — the bare storage engine, the shard's
+//! executor in-process, the shard's gRPC service, and the router through the official MongoDB
+//! driver — so the cost of each layer shows as a ratio. Later: YCSB-compatible workloads (issue 4).
 //!
-//! Must not: be linked by the server crates; it is a client of them.
+//! Must not: be linked by the server crates; it is a client of them (it links `shoal-shard` only to
+//! drive its storage and executor in-process). Timing lives here, never in tests.
+
+pub mod crud;
+pub mod measure;
+pub mod procs;

@@ -1,1 +1,370 @@
-//! (being written)
+//! Aggregation pipelines: parsing the stages once, then streaming documents through them.
+//!
+//! ```text
+//!   storage --(leading $match pushed down)--> input docs
+//!      -> $match -> $project/$addFields/$unset -> $unwind -> $skip/$limit    (streaming)
+//!      -> $sort / $group / $count                              (blocking, memory-bounded)
+//!      -> output docs
+//! ```
+//!
+//! Owns: the stage list ([`Pipeline`]), the expression language (`expr`, `operators`),
+//! `$group` with its accumulators (`group`) and the simpler stages (`stages`).
+//!
+//! Invariants:
+//! - Parsing validates everything that does not depend on documents; `run` only fails on
+//!   per-document errors (type errors in expressions) and on the memory bound.
+//! - Stages stream: a `$limit` stops pulling from the input. `$sort`, `$group` and `$count` hold
+//!   their input, and `$sort` and `$group` refuse to hold more than the memory limit (an estimate
+//!   of BSON bytes) unless disk use is allowed. Shoal has no external sort yet, so
+//!   `allow_disk_use` simply lifts the limit.
+//! - `$sort` directly followed by `$limit` (or `$skip` then `$limit`) keeps only the top k.
+
+pub(crate) mod expr;
+mod group;
+pub(crate) mod operators;
+mod stages;
+
+use bson::{Bson, Document};
+use shoal_proto::ErrorCode;
+
+use crate::error::{QueryError, Result};
+use crate::filter::Filter;
+use crate::projection::Projection;
+use crate::sort::{SortSpec, sort_documents};
+
+use group::Group;
+use stages::Unwind;
+
+/// What `$sort` and `$group` may hold without `allowDiskUse`, as in MongoDB (100 MiB).
+pub const BLOCKING_STAGE_MEMORY_BYTES_MAX: usize = 100 * 1024 * 1024;
+
+pub struct Pipeline {
+    stages: Vec<Stage>,
+    allow_disk_use: bool,
+    memory_limit_bytes: usize,
+}
+
+enum Stage {
+    Match {
+        spec: Document,
+        filter: Filter,
+    },
+    /// `$project`, `$addFields`/`$set` or `$unset`, under the name the user wrote.
+    Reshape {
+        name: &'static str,
+        projection: Projection,
+    },
+    Sort(SortSpec),
+    Limit(u64),
+    Skip(u64),
+    Count(String),
+    Unwind(Unwind),
+    Group(Group),
+}
+
+impl Stage {
+    fn name(&self) -> &'static str {
+        match self {
+            Stage::Match { .. } => "$match",
+            Stage::Reshape { name, .. } => name,
+            Stage::Sort(_) => "$sort",
+            Stage::Limit(_) => "$limit",
+            Stage::Skip(_) => "$skip",
+            Stage::Count(_) => "$count",
+            Stage::Unwind(_) => "$unwind",
+            Stage::Group(_) => "$group",
+        }
+    }
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.stages.iter().map(Stage::name))
+            .finish()
+    }
+}
+
+type DocStream<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
+
+impl Pipeline {
+    pub fn parse(stages: &[Bson]) -> Result<Pipeline> {
+        let stages = stages.iter().map(parse_stage).collect::<Result<Vec<_>>>()?;
+        Ok(Pipeline {
+            stages,
+            allow_disk_use: false,
+            memory_limit_bytes: BLOCKING_STAGE_MEMORY_BYTES_MAX,
+        })
+    }
+
+    /// `allowDiskUse: true`: lifts the memory bound of `$sort` and `$group` (no spilling yet).
+    pub fn with_allow_disk_use(mut self, allow: bool) -> Pipeline {
+        self.allow_disk_use = allow;
+        self
+    }
+
+    /// Overrides [`BLOCKING_STAGE_MEMORY_BYTES_MAX`] (tests, per-deployment settings).
+    pub fn with_memory_limit_bytes(mut self, bytes: usize) -> Pipeline {
+        self.memory_limit_bytes = bytes;
+        self
+    }
+
+    pub fn len(&self) -> usize {
+        self.stages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stages.is_empty()
+    }
+
+    /// The stage names in order, e.g. for `explain` and logs.
+    pub fn stage_names(&self) -> Vec<&'static str> {
+        self.stages.iter().map(Stage::name).collect()
+    }
+
+    /// The filter of a first `$match` stage, which a caller may evaluate in storage (with
+    /// indexes) and then call [`Pipeline::run_after_leading_match`].
+    pub fn leading_match(&self) -> Option<&Document> {
+        match self.stages.first() {
+            Some(Stage::Match { spec, .. }) => Some(spec),
+            _ => None,
+        }
+    }
+
+    /// Runs every stage over `input`.
+    pub fn run(&self, input: impl Iterator<Item = Document>) -> Result<Vec<Document>> {
+        self.stream(input).collect()
+    }
+
+    /// Runs the stages after the leading `$match`, for input that already satisfies it.
+    pub fn run_after_leading_match(
+        &self,
+        input: impl Iterator<Item = Document>,
+    ) -> Result<Vec<Document>> {
+        let start = usize::from(self.leading_match().is_some());
+        self.stream_from(start, Box::new(input.map(Ok))).collect()
+    }
+
+    /// Lazily runs every stage; cursors pull batches from this. The first error ends the stream.
+    pub fn stream<'a>(
+        &'a self,
+        input: impl Iterator<Item = Document> + 'a,
+    ) -> impl Iterator<Item = Result<Document>> + 'a {
+        self.stream_from(0, Box::new(input.map(Ok)))
+    }
+
+    fn stream_from<'a>(&'a self, start: usize, input: DocStream<'a>) -> DocStream<'a> {
+        let mut s = input;
+        for i in start..self.stages.len() {
+            s = match &self.stages[i] {
+                Stage::Match { filter, .. } => {
+                    Box::new(s.filter(move |r| r.as_ref().map_or(true, |d| filter.matches(d))))
+                }
+                Stage::Reshape { projection, .. } => {
+                    Box::new(s.map(move |r| r.and_then(|d| projection.apply(&d))))
+                }
+                Stage::Limit(n) => Box::new(s.take(usize::try_from(*n).unwrap_or(usize::MAX))),
+                Stage::Skip(n) => {
+                    let mut left = *n;
+                    // Errors pass through: skipping must not swallow them.
+                    Box::new(s.filter(move |r| {
+                        if r.is_err() || left == 0 {
+                            return true;
+                        }
+                        left -= 1;
+                        false
+                    }))
+                }
+                Stage::Unwind(u) => Box::new(s.flat_map(move |r| match r {
+                    Ok(d) => u.apply(d).into_iter().map(Ok).collect::<Vec<_>>(),
+                    Err(e) => vec![Err(e)],
+                })),
+                Stage::Sort(spec) => {
+                    let keep = self.top_k_after(i);
+                    blocking(s, move |up| self.sort(spec, up, keep))
+                }
+                Stage::Group(g) => blocking(s, move |up| g.run(up, self.memory_budget())),
+                Stage::Count(field) => blocking(s, move |up| stages::count(field, up)),
+            };
+        }
+        s
+    }
+
+    /// How many documents a `$sort` at `i` must keep, when a `$limit` (maybe after a `$skip`)
+    /// follows it.
+    fn top_k_after(&self, i: usize) -> Option<usize> {
+        let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        match (self.stages.get(i + 1), self.stages.get(i + 2)) {
+            (Some(Stage::Limit(l)), _) => Some(as_usize(*l)),
+            (Some(Stage::Skip(s)), Some(Stage::Limit(l))) => {
+                Some(as_usize(*s).saturating_add(as_usize(*l)))
+            }
+            _ => None,
+        }
+    }
+
+    fn memory_budget(&self) -> Option<usize> {
+        (!self.allow_disk_use).then_some(self.memory_limit_bytes)
+    }
+
+    fn sort(
+        &self,
+        spec: &SortSpec,
+        up: DocStream<'_>,
+        keep: Option<usize>,
+    ) -> Result<Vec<Document>> {
+        let budget = self.memory_budget();
+        let mut docs = Vec::new();
+        let mut bytes = 0usize;
+        for r in up {
+            let d = r?;
+            bytes = bytes.saturating_add(doc_size(&d));
+            docs.push(d);
+            if let Some(k) = keep
+                && docs.len() >= k.saturating_mul(2).max(1)
+            {
+                sort_documents(&mut docs, spec);
+                docs.truncate(k);
+                bytes = docs.iter().map(doc_size).sum();
+            }
+            if budget.is_some_and(|max| bytes > max) {
+                return Err(QueryError::new(
+                    ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
+                    format!(
+                        "Sort exceeded memory limit of {} bytes, but did not opt in to external \
+                         sorting. Pass allowDiskUse:true to opt in.",
+                        self.memory_limit_bytes
+                    ),
+                ));
+            }
+        }
+        sort_documents(&mut docs, spec);
+        if let Some(k) = keep {
+            docs.truncate(k);
+        }
+        Ok(docs)
+    }
+}
+
+/// A stage that must see all of its input before producing output; runs on the first pull.
+fn blocking<'a>(
+    upstream: DocStream<'a>,
+    op: impl FnOnce(DocStream<'a>) -> Result<Vec<Document>> + 'a,
+) -> DocStream<'a> {
+    let mut pending = Some((upstream, op));
+    let mut output: Option<std::vec::IntoIter<Document>> = None;
+    Box::new(std::iter::from_fn(move || {
+        if let Some((up, op)) = pending.take() {
+            match op(up) {
+                Ok(docs) => output = Some(docs.into_iter()),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        output.as_mut()?.next().map(Ok)
+    }))
+}
+
+fn parse_stage(stage: &Bson) -> Result<Stage> {
+    let Bson::Document(d) = stage else {
+        return Err(QueryError::type_mismatch(
+            "Each element of the 'pipeline' array must be an object",
+        ));
+    };
+    let mut it = d.iter();
+    let (Some((name, arg)), None) = (it.next(), it.next()) else {
+        // MongoDB: Location40323.
+        return Err(QueryError::failed_to_parse(
+            "A pipeline stage specification object must contain exactly one field.",
+        ));
+    };
+    let object = |what: &str| -> Result<&Document> {
+        match arg {
+            Bson::Document(spec) => Ok(spec),
+            other => Err(QueryError::failed_to_parse(format!(
+                "{what} specification must be an object, got {}",
+                crate::update::display::type_name(other)
+            ))),
+        }
+    };
+    Ok(match name.as_str() {
+        "$match" => {
+            let spec = object("$match")?;
+            Stage::Match {
+                filter: Filter::parse(spec)?,
+                spec: spec.clone(),
+            }
+        }
+        "$project" => Stage::Reshape {
+            name: "$project",
+            projection: Projection::parse_project(object("$project")?)?,
+        },
+        "$addFields" => Stage::Reshape {
+            name: "$addFields",
+            projection: Projection::parse_add_fields(object("$addFields")?)?,
+        },
+        "$set" => Stage::Reshape {
+            name: "$set",
+            projection: Projection::parse_add_fields(object("$set")?)?,
+        },
+        "$unset" => Stage::Reshape {
+            name: "$unset",
+            projection: stages::parse_unset(arg)?,
+        },
+        "$sort" => {
+            let Bson::Document(spec) = arg else {
+                // MongoDB: Location15973.
+                return Err(QueryError::failed_to_parse(
+                    "the $sort key specification must be an object",
+                ));
+            };
+            if spec.is_empty() {
+                // MongoDB: Location15976.
+                return Err(QueryError::bad_value(
+                    "$sort stage must have at least one sort key",
+                ));
+            }
+            Stage::Sort(SortSpec::parse(spec)?)
+        }
+        "$limit" => Stage::Limit(stages::parse_limit(arg)?),
+        "$skip" => Stage::Skip(stages::parse_skip(arg)?),
+        "$count" => Stage::Count(stages::parse_count(arg)?),
+        "$unwind" => Stage::Unwind(Unwind::parse(arg)?),
+        "$group" => Stage::Group(Group::parse(arg)?),
+        other => {
+            return Err(QueryError::new(
+                ErrorCode::Location40324,
+                format!("Unrecognized pipeline stage name: '{other}'"),
+            ));
+        }
+    })
+}
+
+/// Estimated BSON size of a document, for memory bounds; exact for most types.
+pub(crate) fn doc_size(d: &Document) -> usize {
+    5 + d
+        .iter()
+        .map(|(k, v)| 2 + k.len() + value_size(v))
+        .sum::<usize>()
+}
+
+pub(crate) fn value_size(v: &Bson) -> usize {
+    match v {
+        Bson::Double(_) | Bson::Int64(_) | Bson::DateTime(_) | Bson::Timestamp(_) => 8,
+        Bson::Int32(_) => 4,
+        Bson::Decimal128(_) => 16,
+        Bson::ObjectId(_) => 12,
+        Bson::Boolean(_) => 1,
+        Bson::Null | Bson::Undefined | Bson::MinKey | Bson::MaxKey => 0,
+        Bson::String(s) | Bson::JavaScriptCode(s) | Bson::Symbol(s) => 5 + s.len(),
+        Bson::Document(d) => doc_size(d),
+        // Array keys are decimal indexes; four bytes each is a fair average.
+        Bson::Array(a) => 5 + a.iter().map(|e| 6 + value_size(e)).sum::<usize>(),
+        Bson::Binary(b) => 5 + b.bytes.len(),
+        Bson::RegularExpression(re) => 2 + re.pattern.as_str().len() + re.options.as_str().len(),
+        Bson::JavaScriptCodeWithScope(c) => 9 + c.code.len() + doc_size(&c.scope),
+        Bson::DbPointer(_) => 32,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,294 @@
+//! Aggregation expressions: field paths (`"$a.b"`), variables (`"$$ROOT"`), literals, object and
+//! array expressions, and operator expressions (`{$add: [...]}`), parsed once and evaluated per
+//! document.
+//!
+//! Invariants: evaluation yields `None` for "missing" (distinct from null, as in MongoDB, where
+//! missing sorts before null and is dropped from objects); a field path over an array of
+//! documents maps over the documents and skips the rest; `CURRENT` is always `ROOT` (no `$let`,
+//! `$map` or `$filter` yet).
+
+use bson::{Bson, Document};
+use shoal_proto::ErrorCode;
+
+use super::operators::{self, Operator};
+use crate::error::{QueryError, Result};
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Expr {
+    Literal(Bson),
+    /// `$a.b`: a path from the current document.
+    Field(Vec<String>),
+    /// `$$ROOT.a`, `$$CURRENT`: a path from the whole document.
+    Root(Vec<String>),
+    /// `$$REMOVE`: always missing, so `$project`/`$addFields` drop the field.
+    Remove,
+    Object(Vec<(String, Expr)>),
+    Array(Vec<Expr>),
+    Op(Operator, Vec<Expr>),
+}
+
+impl Expr {
+    pub(crate) fn parse(v: &Bson) -> Result<Expr> {
+        match v {
+            Bson::String(s) if s.starts_with("$$") => parse_variable(&s[2..]),
+            Bson::String(s) if s.starts_with('$') => Ok(Expr::Field(parse_field_path(&s[1..])?)),
+            Bson::Document(d) => match d.keys().next() {
+                Some(k) if k.starts_with('$') => parse_operator(d),
+                _ => parse_object(d),
+            },
+            Bson::Array(a) => Ok(Expr::Array(
+                a.iter().map(Expr::parse).collect::<Result<_>>()?,
+            )),
+            other => Ok(Expr::Literal(other.clone())),
+        }
+    }
+
+    /// The value of the expression for `root`, `None` when missing.
+    pub(crate) fn eval(&self, root: &Document) -> Result<Option<Bson>> {
+        match self {
+            Expr::Literal(v) => Ok(Some(v.clone())),
+            Expr::Field(parts) | Expr::Root(parts) => Ok(lookup(root, parts)),
+            Expr::Remove => Ok(None),
+            Expr::Object(fields) => {
+                let mut out = Document::new();
+                for (k, e) in fields {
+                    if let Some(v) = e.eval(root)? {
+                        out.insert(k.clone(), v);
+                    }
+                }
+                Ok(Some(Bson::Document(out)))
+            }
+            // A missing element of an array literal becomes null: arrays cannot have holes.
+            Expr::Array(items) => Ok(Some(Bson::Array(
+                items
+                    .iter()
+                    .map(|e| Ok(e.eval(root)?.unwrap_or(Bson::Null)))
+                    .collect::<Result<_>>()?,
+            ))),
+            Expr::Op(op, args) => operators::eval(*op, args, root),
+        }
+    }
+}
+
+/// `a.b.c` after the `$`, checked as MongoDB's `FieldPath` does.
+pub(crate) fn parse_field_path(path: &str) -> Result<Vec<String>> {
+    if path.is_empty() {
+        // MongoDB: Location16872.
+        return Err(QueryError::bad_value(
+            "'$' by itself is not a valid FieldPath",
+        ));
+    }
+    let parts: Vec<String> = path.split('.').map(str::to_string).collect();
+    for part in &parts {
+        if part.is_empty() {
+            return Err(QueryError::new(
+                ErrorCode::Location15998,
+                "FieldPath field names may not be empty strings.",
+            ));
+        }
+        if part.starts_with('$') {
+            // MongoDB: Location16410.
+            return Err(QueryError::bad_value(format!(
+                "FieldPath field names may not start with '$'. Consider using $getField or $setField. (in '{path}')"
+            )));
+        }
+    }
+    Ok(parts)
+}
+
+fn parse_variable(s: &str) -> Result<Expr> {
+    let (name, rest) = match s.split_once('.') {
+        Some((name, rest)) => (name, Some(rest)),
+        None => (s, None),
+    };
+    let path = match rest {
+        Some(rest) => parse_field_path(rest)?,
+        None => Vec::new(),
+    };
+    match name {
+        "ROOT" | "CURRENT" => Ok(Expr::Root(path)),
+        "REMOVE" => Ok(Expr::Remove),
+        "" => Err(QueryError::bad_value(
+            "empty variable names are not allowed",
+        )),
+        // MongoDB: Location17276. $$NOW and user variables need a variables scope we lack.
+        other => Err(QueryError::failed_to_parse(format!(
+            "Use of undefined variable: {other}"
+        ))),
+    }
+}
+
+fn parse_object(d: &Document) -> Result<Expr> {
+    let mut fields = Vec::with_capacity(d.len());
+    for (k, v) in d {
+        if k.starts_with('$') {
+            // MongoDB: Location16410 (a `$` key after a plain one).
+            return Err(QueryError::bad_value(format!(
+                "FieldPath field names may not start with '$'. Consider using $getField or $setField. (in '{k}')"
+            )));
+        }
+        if k.contains('.') {
+            // MongoDB: Location16412.
+            return Err(QueryError::bad_value(format!(
+                "FieldPath field names may not contain '.'. Consider using $getField or $setField. (in '{k}')"
+            )));
+        }
+        if k.is_empty() {
+            return Err(QueryError::new(
+                ErrorCode::Location15998,
+                "FieldPath field names may not be empty strings.",
+            ));
+        }
+        fields.push((k.clone(), Expr::parse(v)?));
+    }
+    Ok(Expr::Object(fields))
+}
+
+fn parse_operator(d: &Document) -> Result<Expr> {
+    if d.len() != 1 {
+        // MongoDB: Location15983.
+        return Err(QueryError::bad_value(format!(
+            "an expression specification must contain exactly one field, the name of the \
+             expression. Found {} fields in {}",
+            d.len(),
+            crate::update::display::document(d)
+        )));
+    }
+    let Some((name, arg)) = d.iter().next() else {
+        return Err(QueryError::bad_value("empty expression"));
+    };
+    if name == "$literal" {
+        return Ok(Expr::Literal(arg.clone()));
+    }
+    let op = Operator::from_name(name).ok_or_else(|| {
+        QueryError::new(
+            ErrorCode::InvalidPipelineOperator,
+            format!("Unrecognized expression '{name}'"),
+        )
+    })?;
+    if op == Operator::Cond
+        && let Bson::Document(named) = arg
+    {
+        return parse_cond_object(named);
+    }
+    let args = match arg {
+        Bson::Array(items) => items.iter().map(Expr::parse).collect::<Result<Vec<_>>>()?,
+        single => vec![Expr::parse(single)?],
+    };
+    operators::check_arity(op, args.len())?;
+    Ok(Expr::Op(op, args))
+}
+
+/// `{$cond: {if: ..., then: ..., else: ...}}`, normalised to the three-argument form.
+fn parse_cond_object(d: &Document) -> Result<Expr> {
+    let (mut cond, mut then, mut otherwise) = (None, None, None);
+    for (k, v) in d {
+        let slot = match k.as_str() {
+            "if" => &mut cond,
+            "then" => &mut then,
+            "else" => &mut otherwise,
+            // MongoDB: Location17083.
+            other => {
+                return Err(QueryError::bad_value(format!(
+                    "Unrecognized parameter to $cond: {other}"
+                )));
+            }
+        };
+        *slot = Some(Expr::parse(v)?);
+    }
+    let missing =
+        |name: &str| QueryError::bad_value(format!("Missing '{name}' parameter to $cond"));
+    Ok(Expr::Op(
+        Operator::Cond,
+        vec![
+            cond.ok_or_else(|| missing("if"))?,
+            then.ok_or_else(|| missing("then"))?,
+            otherwise.ok_or_else(|| missing("else"))?,
+        ],
+    ))
+}
+
+/// `$a.b` over `doc`: through documents; over an array, the values of the rest of the path in
+/// its documents (other elements skipped, missing results dropped).
+pub(crate) fn lookup(doc: &Document, parts: &[String]) -> Option<Bson> {
+    let Some((first, rest)) = parts.split_first() else {
+        return Some(Bson::Document(doc.clone()));
+    };
+    descend(doc.get(first)?, rest)
+}
+
+fn descend(v: &Bson, rest: &[String]) -> Option<Bson> {
+    let Some((first, tail)) = rest.split_first() else {
+        return Some(v.clone());
+    };
+    match v {
+        Bson::Document(d) => descend(d.get(first)?, tail),
+        Bson::Array(a) => Some(Bson::Array(
+            a.iter()
+                .filter_map(|e| match e {
+                    Bson::Document(d) => descend(d.get(first)?, tail),
+                    _ => None,
+                })
+                .collect(),
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{bson, doc};
+
+    fn eval(expr: Bson, root: &Document) -> Option<Bson> {
+        Expr::parse(&expr).unwrap().eval(root).unwrap()
+    }
+
+    #[test]
+    fn field_paths_and_variables() {
+        let root = doc! {"a": {"b": 1}, "arr": [{"x": 1}, 5, {"y": 2}, {"x": [3]}]};
+        assert_eq!(eval(bson!("$a.b"), &root), Some(bson!(1)));
+        assert_eq!(eval(bson!("$a.c"), &root), None);
+        assert_eq!(eval(bson!("$arr.x"), &root), Some(bson!([1, [3]])));
+        assert_eq!(eval(bson!("$$ROOT.a"), &root), Some(bson!({"b": 1})));
+        assert_eq!(
+            eval(bson!("$$CURRENT"), &root),
+            Some(Bson::Document(root.clone()))
+        );
+        assert_eq!(eval(bson!("$$REMOVE"), &root), None);
+    }
+
+    #[test]
+    fn literals_objects_and_arrays() {
+        let root = doc! {"a": 1};
+        assert_eq!(eval(bson!(5), &root), Some(bson!(5)));
+        assert_eq!(eval(bson!({"$literal": "$a"}), &root), Some(bson!("$a")));
+        assert_eq!(
+            eval(bson!({"x": "$a", "y": "$nope", "z": {"w": 2}}), &root),
+            Some(bson!({"x": 1, "z": {"w": 2}}))
+        );
+        assert_eq!(eval(bson!(["$a", "$nope"]), &root), Some(bson!([1, null])));
+    }
+
+    #[test]
+    fn parse_errors() {
+        let code = |v: Bson| Expr::parse(&v).unwrap_err().code;
+        let err = Expr::parse(&bson!({"$foo": 1})).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidPipelineOperator);
+        assert_eq!(err.message, "Unrecognized expression '$foo'");
+        assert_eq!(code(bson!("$")), ErrorCode::BadValue);
+        assert_eq!(code(bson!("$a..b")), ErrorCode::Location15998);
+        assert_eq!(code(bson!("$$NOPE")), ErrorCode::FailedToParse);
+        assert_eq!(code(bson!({"$add": [1], "x": 1})), ErrorCode::BadValue);
+        assert_eq!(code(bson!({"a": 1, "$b": 1})), ErrorCode::BadValue);
+        assert_eq!(code(bson!({"a.b": 1})), ErrorCode::BadValue);
+        assert_eq!(
+            code(bson!({"$cond": {"if": true, "then": 1}})),
+            ErrorCode::BadValue
+        );
+        assert_eq!(
+            code(bson!({"$cond": {"if": true, "then": 1, "else": 2, "x": 1}})),
+            ErrorCode::BadValue
+        );
+    }
+}

@@ -1,0 +1,310 @@
+//! `$group` and its accumulators (`$sum $avg $min $max $first $last $push $addToSet $count`).
+//!
+//! Invariants: group keys are equal exactly when `order::values_equal` says so (`1` and `1.0`
+//! share a group; the first key seen is the one output); groups come out in the order their
+//! first document arrived; the estimated bytes held (keys plus accumulated values) never pass
+//! the budget.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+use bson::{Bson, Document};
+use shoal_proto::ErrorCode;
+
+use super::expr::Expr;
+use super::operators::Num;
+use super::{DocStream, value_size};
+use crate::error::{QueryError, Result};
+use crate::order::compare_values;
+
+/// A fixed charge per accumulator of each group, for the state beside any held values.
+const ACCUMULATOR_STATE_BYTES: usize = 32;
+
+pub(crate) struct Group {
+    id: Expr,
+    fields: Vec<(String, Accumulator, Expr)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Accumulator {
+    Sum,
+    Avg,
+    Min,
+    Max,
+    First,
+    Last,
+    Push,
+    AddToSet,
+    Count,
+}
+
+/// A value ordered by MongoDB's comparison, so maps group `1` with `1.0`.
+struct OrdBson(Bson);
+
+impl PartialEq for OrdBson {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for OrdBson {}
+impl PartialOrd for OrdBson {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for OrdBson {
+    fn cmp(&self, other: &Self) -> Ordering {
+        compare_values(&self.0, &other.0)
+    }
+}
+
+enum State {
+    Sum(Num),
+    Avg { sum: Num, count: u64 },
+    Min(Option<Bson>),
+    Max(Option<Bson>),
+    First(Option<Bson>),
+    Last(Bson),
+    Push(Vec<Bson>),
+    AddToSet(Vec<Bson>, BTreeSet<OrdBson>),
+}
+
+impl Group {
+    pub(crate) fn parse(arg: &Bson) -> Result<Group> {
+        let Bson::Document(spec) = arg else {
+            // MongoDB: Location15947.
+            return Err(QueryError::failed_to_parse(
+                "a group's fields must be specified in an object",
+            ));
+        };
+        let id = match spec.get("_id") {
+            Some(v) => Expr::parse(v)?,
+            None => {
+                return Err(QueryError::new(
+                    ErrorCode::Location15955,
+                    "a group specification must include an _id",
+                ));
+            }
+        };
+        let mut fields = Vec::new();
+        for (name, v) in spec {
+            if name == "_id" {
+                continue;
+            }
+            if name.contains('.') {
+                // MongoDB: Location40235.
+                return Err(QueryError::bad_value(format!(
+                    "The field name '{name}' cannot contain '.'"
+                )));
+            }
+            if name.starts_with('$') {
+                // MongoDB: Location40236.
+                return Err(QueryError::bad_value(format!(
+                    "The field name '{name}' cannot be an operator name"
+                )));
+            }
+            let Bson::Document(acc) = v else {
+                // MongoDB: Location40234.
+                return Err(QueryError::bad_value(format!(
+                    "The field '{name}' must be an accumulator object"
+                )));
+            };
+            let mut it = acc.iter();
+            let (Some((op, arg)), None) = (it.next(), it.next()) else {
+                // MongoDB: Location40238.
+                return Err(QueryError::bad_value(format!(
+                    "The field '{name}' must specify one accumulator"
+                )));
+            };
+            let kind = accumulator(op)?;
+            let expr = if kind == Accumulator::Count {
+                if !matches!(arg, Bson::Document(d) if d.is_empty()) {
+                    return Err(QueryError::bad_value(
+                        "$count takes no arguments, i.e. $count:{}",
+                    ));
+                }
+                Expr::Literal(Bson::Int32(1))
+            } else {
+                if matches!(arg, Bson::Array(_)) {
+                    // MongoDB: Location40237.
+                    return Err(QueryError::bad_value(format!(
+                        "The {op} accumulator is a unary operator"
+                    )));
+                }
+                Expr::parse(arg)?
+            };
+            fields.push((name.clone(), kind, expr));
+        }
+        Ok(Group { id, fields })
+    }
+
+    pub(crate) fn run(&self, input: DocStream<'_>, budget: Option<usize>) -> Result<Vec<Document>> {
+        let mut index: BTreeMap<OrdBson, usize> = BTreeMap::new();
+        let mut groups: Vec<(Bson, Vec<State>)> = Vec::new();
+        let mut bytes = 0usize;
+        for r in input {
+            let doc = r?;
+            let key = self.id.eval(&doc)?.unwrap_or(Bson::Null);
+            let g = match index.get(&OrdBson(key.clone())) {
+                Some(&g) => g,
+                None => {
+                    bytes = bytes.saturating_add(
+                        value_size(&key).saturating_mul(2)
+                            + ACCUMULATOR_STATE_BYTES * self.fields.len(),
+                    );
+                    groups.push((
+                        key.clone(),
+                        self.fields.iter().map(|(_, k, _)| State::new(*k)).collect(),
+                    ));
+                    index.insert(OrdBson(key), groups.len() - 1);
+                    groups.len() - 1
+                }
+            };
+            for ((_, _, expr), state) in self.fields.iter().zip(groups[g].1.iter_mut()) {
+                let v = expr.eval(&doc)?;
+                bytes = bytes.saturating_add(state.add(v)?);
+            }
+            if budget.is_some_and(|max| bytes > max) {
+                return Err(QueryError::new(
+                    ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
+                    "Exceeded memory limit for $group, but didn't allow external sort. Pass \
+                     allowDiskUse:true to opt in.",
+                ));
+            }
+        }
+        Ok(groups
+            .into_iter()
+            .map(|(key, states)| {
+                let mut out = Document::new();
+                out.insert("_id", key);
+                for ((name, _, _), state) in self.fields.iter().zip(states) {
+                    out.insert(name.clone(), state.finish());
+                }
+                out
+            })
+            .collect())
+    }
+}
+
+fn accumulator(op: &str) -> Result<Accumulator> {
+    use Accumulator::*;
+    Ok(match op {
+        "$sum" => Sum,
+        "$avg" => Avg,
+        "$min" => Min,
+        "$max" => Max,
+        "$first" => First,
+        "$last" => Last,
+        "$push" => Push,
+        "$addToSet" => AddToSet,
+        "$count" => Count,
+        // MongoDB: Location15952, which proto lacks; InvalidPipelineOperator is the nearest.
+        other => {
+            return Err(QueryError::new(
+                ErrorCode::InvalidPipelineOperator,
+                format!("unknown group operator '{other}'"),
+            ));
+        }
+    })
+}
+
+impl State {
+    fn new(kind: Accumulator) -> State {
+        match kind {
+            Accumulator::Sum | Accumulator::Count => State::Sum(Num::I32(0)),
+            Accumulator::Avg => State::Avg {
+                sum: Num::I32(0),
+                count: 0,
+            },
+            Accumulator::Min => State::Min(None),
+            Accumulator::Max => State::Max(None),
+            Accumulator::First => State::First(None),
+            Accumulator::Last => State::Last(Bson::Null),
+            Accumulator::Push => State::Push(Vec::new()),
+            Accumulator::AddToSet => State::AddToSet(Vec::new(), BTreeSet::new()),
+        }
+    }
+
+    /// Folds in one document's value; returns the bytes newly held.
+    fn add(&mut self, v: Option<Bson>) -> Result<usize> {
+        match self {
+            // Non-numeric values (arrays included) are ignored by $sum and $avg.
+            State::Sum(sum) => {
+                if let Some(n) = v.as_ref().and_then(Num::of) {
+                    *sum = sum.add(n?);
+                }
+                Ok(0)
+            }
+            State::Avg { sum, count } => {
+                if let Some(n) = v.as_ref().and_then(Num::of) {
+                    *sum = sum.add(n?);
+                    *count += 1;
+                }
+                Ok(0)
+            }
+            State::Min(cur) => Ok(extreme(cur, v, Ordering::Less)),
+            State::Max(cur) => Ok(extreme(cur, v, Ordering::Greater)),
+            State::First(cur) => {
+                if cur.is_none() {
+                    let v = v.unwrap_or(Bson::Null);
+                    let size = value_size(&v);
+                    *cur = Some(v);
+                    return Ok(size);
+                }
+                Ok(0)
+            }
+            State::Last(cur) => {
+                let v = v.unwrap_or(Bson::Null);
+                let grew = value_size(&v).saturating_sub(value_size(cur));
+                *cur = v;
+                Ok(grew)
+            }
+            State::Push(items) => Ok(v.map_or(0, |v| {
+                let size = value_size(&v);
+                items.push(v);
+                size
+            })),
+            State::AddToSet(items, seen) => Ok(match v {
+                Some(v) if !seen.contains(&OrdBson(v.clone())) => {
+                    let size = value_size(&v).saturating_mul(2);
+                    seen.insert(OrdBson(v.clone()));
+                    items.push(v);
+                    size
+                }
+                _ => 0,
+            }),
+        }
+    }
+
+    fn finish(self) -> Bson {
+        match self {
+            State::Sum(n) => n.into(),
+            State::Avg { count: 0, .. } => Bson::Null,
+            State::Avg { sum, count } => Bson::Double(sum.as_f64() / count as f64),
+            State::Min(v) | State::Max(v) | State::First(v) => v.unwrap_or(Bson::Null),
+            State::Last(v) => v,
+            State::Push(items) | State::AddToSet(items, _) => Bson::Array(items),
+        }
+    }
+}
+
+/// `$min`/`$max`: keeps `v` if it is `want` of the current value; null and missing are skipped.
+fn extreme(cur: &mut Option<Bson>, v: Option<Bson>, want: Ordering) -> usize {
+    let v = match v {
+        None | Some(Bson::Null | Bson::Undefined) => return 0,
+        Some(v) => v,
+    };
+    match cur {
+        Some(c) if compare_values(&v, c) != want => 0,
+        Some(c) => {
+            let grew = value_size(&v).saturating_sub(value_size(c));
+            *c = v;
+            grew
+        }
+        None => {
+            let size = value_size(&v);
+            *cur = Some(v);
+            size
+        }
+    }
+}
