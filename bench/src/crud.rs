@@ -46,13 +46,59 @@ fn document(i: usize, field_bytes: usize) -> Document {
 
 pub async fn run(opts: &CrudOptions) -> anyhow::Result<Vec<LayerResult>> {
     let dir = tempfile::tempdir()?;
-    let mut results = vec![engine_layer(opts, &dir.path().join("engine")).await?, executor_layer(opts, &dir.path().join("executor")).await?];
-    let shard = Server::start(&opts.exe, &["shard", "--listen", "127.0.0.1:0", "--data-dir", &dir.path().join("shard").to_string_lossy()], &dir.path().join("shard.log")).await?;
+    let mut results = vec![
+        engine_layer(opts, &dir.path().join("engine")).await?,
+        executor_layer(opts, &dir.path().join("executor")).await?,
+    ];
+    let shard = Server::start(
+        &opts.exe,
+        &[
+            "shard",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            &dir.path().join("shard").to_string_lossy(),
+        ],
+        &dir.path().join("shard.log"),
+    )
+    .await?;
     results.push(grpc_layer(opts, &format!("http://{}", shard.addr)).await?);
     shard.stop().await;
-    let shard = Server::start(&opts.exe, &["shard", "--listen", "127.0.0.1:0", "--data-dir", &dir.path().join("shard2").to_string_lossy()], &dir.path().join("shard2.log")).await?;
-    let router = Server::start(&opts.exe, &["router", "--listen", "127.0.0.1:0", "--shard", &format!("http://{}", shard.addr)], &dir.path().join("router.log")).await?;
-    results.push(router_layer(opts, &format!("mongodb://{}/?directConnection=true&maxPoolSize={}", router.addr, opts.concurrency.max(1))).await?);
+    let shard = Server::start(
+        &opts.exe,
+        &[
+            "shard",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            &dir.path().join("shard2").to_string_lossy(),
+        ],
+        &dir.path().join("shard2.log"),
+    )
+    .await?;
+    let router = Server::start(
+        &opts.exe,
+        &[
+            "router",
+            "--listen",
+            "127.0.0.1:0",
+            "--shard",
+            &format!("http://{}", shard.addr),
+        ],
+        &dir.path().join("router.log"),
+    )
+    .await?;
+    results.push(
+        router_layer(
+            opts,
+            &format!(
+                "mongodb://{}/?directConnection=true&maxPoolSize={}",
+                router.addr,
+                opts.concurrency.max(1)
+            ),
+        )
+        .await?,
+    );
     router.stop().await;
     shard.stop().await;
     Ok(results)
@@ -94,7 +140,11 @@ async fn engine_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Resu
     })
     .await?;
     group.shutdown();
-    Ok(LayerResult { layer: "engine", insert, find })
+    Ok(LayerResult {
+        layer: "engine",
+        insert,
+        find,
+    })
 }
 
 fn request(db: &str, body: Document, sequence: Option<Bytes>) -> anyhow::Result<CommandRequest> {
@@ -102,7 +152,13 @@ fn request(db: &str, body: Document, sequence: Option<Bytes>) -> anyhow::Result<
         Some(d) => ("documents".to_owned(), vec![d]),
         None => (String::new(), Vec::new()),
     };
-    Ok(CommandRequest { request_id: String::new(), db: db.to_owned(), body: body.to_vec()?.into(), sequence_id, sequence })
+    Ok(CommandRequest {
+        request_id: String::new(),
+        db: db.to_owned(),
+        body: body.to_vec()?.into(),
+        sequence_id,
+        sequence,
+    })
 }
 
 async fn executor_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Result<LayerResult> {
@@ -113,7 +169,11 @@ async fn executor_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Re
     let insert = measure::run(opts.docs, opts.concurrency, move |i| {
         let e = Arc::clone(&e);
         async move {
-            let req = request("bench", doc! { "insert": "c" }, Some(document(i, field_bytes).to_vec()?.into()))?;
+            let req = request(
+                "bench",
+                doc! { "insert": "c" },
+                Some(document(i, field_bytes).to_vec()?.into()),
+            )?;
             let e2 = Arc::clone(&e);
             let (outcome, seq) = tokio::task::spawn_blocking(move || {
                 let parsed = shoal_shard::exec::Request::parse(&req)?;
@@ -132,7 +192,11 @@ async fn executor_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Re
         let e = Arc::clone(&e);
         async move {
             let id = ((i * 7919) % docs) as i64;
-            let req = request("bench", doc! { "find": "c", "filter": { "_id": id }, "limit": 1, "singleBatch": true }, None)?;
+            let req = request(
+                "bench",
+                doc! { "find": "c", "filter": { "_id": id }, "limit": 1, "singleBatch": true },
+                None,
+            )?;
             let (batch, _) = tokio::task::spawn_blocking(move || {
                 let parsed = shoal_shard::exec::Request::parse(&req)?;
                 shoal_shard::exec::find::run(&e, &parsed)
@@ -144,19 +208,36 @@ async fn executor_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Re
     })
     .await?;
     engine.store.shutdown();
-    Ok(LayerResult { layer: "executor", insert, find })
+    Ok(LayerResult {
+        layer: "executor",
+        insert,
+        find,
+    })
 }
 
 async fn grpc_layer(opts: &CrudOptions, endpoint: &str) -> anyhow::Result<LayerResult> {
-    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())?.timeout(Duration::from_secs(30)).connect().await?;
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())?
+        .timeout(Duration::from_secs(30))
+        .connect()
+        .await?;
     let client = ShardClient::new(channel);
     let field_bytes = opts.field_bytes;
     let c = client.clone();
     let insert = measure::run(opts.docs, opts.concurrency, move |i| {
         let mut c = c.clone();
         async move {
-            let reply = c.insert(request("bench", doc! { "insert": "c" }, Some(document(i, field_bytes).to_vec()?.into()))?).await?.into_inner();
-            anyhow::ensure!(reply.error.is_none() && reply.write_errors.is_empty(), "insert failed");
+            let reply = c
+                .insert(request(
+                    "bench",
+                    doc! { "insert": "c" },
+                    Some(document(i, field_bytes).to_vec()?.into()),
+                )?)
+                .await?
+                .into_inner();
+            anyhow::ensure!(
+                reply.error.is_none() && reply.write_errors.is_empty(),
+                "insert failed"
+            );
             Ok(())
         }
     })
@@ -166,13 +247,24 @@ async fn grpc_layer(opts: &CrudOptions, endpoint: &str) -> anyhow::Result<LayerR
         let mut c = client.clone();
         async move {
             let id = ((i * 7919) % docs) as i64;
-            let reply = c.find(request("bench", doc! { "find": "c", "filter": { "_id": id }, "limit": 1, "singleBatch": true }, None)?).await?.into_inner();
+            let reply = c
+                .find(request(
+                    "bench",
+                    doc! { "find": "c", "filter": { "_id": id }, "limit": 1, "singleBatch": true },
+                    None,
+                )?)
+                .await?
+                .into_inner();
             anyhow::ensure!(reply.documents.len() == 1, "missing document");
             Ok(())
         }
     })
     .await?;
-    Ok(LayerResult { layer: "shard gRPC", insert, find })
+    Ok(LayerResult {
+        layer: "shard gRPC",
+        insert,
+        find,
+    })
 }
 
 async fn router_layer(opts: &CrudOptions, uri: &str) -> anyhow::Result<LayerResult> {
@@ -193,12 +285,18 @@ async fn router_layer(opts: &CrudOptions, uri: &str) -> anyhow::Result<LayerResu
         let c = coll.clone();
         async move {
             let id = ((i * 7919) % docs) as i64;
-            c.find_one(doc! { "_id": id }).await?.context("missing document")?;
+            c.find_one(doc! { "_id": id })
+                .await?
+                .context("missing document")?;
             Ok(())
         }
     })
     .await?;
-    Ok(LayerResult { layer: "router", insert, find })
+    Ok(LayerResult {
+        layer: "router",
+        insert,
+        find,
+    })
 }
 
 /// A markdown table of the results, with each layer's throughput relative to the engine's.
@@ -208,9 +306,13 @@ pub fn report(opts: &CrudOptions, results: &[LayerResult]) -> String {
         opts.docs, opts.concurrency, opts.field_bytes
     );
     out.push_str("| layer | inserts/s | insert p50 µs | insert p99 µs | finds/s | find p50 µs | find p99 µs | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
-    let base = results.first().map(|r| (r.insert.ops_per_sec(), r.find.ops_per_sec()));
+    let base = results
+        .first()
+        .map(|r| (r.insert.ops_per_sec(), r.find.ops_per_sec()));
     for r in results {
-        let (ri, rf) = base.map(|(i, f)| (r.insert.ops_per_sec() / i, r.find.ops_per_sec() / f)).unwrap_or((1.0, 1.0));
+        let (ri, rf) = base
+            .map(|(i, f)| (r.insert.ops_per_sec() / i, r.find.ops_per_sec() / f))
+            .unwrap_or((1.0, 1.0));
         out.push_str(&format!(
             "| {} | {:.0} ({:.2}×) | {} | {} | {:.0} ({:.2}×) | {} | {} | {} |\n",
             r.layer,

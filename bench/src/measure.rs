@@ -59,5 +59,12 @@ where
         all.add(&h)?;
         errors += e;
     }
-    Ok(Summary { ops, elapsed: started.elapsed(), p50_us: all.value_at_quantile(0.5), p99_us: all.value_at_quantile(0.99), max_us: all.max(), errors })
+    Ok(Summary {
+        ops,
+        elapsed: started.elapsed(),
+        p50_us: all.value_at_quantile(0.5),
+        p99_us: all.value_at_quantile(0.99),
+        max_us: all.max(),
+        errors,
+    })
 }

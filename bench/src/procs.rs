@@ -20,14 +20,24 @@ pub struct Server {
 
 impl Server {
     pub async fn start(exe: &Path, args: &[&str], log: &Path) -> anyhow::Result<Self> {
-        let log_file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        let mut child = Command::new(exe).args(args).stdout(Stdio::piped()).stderr(log_file).kill_on_drop(true).spawn().with_context(|| format!("starting {}", exe.display()))?;
+        let log_file =
+            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let mut child = Command::new(exe)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", exe.display()))?;
         let stdout = child.stdout.take().context("child stdout")?;
         let mut lines = BufReader::new(stdout).lines();
         let ready = tokio::time::timeout(READY_TIMEOUT, async {
             while let Some(line) = lines.next_line().await? {
                 if let Some(rest) = line.strip_prefix("SHOAL_READY ") {
-                    let addr = rest.split_whitespace().nth(1).context("ready line without address")?;
+                    let addr = rest
+                        .split_whitespace()
+                        .nth(1)
+                        .context("ready line without address")?;
                     return Ok(addr.parse::<SocketAddr>()?);
                 }
             }
@@ -42,7 +52,10 @@ impl Server {
 
     pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
         }
         let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
     }

@@ -7,7 +7,10 @@ use crate::error::{ExecError, ExecResult};
 
 /// `BSON field '<cmd>.<field>' is the wrong type '<t>', expected type '<want>'` (TypeMismatch).
 pub fn wrong_type(cmd: &str, field: &str, got: &Bson, want: &str) -> ExecError {
-    ExecError::type_mismatch(format!("BSON field '{cmd}.{field}' is the wrong type '{}', expected type '{want}'", type_name(got)))
+    ExecError::type_mismatch(format!(
+        "BSON field '{cmd}.{field}' is the wrong type '{}', expected type '{want}'",
+        type_name(got)
+    ))
 }
 
 pub fn type_name(v: &Bson) -> &'static str {
@@ -36,7 +39,11 @@ pub fn type_name(v: &Bson) -> &'static str {
     }
 }
 
-pub fn opt_document<'a>(body: &'a Document, cmd: &str, field: &str) -> ExecResult<Option<&'a Document>> {
+pub fn opt_document<'a>(
+    body: &'a Document,
+    cmd: &str,
+    field: &str,
+) -> ExecResult<Option<&'a Document>> {
     match body.get(field) {
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::Document(d)) => Ok(Some(d)),
@@ -48,7 +55,9 @@ pub fn opt_bool(body: &Document, cmd: &str, field: &str) -> ExecResult<Option<bo
     match body.get(field) {
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::Boolean(b)) => Ok(Some(*b)),
-        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => Ok(Some(as_f64(v).is_some_and(|x| x != 0.0))),
+        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => {
+            Ok(Some(as_f64(v).is_some_and(|x| x != 0.0)))
+        }
         Some(other) => Err(wrong_type(cmd, field, other, "bool")),
     }
 }
@@ -63,11 +72,18 @@ pub fn opt_non_negative(body: &Document, cmd: &str, field: &str) -> ExecResult<O
         Bson::Int32(i) => *i as i64,
         Bson::Int64(i) => *i,
         Bson::Double(d) if d.fract() == 0.0 && d.is_finite() => *d as i64,
-        Bson::Double(_) => return Err(ExecError::bad_value(format!("BSON field '{cmd}.{field}' value must be an integer"))),
+        Bson::Double(_) => {
+            return Err(ExecError::bad_value(format!(
+                "BSON field '{cmd}.{field}' value must be an integer"
+            )));
+        }
         other => return Err(wrong_type(cmd, field, other, "long")),
     };
     if n < 0 {
-        return Err(ExecError::new(ErrorCode::Location51024, format!("BSON field '{field}' value must be >= 0, actual value '{n}'")));
+        return Err(ExecError::new(
+            ErrorCode::Location51024,
+            format!("BSON field '{field}' value must be >= 0, actual value '{n}'"),
+        ));
     }
     Ok(Some(n))
 }
@@ -85,7 +101,10 @@ pub fn as_f64(v: &Bson) -> Option<f64> {
 pub fn collection_name(body: &Document, cmd: &str) -> ExecResult<String> {
     match body.iter().next() {
         Some((_, Bson::String(s))) if !s.is_empty() => Ok(s.clone()),
-        _ => Err(ExecError::new(ErrorCode::InvalidNamespace, format!("collection name has invalid type or is empty for command {cmd}"))),
+        _ => Err(ExecError::new(
+            ErrorCode::InvalidNamespace,
+            format!("collection name has invalid type or is empty for command {cmd}"),
+        )),
     }
 }
 
@@ -98,8 +117,13 @@ pub fn namespace(db: &str, coll: &str) -> ExecResult<Namespace> {
 pub fn check_collation(body: &Document, cmd: &str) -> ExecResult<()> {
     match body.get("collation") {
         None | Some(Bson::Null) => Ok(()),
-        Some(Bson::Document(c)) if c.is_empty() || c.get_str("locale").ok() == Some("simple") => Ok(()),
-        Some(Bson::Document(_)) => Err(ExecError::new(ErrorCode::NotImplemented, "collation other than {locale: \"simple\"} is not supported yet")),
+        Some(Bson::Document(c)) if c.is_empty() || c.get_str("locale").ok() == Some("simple") => {
+            Ok(())
+        }
+        Some(Bson::Document(_)) => Err(ExecError::new(
+            ErrorCode::NotImplemented,
+            "collation other than {locale: \"simple\"} is not supported yet",
+        )),
         Some(other) => Err(wrong_type(cmd, "collation", other, "object")),
     }
 }

@@ -21,20 +21,40 @@ fn parse(stmt: &Document) -> ExecResult<DeleteStatement> {
     let filter_doc = match stmt.get("q") {
         Some(Bson::Document(d)) => d.clone(),
         Some(other) => return Err(args::wrong_type("delete.deletes", "q", other, "object")),
-        None => return Err(ExecError::new(ErrorCode::Location40414, "BSON field 'delete.deletes.q' is missing but a required field")),
+        None => {
+            return Err(ExecError::new(
+                ErrorCode::Location40414,
+                "BSON field 'delete.deletes.q' is missing but a required field",
+            ));
+        }
     };
     let single = match stmt.get("limit") {
         Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => match args::as_f64(v) {
             Some(x) if x == 0.0 => false,
             Some(x) if x == 1.0 => true,
-            _ => return Err(ExecError::new(ErrorCode::FailedToParse, "The limit field in delete objects must be 0 or 1. Got ".to_owned() + &v.to_string())),
+            _ => {
+                return Err(ExecError::new(
+                    ErrorCode::FailedToParse,
+                    "The limit field in delete objects must be 0 or 1. Got ".to_owned()
+                        + &v.to_string(),
+                ));
+            }
         },
         Some(other) => return Err(args::wrong_type("delete.deletes", "limit", other, "long")),
-        None => return Err(ExecError::new(ErrorCode::Location40414, "BSON field 'delete.deletes.limit' is missing but a required field")),
+        None => {
+            return Err(ExecError::new(
+                ErrorCode::Location40414,
+                "BSON field 'delete.deletes.limit' is missing but a required field",
+            ));
+        }
     };
     args::check_collation(stmt, "delete.deletes")?;
     let filter = Filter::parse(&filter_doc)?;
-    Ok(DeleteStatement { filter_doc, filter, single })
+    Ok(DeleteStatement {
+        filter_doc,
+        filter,
+        single,
+    })
 }
 
 pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
@@ -47,8 +67,11 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
         for (i, stmt) in stmts.iter().enumerate() {
             let result = (|| -> Result<i64, InsertError> {
                 let s = parse(&stmt.doc)?;
-                let Some(coll) = txn.collection(&ns) else { return Ok(0) };
-                let matches = collect_matches(engine, txn, &coll, &s.filter_doc, &s.filter, s.single, None)?;
+                let Some(coll) = txn.collection(&ns) else {
+                    return Ok(0);
+                };
+                let matches =
+                    collect_matches(engine, txn, &coll, &s.filter_doc, &s.filter, s.single, None)?;
                 for m in &matches {
                     let id = m.doc.get("_id").cloned().unwrap_or(Bson::Null);
                     txn.delete(&coll, &id).map_err(InsertError::Storage)?;

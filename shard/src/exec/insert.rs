@@ -49,23 +49,39 @@ impl From<ExecError> for InsertError {
     }
 }
 
-fn insert_one(txn: &mut WriteTxn<'_>, coll: &CollectionInfo, stmt: &Statement) -> Result<(), InsertError> {
+fn insert_one(
+    txn: &mut WriteTxn<'_>,
+    coll: &CollectionInfo,
+    stmt: &Statement,
+) -> Result<(), InsertError> {
     let (id, bytes) = prepare(stmt)?;
     insert_prepared(txn, coll, &id, bytes)
 }
 
 /// Stores a document whose `_id` is known and first; DuplicateKey if the `_id` is taken.
-pub fn insert_prepared(txn: &mut WriteTxn<'_>, coll: &CollectionInfo, id: &Bson, bytes: Bytes) -> Result<(), InsertError> {
+pub fn insert_prepared(
+    txn: &mut WriteTxn<'_>,
+    coll: &CollectionInfo,
+    id: &Bson,
+    bytes: Bytes,
+) -> Result<(), InsertError> {
     if txn.get(coll, id).map_err(InsertError::Storage)?.is_some() {
         return Err(duplicate_key(coll, id));
     }
-    let raw = bson::RawDocument::from_bytes(&bytes).map_err(|e| InsertError::Exec(e.into(), None))?;
+    let raw =
+        bson::RawDocument::from_bytes(&bytes).map_err(|e| InsertError::Exec(e.into(), None))?;
     txn.insert(coll, id, raw).map_err(InsertError::Storage)
 }
 
 pub fn duplicate_key(coll: &CollectionInfo, id: &Bson) -> InsertError {
-    let msg = format!("E11000 duplicate key error collection: {} index: _id_ dup key: {{ _id: {id} }}", coll.full_name());
-    InsertError::Exec(ExecError::new(ErrorCode::DuplicateKey, msg), Some(doc! { "keyPattern": { "_id": 1 }, "keyValue": { "_id": id.clone() } }))
+    let msg = format!(
+        "E11000 duplicate key error collection: {} index: _id_ dup key: {{ _id: {id} }}",
+        coll.full_name()
+    );
+    InsertError::Exec(
+        ExecError::new(ErrorCode::DuplicateKey, msg),
+        Some(doc! { "keyPattern": { "_id": 1 }, "keyValue": { "_id": id.clone() } }),
+    )
 }
 
 /// The `_id` and the bytes to store: the statement's own bytes when `_id` is already first.
@@ -88,7 +104,10 @@ fn prepare(stmt: &Statement) -> ExecResult<(Bson, Bytes)> {
 
 /// `doc` with its `_id` first, generating an ObjectId when it has none.
 pub fn with_id_first(doc: &Document) -> (Bson, Document) {
-    let id = doc.get("_id").cloned().unwrap_or_else(|| Bson::ObjectId(ObjectId::new()));
+    let id = doc
+        .get("_id")
+        .cloned()
+        .unwrap_or_else(|| Bson::ObjectId(ObjectId::new()));
     let mut out = Document::new();
     out.insert("_id", id.clone());
     for (k, v) in doc {
@@ -103,7 +122,9 @@ pub fn check_size(len: usize) -> ExecResult<()> {
     if len > MAX_BSON_OBJECT_SIZE_BYTES {
         return Err(ExecError::new(
             ErrorCode::BSONObjectTooLarge,
-            format!("object to insert too large. size in bytes: {len}, max size: {MAX_BSON_OBJECT_SIZE_BYTES}"),
+            format!(
+                "object to insert too large. size in bytes: {len}, max size: {MAX_BSON_OBJECT_SIZE_BYTES}"
+            ),
         ));
     }
     Ok(())
@@ -115,7 +136,9 @@ pub fn validate_document(doc: &Document) -> ExecResult<()> {
         validate_id(id)?;
     }
     if let Some(k) = doc.keys().find(|k| k.starts_with('$')) {
-        return Err(ExecError::bad_value(format!("Document can't have $ prefixed field names: {k}")));
+        return Err(ExecError::bad_value(format!(
+            "Document can't have $ prefixed field names: {k}"
+        )));
     }
     Ok(())
 }
@@ -127,7 +150,10 @@ pub fn validate_id(id: &Bson) -> ExecResult<()> {
         Bson::Undefined => "undefined",
         _ => return Ok(()),
     };
-    Err(ExecError::new(ErrorCode::InvalidIdField, format!("The '_id' value cannot be of type {kind}")))
+    Err(ExecError::new(
+        ErrorCode::InvalidIdField,
+        format!("The '_id' value cannot be of type {kind}"),
+    ))
 }
 
 impl From<shoal_query::QueryError> for InsertError {

@@ -7,15 +7,17 @@ pub mod aggregate;
 pub mod args;
 pub mod count;
 pub mod ddl;
+pub mod delete;
 pub mod find;
 pub mod find_and_modify;
 pub mod insert;
 pub mod plan;
 pub mod scan;
 pub mod statements;
+#[cfg(test)]
+mod tests;
 pub mod update;
 pub mod write_concern;
-pub mod delete;
 
 use std::sync::Arc;
 
@@ -43,7 +45,11 @@ pub struct Request<'a> {
 impl<'a> Request<'a> {
     pub fn parse(raw: &'a CommandRequest) -> ExecResult<Self> {
         let body = Document::from_reader(&mut &raw.body[..])?;
-        Ok(Self { db: &raw.db, body, raw })
+        Ok(Self {
+            db: &raw.db,
+            body,
+            raw,
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -66,6 +72,9 @@ pub fn write_error(index: usize, e: &ExecError, extra: Option<Document>) -> Writ
         code: e.code.code(),
         code_name: e.code.name().to_owned(),
         errmsg: e.message.clone(),
-        err_info: extra.and_then(|d| d.to_vec().ok()).map(Into::into).unwrap_or_default(),
+        err_info: extra
+            .and_then(|d| d.to_vec().ok())
+            .map(Into::into)
+            .unwrap_or_default(),
     }
 }

@@ -15,50 +15,51 @@ pub enum AccessPath {
     /// The one document whose `_id` equals this value, if any.
     Point(Bson),
     /// Document keys within these bounds (already prefixed by the collection id).
-    Range { lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>> },
+    Range {
+        lower: Bound<Vec<u8>>,
+        upper: Bound<Vec<u8>>,
+    },
 }
 
 impl AccessPath {
     pub fn full() -> Self {
-        AccessPath::Range { lower: Bound::Unbounded, upper: Bound::Unbounded }
+        AccessPath::Range {
+            lower: Bound::Unbounded,
+            upper: Bound::Unbounded,
+        }
     }
 }
 
 /// Chooses the access path for `filter` on `coll`.
 pub fn choose(coll: &CollectionInfo, filter: &Document) -> AccessPath {
-    let Some(id) = filter.get("_id") else { return AccessPath::full() };
-    match id {
-        Bson::Document(ops) if ops.keys().next().is_some_and(|k| k.starts_with('$')) => range_for(coll, ops),
-        // A regex literal matches by pattern, an array literal also matches arrays containing it.
-        Bson::RegularExpression(_) | Bson::Array(_) => AccessPath::full(),
-        v => AccessPath::Point(v.clone()),
+    if let Some(id) = shoal_query::filter::id_equality(filter) {
+        return AccessPath::Point(id.clone());
     }
-}
-
-fn range_for(coll: &CollectionInfo, ops: &Document) -> AccessPath {
-    let mut lower = Bound::Unbounded;
-    let mut upper = Bound::Unbounded;
-    for (op, v) in ops {
-        // Arrays and regexes have matching rules beyond their encoded position.
-        if matches!(v, Bson::Array(_) | Bson::RegularExpression(_) | Bson::Document(_)) {
-            return AccessPath::full();
+    match shoal_query::filter::id_range(filter) {
+        Some(range) => {
+            let prefixed = |b: Bound<Vec<u8>>| match b {
+                Bound::Included(k) => {
+                    Bound::Included([&keys::collection_prefix(coll.id)[..], &k].concat())
+                }
+                Bound::Excluded(k) => {
+                    Bound::Excluded([&keys::collection_prefix(coll.id)[..], &k].concat())
+                }
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            AccessPath::Range {
+                lower: prefixed(range.lower),
+                upper: prefixed(range.upper),
+            }
         }
-        let key = keys::document_key(coll.id, v);
-        match op.as_str() {
-            "$eq" if ops.len() == 1 => return AccessPath::Point(v.clone()),
-            "$gt" => lower = Bound::Excluded(key),
-            "$gte" => lower = Bound::Included(key),
-            "$lt" => upper = Bound::Excluded(key),
-            "$lte" => upper = Bound::Included(key),
-            _ => {}
-        }
+        None => AccessPath::full(),
     }
-    AccessPath::Range { lower, upper }
 }
 
 /// True when matching `filter` is implied by the access path alone (`{_id: v}` read by point).
 pub fn path_implies_filter(path: &AccessPath, filter: &Document) -> bool {
-    matches!(path, AccessPath::Point(_)) && filter.len() == 1 && !matches!(filter.get("_id"), Some(Bson::Document(_)))
+    matches!(path, AccessPath::Point(_))
+        && filter.len() == 1
+        && matches!(filter.get("_id"), Some(v) if !matches!(v, Bson::Document(_) | Bson::Array(_) | Bson::RegularExpression(_)))
 }
 
 #[cfg(test)]
@@ -68,24 +69,53 @@ mod tests {
     use shoal_proto::Namespace;
 
     fn coll() -> CollectionInfo {
-        CollectionInfo { id: 7, ns: Namespace::new("d", "c").expect("valid"), uuid: bson::Uuid::new(), options: doc! {} }
+        CollectionInfo {
+            id: 7,
+            ns: Namespace::new("d", "c").expect("valid"),
+            uuid: bson::Uuid::new(),
+            options: doc! {},
+        }
     }
 
     #[test]
     fn chooses_paths() {
         let c = coll();
-        assert_eq!(choose(&c, &doc! {"_id": 5}), AccessPath::Point(Bson::Int32(5)));
-        assert_eq!(choose(&c, &doc! {"_id": {"$eq": "x"}}), AccessPath::Point(Bson::String("x".into())));
+        assert_eq!(
+            choose(&c, &doc! {"_id": 5}),
+            AccessPath::Point(Bson::Int32(5))
+        );
+        assert_eq!(
+            choose(&c, &doc! {"_id": {"$eq": "x"}}),
+            AccessPath::Point(Bson::String("x".into()))
+        );
         assert_eq!(choose(&c, &doc! {"a": 1}), AccessPath::full());
-        assert_eq!(choose(&c, &doc! {"_id": [1, 2]}), AccessPath::full());
-        assert_eq!(choose(&c, &doc! {"_id": {"$in": [1, 2]}}), AccessPath::Range { lower: Bound::Unbounded, upper: Bound::Unbounded });
+        assert_eq!(
+            choose(&c, &doc! {"_id": {"$in": [1, 2]}}),
+            AccessPath::full()
+        );
         match choose(&c, &doc! {"_id": {"$gte": 1, "$lt": 9}}) {
-            AccessPath::Range { lower: Bound::Included(_), upper: Bound::Excluded(_) } => {}
+            AccessPath::Range {
+                lower: Bound::Included(_),
+                upper: Bound::Excluded(_),
+            } => {}
             other => panic!("unexpected {other:?}"),
         }
         // A subdocument equality is a point too (documents are valid _id values).
-        assert_eq!(choose(&c, &doc! {"_id": {"a": 1}}), AccessPath::Point(Bson::Document(doc! {"a": 1})));
-        assert!(path_implies_filter(&AccessPath::Point(Bson::Int32(5)), &doc! {"_id": 5}));
-        assert!(!path_implies_filter(&AccessPath::Point(Bson::Int32(5)), &doc! {"_id": 5, "a": 1}));
+        assert_eq!(
+            choose(&c, &doc! {"_id": {"a": 1}}),
+            AccessPath::Point(Bson::Document(doc! {"a": 1}))
+        );
+        assert!(path_implies_filter(
+            &AccessPath::Point(Bson::Int32(5)),
+            &doc! {"_id": 5}
+        ));
+        assert!(!path_implies_filter(
+            &AccessPath::Point(Bson::Int32(5)),
+            &doc! {"_id": 5, "a": 1}
+        ));
+        assert!(!path_implies_filter(
+            &AccessPath::Point(Bson::Int32(1)),
+            &doc! {"$and": [{"_id": 1}, {"a": 2}]}
+        ));
     }
 }

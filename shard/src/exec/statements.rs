@@ -24,7 +24,10 @@ pub fn statements(req: &Request<'_>, field: &str) -> ExecResult<Vec<Statement>> 
             .iter()
             .map(|b| {
                 let doc = Document::from_reader(&mut &b[..])?;
-                Ok(Statement { doc, raw: Some(b.clone()) })
+                Ok(Statement {
+                    doc,
+                    raw: Some(b.clone()),
+                })
             })
             .collect::<ExecResult<_>>()?
     } else {
@@ -32,19 +35,36 @@ pub fn statements(req: &Request<'_>, field: &str) -> ExecResult<Vec<Statement>> 
             Some(Bson::Array(items)) => items
                 .iter()
                 .map(|item| match item {
-                    Bson::Document(d) => Ok(Statement { doc: d.clone(), raw: None }),
+                    Bson::Document(d) => Ok(Statement {
+                        doc: d.clone(),
+                        raw: None,
+                    }),
                     other => Err(wrong_type(&cmd, field, other, "object")),
                 })
                 .collect::<ExecResult<_>>()?,
             Some(other) => return Err(wrong_type(&cmd, field, other, "array")),
-            None => return Err(ExecError::new(ErrorCode::Location40414, format!("BSON field '{cmd}.{field}' is missing but a required field"))),
+            None => {
+                return Err(ExecError::new(
+                    ErrorCode::Location40414,
+                    format!("BSON field '{cmd}.{field}' is missing but a required field"),
+                ));
+            }
         }
     };
     if out.is_empty() {
-        return Err(ExecError::new(ErrorCode::InvalidLength, "Write batch sizes must be between 1 and 100000. Got 0 operations."));
+        return Err(ExecError::new(
+            ErrorCode::InvalidLength,
+            "Write batch sizes must be between 1 and 100000. Got 0 operations.",
+        ));
     }
     if out.len() > MAX_WRITE_BATCH_SIZE {
-        return Err(ExecError::new(ErrorCode::InvalidLength, format!("Write batch sizes must be between 1 and 100000. Got {} operations.", out.len())));
+        return Err(ExecError::new(
+            ErrorCode::InvalidLength,
+            format!(
+                "Write batch sizes must be between 1 and 100000. Got {} operations.",
+                out.len()
+            ),
+        ));
     }
     Ok(out)
 }

@@ -19,35 +19,56 @@ pub struct WriteConcern {
 impl WriteConcern {
     pub fn parse(body: &Document, cmd: &str) -> ExecResult<Self> {
         let wc = match body.get("writeConcern") {
-            None | Some(Bson::Null) => return Ok(Self { journal: true, unacknowledged: false }),
+            None | Some(Bson::Null) => {
+                return Ok(Self {
+                    journal: true,
+                    unacknowledged: false,
+                });
+            }
             Some(Bson::Document(d)) => d,
             Some(other) => return Err(wrong_type(cmd, "writeConcern", other, "object")),
         };
         let j = match wc.get("j") {
             None | Some(Bson::Null) => None,
             Some(Bson::Boolean(b)) => Some(*b),
-            Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => Some(crate::exec::args::as_f64(v).is_some_and(|x| x != 0.0)),
+            Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => {
+                Some(crate::exec::args::as_f64(v).is_some_and(|x| x != 0.0))
+            }
             Some(other) => return Err(wrong_type("writeConcern", "j", other, "bool")),
         };
         let (majority, w0) = match wc.get("w") {
             None | Some(Bson::Null) => (true, false),
             Some(Bson::String(s)) if s == "majority" => (true, false),
             Some(Bson::String(s)) => {
-                return Err(ExecError::new(shoal_proto::ErrorCode::UnknownError, format!("No write concern mode named '{s}' found in replica set configuration")));
+                return Err(ExecError::new(
+                    shoal_proto::ErrorCode::UnknownError,
+                    format!("No write concern mode named '{s}' found in replica set configuration"),
+                ));
             }
             Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => {
                 let n = crate::exec::args::as_f64(v).unwrap_or(1.0);
                 if n < 0.0 || n > 50.0 {
-                    return Err(ExecError::new(shoal_proto::ErrorCode::FailedToParse, "w has to be a non-negative number and not greater than 50"));
+                    return Err(ExecError::new(
+                        shoal_proto::ErrorCode::FailedToParse,
+                        "w has to be a non-negative number and not greater than 50",
+                    ));
                 }
                 if n > 1.0 {
-                    return Err(ExecError::new(shoal_proto::ErrorCode::WriteConcernFailed, format!("Not enough data-bearing nodes: w:{n} asked, this shard has 1 member")));
+                    return Err(ExecError::new(
+                        shoal_proto::ErrorCode::WriteConcernFailed,
+                        format!(
+                            "Not enough data-bearing nodes: w:{n} asked, this shard has 1 member"
+                        ),
+                    ));
                 }
                 (false, n == 0.0)
             }
             Some(other) => return Err(wrong_type("writeConcern", "w", other, "string or number")),
         };
-        Ok(Self { journal: j.unwrap_or(majority), unacknowledged: w0 && j != Some(true) })
+        Ok(Self {
+            journal: j.unwrap_or(majority),
+            unacknowledged: w0 && j != Some(true),
+        })
     }
 }
 
@@ -61,7 +82,9 @@ mod tests {
         assert!(WriteConcern::parse(&doc! {}, "insert")?.journal);
         assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": "majority"}}, "insert")?.journal);
         assert!(!WriteConcern::parse(&doc! {"writeConcern": {"w": 1}}, "insert")?.journal);
-        assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": 1, "j": true}}, "insert")?.journal);
+        assert!(
+            WriteConcern::parse(&doc! {"writeConcern": {"w": 1, "j": true}}, "insert")?.journal
+        );
         assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": 0}}, "insert")?.unacknowledged);
         assert!(WriteConcern::parse(&doc! {"writeConcern": 3}, "insert").is_err());
         assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": 3}}, "insert").is_err());

@@ -39,14 +39,22 @@ struct SyncerState {
 
 impl GroupCommit {
     pub fn start<E: Engine + ?Sized>(engine: Arc<E>) -> Self {
-        let shared = Arc::new(Shared { committed: AtomicU64::new(0), state: Mutex::new(SyncerState::default()), wake: Condvar::new() });
+        let shared = Arc::new(Shared {
+            committed: AtomicU64::new(0),
+            state: Mutex::new(SyncerState::default()),
+            wake: Condvar::new(),
+        });
         let (tx, durable_rx) = watch::channel(Ok(0));
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("shoal-syncer".into())
             .spawn(move || syncer(engine, thread_shared, tx))
             .expect("spawning the journal syncer thread is required to run a shard");
-        Self { shared, durable_rx, thread: Mutex::new(Some(thread)) }
+        Self {
+            shared,
+            durable_rx,
+            thread: Mutex::new(Some(thread)),
+        }
     }
 
     /// Records that a batch was committed; returns its sequence number. Callers hold the single
@@ -102,7 +110,11 @@ impl Drop for GroupCommit {
     }
 }
 
-fn syncer<E: Engine + ?Sized>(engine: Arc<E>, shared: Arc<Shared>, tx: watch::Sender<Result<u64, String>>) {
+fn syncer<E: Engine + ?Sized>(
+    engine: Arc<E>,
+    shared: Arc<Shared>,
+    tx: watch::Sender<Result<u64, String>>,
+) {
     let mut durable = 0u64;
     loop {
         let shutdown = {

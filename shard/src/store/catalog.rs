@@ -35,17 +35,27 @@ impl CollectionInfo {
     }
 
     pub fn from_record(record: &Document) -> Result<Self, StorageError> {
-        let corrupt = |detail: &str| StorageError::Corrupt { space: "meta", detail: format!("collection record: {detail}") };
+        let corrupt = |detail: &str| StorageError::Corrupt {
+            space: "meta",
+            detail: format!("collection record: {detail}"),
+        };
         let id = record.get_i64("id").map_err(|_| corrupt("id"))? as u64;
         let db = record.get_str("db").map_err(|_| corrupt("db"))?;
         let coll = record.get_str("coll").map_err(|_| corrupt("coll"))?;
         let ns = Namespace::new(db, coll).map_err(|e| corrupt(&e.to_string()))?;
         let uuid = match record.get("uuid") {
-            Some(bson::Bson::Binary(b)) => Uuid::from_bytes(b.bytes.as_slice().try_into().map_err(|_| corrupt("uuid"))?),
+            Some(bson::Bson::Binary(b)) => {
+                Uuid::from_bytes(b.bytes.as_slice().try_into().map_err(|_| corrupt("uuid"))?)
+            }
             _ => return Err(corrupt("uuid")),
         };
         let options = record.get_document("options").cloned().unwrap_or_default();
-        Ok(Self { id, ns, uuid, options })
+        Ok(Self {
+            id,
+            ns,
+            uuid,
+            options,
+        })
     }
 }
 
