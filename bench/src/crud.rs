@@ -52,13 +52,7 @@ pub async fn run(opts: &CrudOptions) -> anyhow::Result<Vec<LayerResult>> {
     ];
     let shard = Server::start(
         &opts.exe,
-        &[
-            "shard",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            &dir.path().join("shard").to_string_lossy(),
-        ],
+        &["shard", "--listen", "127.0.0.1:0", "--data-dir", &dir.path().join("shard").to_string_lossy()],
         &dir.path().join("shard.log"),
     )
     .await?;
@@ -66,36 +60,20 @@ pub async fn run(opts: &CrudOptions) -> anyhow::Result<Vec<LayerResult>> {
     shard.stop().await;
     let shard = Server::start(
         &opts.exe,
-        &[
-            "shard",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            &dir.path().join("shard2").to_string_lossy(),
-        ],
+        &["shard", "--listen", "127.0.0.1:0", "--data-dir", &dir.path().join("shard2").to_string_lossy()],
         &dir.path().join("shard2.log"),
     )
     .await?;
     let router = Server::start(
         &opts.exe,
-        &[
-            "router",
-            "--listen",
-            "127.0.0.1:0",
-            "--shard",
-            &format!("http://{}", shard.addr),
-        ],
+        &["router", "--listen", "127.0.0.1:0", "--shard", &format!("http://{}", shard.addr)],
         &dir.path().join("router.log"),
     )
     .await?;
     results.push(
         router_layer(
             opts,
-            &format!(
-                "mongodb://{}/?directConnection=true&maxPoolSize={}",
-                router.addr,
-                opts.concurrency.max(1)
-            ),
+            &format!("mongodb://{}/?directConnection=true&maxPoolSize={}", router.addr, opts.concurrency.max(1)),
         )
         .await?,
     );
@@ -140,11 +118,7 @@ async fn engine_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Resu
     })
     .await?;
     group.shutdown();
-    Ok(LayerResult {
-        layer: "engine",
-        insert,
-        find,
-    })
+    Ok(LayerResult { layer: "engine", insert, find })
 }
 
 fn request(db: &str, body: Document, sequence: Option<Bytes>) -> anyhow::Result<CommandRequest> {
@@ -169,11 +143,7 @@ async fn executor_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Re
     let insert = measure::run(opts.docs, opts.concurrency, move |i| {
         let e = Arc::clone(&e);
         async move {
-            let req = request(
-                "bench",
-                doc! { "insert": "c" },
-                Some(document(i, field_bytes).to_vec()?.into()),
-            )?;
+            let req = request("bench", doc! { "insert": "c" }, Some(document(i, field_bytes).to_vec()?.into()))?;
             let e2 = Arc::clone(&e);
             let (outcome, seq) = tokio::task::spawn_blocking(move || {
                 let parsed = shoal_shard::exec::Request::parse(&req)?;
@@ -192,11 +162,8 @@ async fn executor_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Re
         let e = Arc::clone(&e);
         async move {
             let id = ((i * 7919) % docs) as i64;
-            let req = request(
-                "bench",
-                doc! { "find": "c", "filter": { "_id": id }, "limit": 1, "singleBatch": true },
-                None,
-            )?;
+            let req =
+                request("bench", doc! { "find": "c", "filter": { "_id": id }, "limit": 1, "singleBatch": true }, None)?;
             let (batch, _) = tokio::task::spawn_blocking(move || {
                 let parsed = shoal_shard::exec::Request::parse(&req)?;
                 shoal_shard::exec::find::run(&e, &parsed)
@@ -208,11 +175,7 @@ async fn executor_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Re
     })
     .await?;
     engine.store.shutdown();
-    Ok(LayerResult {
-        layer: "executor",
-        insert,
-        find,
-    })
+    Ok(LayerResult { layer: "executor", insert, find })
 }
 
 async fn grpc_layer(opts: &CrudOptions, endpoint: &str) -> anyhow::Result<LayerResult> {
@@ -227,17 +190,10 @@ async fn grpc_layer(opts: &CrudOptions, endpoint: &str) -> anyhow::Result<LayerR
         let mut c = c.clone();
         async move {
             let reply = c
-                .insert(request(
-                    "bench",
-                    doc! { "insert": "c" },
-                    Some(document(i, field_bytes).to_vec()?.into()),
-                )?)
+                .insert(request("bench", doc! { "insert": "c" }, Some(document(i, field_bytes).to_vec()?.into()))?)
                 .await?
                 .into_inner();
-            anyhow::ensure!(
-                reply.error.is_none() && reply.write_errors.is_empty(),
-                "insert failed"
-            );
+            anyhow::ensure!(reply.error.is_none() && reply.write_errors.is_empty(), "insert failed");
             Ok(())
         }
     })
@@ -260,11 +216,7 @@ async fn grpc_layer(opts: &CrudOptions, endpoint: &str) -> anyhow::Result<LayerR
         }
     })
     .await?;
-    Ok(LayerResult {
-        layer: "shard gRPC",
-        insert,
-        find,
-    })
+    Ok(LayerResult { layer: "shard gRPC", insert, find })
 }
 
 async fn router_layer(opts: &CrudOptions, uri: &str) -> anyhow::Result<LayerResult> {
@@ -285,18 +237,12 @@ async fn router_layer(opts: &CrudOptions, uri: &str) -> anyhow::Result<LayerResu
         let c = coll.clone();
         async move {
             let id = ((i * 7919) % docs) as i64;
-            c.find_one(doc! { "_id": id })
-                .await?
-                .context("missing document")?;
+            c.find_one(doc! { "_id": id }).await?.context("missing document")?;
             Ok(())
         }
     })
     .await?;
-    Ok(LayerResult {
-        layer: "router",
-        insert,
-        find,
-    })
+    Ok(LayerResult { layer: "router", insert, find })
 }
 
 /// A markdown table of the results, with each layer's throughput relative to the engine's.
@@ -306,13 +252,9 @@ pub fn report(opts: &CrudOptions, results: &[LayerResult]) -> String {
         opts.docs, opts.concurrency, opts.field_bytes
     );
     out.push_str("| layer | inserts/s | insert p50 µs | insert p99 µs | finds/s | find p50 µs | find p99 µs | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
-    let base = results
-        .first()
-        .map(|r| (r.insert.ops_per_sec(), r.find.ops_per_sec()));
+    let base = results.first().map(|r| (r.insert.ops_per_sec(), r.find.ops_per_sec()));
     for r in results {
-        let (ri, rf) = base
-            .map(|(i, f)| (r.insert.ops_per_sec() / i, r.find.ops_per_sec() / f))
-            .unwrap_or((1.0, 1.0));
+        let (ri, rf) = base.map(|(i, f)| (r.insert.ops_per_sec() / i, r.find.ops_per_sec() / f)).unwrap_or((1.0, 1.0));
         out.push_str(&format!(
             "| {} | {:.0} ({:.2}×) | {} | {} | {:.0} ({:.2}×) | {} | {} | {} |\n",
             r.layer,

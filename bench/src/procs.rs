@@ -20,8 +20,7 @@ pub struct Server {
 
 impl Server {
     pub async fn start(exe: &Path, args: &[&str], log: &Path) -> anyhow::Result<Self> {
-        let log_file =
-            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let log_file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let mut child = Command::new(exe)
             .args(args)
             .stdout(Stdio::piped())
@@ -34,10 +33,7 @@ impl Server {
         let ready = tokio::time::timeout(READY_TIMEOUT, async {
             while let Some(line) = lines.next_line().await? {
                 if let Some(rest) = line.strip_prefix("SHOAL_READY ") {
-                    let addr = rest
-                        .split_whitespace()
-                        .nth(1)
-                        .context("ready line without address")?;
+                    let addr = rest.split_whitespace().nth(1).context("ready line without address")?;
                     return Ok(addr.parse::<SocketAddr>()?);
                 }
             }
@@ -52,10 +48,7 @@ impl Server {
 
     pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
         }
         let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
     }

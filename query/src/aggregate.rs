@@ -79,9 +79,7 @@ impl Stage {
 
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list()
-            .entries(self.stages.iter().map(Stage::name))
-            .finish()
+        f.debug_list().entries(self.stages.iter().map(Stage::name)).finish()
     }
 }
 
@@ -90,11 +88,7 @@ type DocStream<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
 impl Pipeline {
     pub fn parse(stages: &[Bson]) -> Result<Pipeline> {
         let stages = stages.iter().map(parse_stage).collect::<Result<Vec<_>>>()?;
-        Ok(Pipeline {
-            stages,
-            allow_disk_use: false,
-            memory_limit_bytes: BLOCKING_STAGE_MEMORY_BYTES_MAX,
-        })
+        Ok(Pipeline { stages, allow_disk_use: false, memory_limit_bytes: BLOCKING_STAGE_MEMORY_BYTES_MAX })
     }
 
     /// `allowDiskUse: true`: lifts the memory bound of `$sort` and `$group` (no spilling yet).
@@ -137,10 +131,7 @@ impl Pipeline {
     }
 
     /// Runs the stages after the leading `$match`, for input that already satisfies it.
-    pub fn run_after_leading_match(
-        &self,
-        input: impl Iterator<Item = Document>,
-    ) -> Result<Vec<Document>> {
+    pub fn run_after_leading_match(&self, input: impl Iterator<Item = Document>) -> Result<Vec<Document>> {
         let start = usize::from(self.leading_match().is_some());
         self.stream_from(start, Box::new(input.map(Ok))).collect()
     }
@@ -160,9 +151,7 @@ impl Pipeline {
                 Stage::Match { filter, .. } => {
                     Box::new(s.filter(move |r| r.as_ref().map_or(true, |d| filter.matches(d))))
                 }
-                Stage::Reshape { projection, .. } => {
-                    Box::new(s.map(move |r| r.and_then(|d| projection.apply(&d))))
-                }
+                Stage::Reshape { projection, .. } => Box::new(s.map(move |r| r.and_then(|d| projection.apply(&d)))),
                 Stage::Limit(n) => Box::new(s.take(usize::try_from(*n).unwrap_or(usize::MAX))),
                 Stage::Skip(n) => {
                     let mut left = *n;
@@ -196,9 +185,7 @@ impl Pipeline {
         let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         match (self.stages.get(i + 1), self.stages.get(i + 2)) {
             (Some(Stage::Limit(l)), _) => Some(as_usize(*l)),
-            (Some(Stage::Skip(s)), Some(Stage::Limit(l))) => {
-                Some(as_usize(*s).saturating_add(as_usize(*l)))
-            }
+            (Some(Stage::Skip(s)), Some(Stage::Limit(l))) => Some(as_usize(*s).saturating_add(as_usize(*l))),
             _ => None,
         }
     }
@@ -207,12 +194,7 @@ impl Pipeline {
         (!self.allow_disk_use).then_some(self.memory_limit_bytes)
     }
 
-    fn sort(
-        &self,
-        spec: &SortSpec,
-        up: DocStream<'_>,
-        keep: Option<usize>,
-    ) -> Result<Vec<Document>> {
+    fn sort(&self, spec: &SortSpec, up: DocStream<'_>, keep: Option<usize>) -> Result<Vec<Document>> {
         let budget = self.memory_budget();
         let mut docs = Vec::new();
         let mut bytes = 0usize;
@@ -266,9 +248,7 @@ fn blocking<'a>(
 
 fn parse_stage(stage: &Bson) -> Result<Stage> {
     let Bson::Document(d) = stage else {
-        return Err(QueryError::type_mismatch(
-            "Each element of the 'pipeline' array must be an object",
-        ));
+        return Err(QueryError::type_mismatch("Each element of the 'pipeline' array must be an object"));
     };
     let mut it = d.iter();
     let (Some((name, arg)), None) = (it.next(), it.next()) else {
@@ -289,39 +269,22 @@ fn parse_stage(stage: &Bson) -> Result<Stage> {
     Ok(match name.as_str() {
         "$match" => {
             let spec = object("$match")?;
-            Stage::Match {
-                filter: Filter::parse(spec)?,
-                spec: spec.clone(),
-            }
+            Stage::Match { filter: Filter::parse(spec)?, spec: spec.clone() }
         }
-        "$project" => Stage::Reshape {
-            name: "$project",
-            projection: Projection::parse_project(object("$project")?)?,
-        },
-        "$addFields" => Stage::Reshape {
-            name: "$addFields",
-            projection: Projection::parse_add_fields(object("$addFields")?)?,
-        },
-        "$set" => Stage::Reshape {
-            name: "$set",
-            projection: Projection::parse_add_fields(object("$set")?)?,
-        },
-        "$unset" => Stage::Reshape {
-            name: "$unset",
-            projection: stages::parse_unset(arg)?,
-        },
+        "$project" => Stage::Reshape { name: "$project", projection: Projection::parse_project(object("$project")?)? },
+        "$addFields" => {
+            Stage::Reshape { name: "$addFields", projection: Projection::parse_add_fields(object("$addFields")?)? }
+        }
+        "$set" => Stage::Reshape { name: "$set", projection: Projection::parse_add_fields(object("$set")?)? },
+        "$unset" => Stage::Reshape { name: "$unset", projection: stages::parse_unset(arg)? },
         "$sort" => {
             let Bson::Document(spec) = arg else {
                 // MongoDB: Location15973.
-                return Err(QueryError::failed_to_parse(
-                    "the $sort key specification must be an object",
-                ));
+                return Err(QueryError::failed_to_parse("the $sort key specification must be an object"));
             };
             if spec.is_empty() {
                 // MongoDB: Location15976.
-                return Err(QueryError::bad_value(
-                    "$sort stage must have at least one sort key",
-                ));
+                return Err(QueryError::bad_value("$sort stage must have at least one sort key"));
             }
             Stage::Sort(SortSpec::parse(spec)?)
         }
@@ -341,10 +304,7 @@ fn parse_stage(stage: &Bson) -> Result<Stage> {
 
 /// Estimated BSON size of a document, for memory bounds; exact for most types.
 pub(crate) fn doc_size(d: &Document) -> usize {
-    5 + d
-        .iter()
-        .map(|(k, v)| 2 + k.len() + value_size(v))
-        .sum::<usize>()
+    5 + d.iter().map(|(k, v)| 2 + k.len() + value_size(v)).sum::<usize>()
 }
 
 pub(crate) fn value_size(v: &Bson) -> usize {

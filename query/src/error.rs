@@ -11,10 +11,7 @@ pub struct QueryError {
 
 impl QueryError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-        }
+        Self { code, message: message.into() }
     }
     pub fn bad_value(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::BadValue, message)

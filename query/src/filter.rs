@@ -47,9 +47,7 @@ impl Filter {
     /// Parses a filter document. Errors carry MongoDB's codes: `BadValue` for malformed
     /// operators, `NotImplemented` for operators Shoal does not support yet.
     pub fn parse(filter: &Document) -> Result<Filter, QueryError> {
-        Ok(Filter {
-            root: parse::parse_filter(filter, 0)?,
-        })
+        Ok(Filter { root: parse::parse_filter(filter, 0)? })
     }
 
     /// Whether `doc` satisfies the filter.

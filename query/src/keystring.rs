@@ -75,9 +75,7 @@ pub fn encode_into(v: &Bson, out: &mut Vec<u8>) {
         Bson::MinKey => out.push(TYPE_MIN_KEY),
         Bson::Undefined => out.push(TYPE_UNDEFINED),
         Bson::Null => out.push(TYPE_NULL),
-        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
-            number::encode_number(v, out)
-        }
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => number::encode_number(v, out),
         Bson::String(s) | Bson::Symbol(s) => {
             out.push(TYPE_STRING);
             push_escaped(s.as_bytes(), out);
@@ -222,9 +220,7 @@ mod tests {
 
     #[test]
     fn compound_descending_reverses_only_its_field() {
-        let k = |a: i32, b: &str| {
-            encode_compound(&[&Bson::Int32(a), &Bson::String(b.into())], &[true, false])
-        };
+        let k = |a: i32, b: &str| encode_compound(&[&Bson::Int32(a), &Bson::String(b.into())], &[true, false]);
         assert!(k(1, "b") < k(1, "a"));
         assert!(k(1, "a") < k(2, "b"));
         // "a" is a prefix of "ab" as a string, not as an encoding.
@@ -233,12 +229,7 @@ mod tests {
 
     #[test]
     fn min_and_max_bound_everything() {
-        for v in [
-            Bson::Null,
-            Bson::Double(f64::NAN),
-            Bson::Boolean(true),
-            Bson::String("\u{10FFFF}".into()),
-        ] {
+        for v in [Bson::Null, Bson::Double(f64::NAN), Bson::Boolean(true), Bson::String("\u{10FFFF}".into())] {
             assert!(MIN_KEY_ENCODING < encode(&v).as_slice());
             assert!(MAX_KEY_ENCODING > encode(&v).as_slice());
         }

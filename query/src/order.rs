@@ -61,9 +61,7 @@ pub fn compare_values(a: &Bson, b: &Bson) -> Ordering {
         return ta.cmp(&tb);
     }
     match (a, b) {
-        (Bson::String(x) | Bson::Symbol(x), Bson::String(y) | Bson::Symbol(y)) => {
-            x.as_bytes().cmp(y.as_bytes())
-        }
+        (Bson::String(x) | Bson::Symbol(x), Bson::String(y) | Bson::Symbol(y)) => x.as_bytes().cmp(y.as_bytes()),
         (Bson::Document(x), Bson::Document(y)) => compare_documents(x, y),
         (Bson::Array(x), Bson::Array(y)) => compare_arrays(x, y),
         (Bson::Binary(x), Bson::Binary(y)) => x
@@ -75,36 +73,24 @@ pub fn compare_values(a: &Bson, b: &Bson) -> Ordering {
         (Bson::ObjectId(x), Bson::ObjectId(y)) => x.bytes().cmp(&y.bytes()),
         (Bson::Boolean(x), Bson::Boolean(y)) => x.cmp(y),
         (Bson::DateTime(x), Bson::DateTime(y)) => x.timestamp_millis().cmp(&y.timestamp_millis()),
-        (Bson::Timestamp(x), Bson::Timestamp(y)) => {
-            (x.time, x.increment).cmp(&(y.time, y.increment))
-        }
+        (Bson::Timestamp(x), Bson::Timestamp(y)) => (x.time, x.increment).cmp(&(y.time, y.increment)),
         (Bson::RegularExpression(x), Bson::RegularExpression(y)) => x
             .pattern
             .as_str()
             .as_bytes()
             .cmp(y.pattern.as_str().as_bytes())
-            .then_with(|| {
-                x.options
-                    .as_str()
-                    .as_bytes()
-                    .cmp(y.options.as_str().as_bytes())
-            }),
+            .then_with(|| x.options.as_str().as_bytes().cmp(y.options.as_str().as_bytes())),
         (Bson::DbPointer(x), Bson::DbPointer(y)) => {
             let (xn, xi) = db_pointer_parts(x);
             let (yn, yi) = db_pointer_parts(y);
             // MongoDB memcmps the whole value after comparing sizes, so the namespace length
             // decides before its bytes do.
-            xn.len()
-                .cmp(&yn.len())
-                .then_with(|| xn.cmp(&yn))
-                .then_with(|| xi.cmp(&yi))
+            xn.len().cmp(&yn.len()).then_with(|| xn.cmp(&yn)).then_with(|| xi.cmp(&yi))
         }
         (Bson::JavaScriptCode(x), Bson::JavaScriptCode(y)) => x.as_bytes().cmp(y.as_bytes()),
-        (Bson::JavaScriptCodeWithScope(x), Bson::JavaScriptCodeWithScope(y)) => x
-            .code
-            .as_bytes()
-            .cmp(y.code.as_bytes())
-            .then_with(|| compare_documents(&x.scope, &y.scope)),
+        (Bson::JavaScriptCodeWithScope(x), Bson::JavaScriptCodeWithScope(y)) => {
+            x.code.as_bytes().cmp(y.code.as_bytes()).then_with(|| compare_documents(&x.scope, &y.scope))
+        }
         _ if ta == NUMBER_TYPE => compare_numbers(a, b),
         // MinKey, MaxKey, Null, Undefined: one value per bracket.
         _ => Ordering::Equal,
@@ -154,24 +140,16 @@ fn compare_arrays(a: &[Bson], b: &[Bson]) -> Ordering {
 pub(crate) fn db_pointer_parts(p: &DbPointer) -> (Vec<u8>, [u8; 12]) {
     let mut d = Document::new();
     d.insert("", Bson::DbPointer(p.clone()));
-    let raw = d
-        .to_vec()
-        .expect("a one-field document with an empty key always serializes");
+    let raw = d.to_vec().expect("a one-field document with an empty key always serializes");
     // Layout: i32 total length, type byte 0x0C, key "" (one NUL), i32 string length (with
     // its NUL), namespace bytes, NUL, 12 ObjectId bytes, document NUL.
     let len_at = 6;
-    let str_len = i32::from_le_bytes(
-        raw[len_at..len_at + 4]
-            .try_into()
-            .expect("slice of four bytes"),
-    );
+    let str_len = i32::from_le_bytes(raw[len_at..len_at + 4].try_into().expect("slice of four bytes"));
     let ns_len = usize::try_from(str_len - 1).expect("serialized string length is positive");
     let ns_start = len_at + 4;
     let ns = raw[ns_start..ns_start + ns_len].to_vec();
     let oid_start = ns_start + ns_len + 1;
-    let oid: [u8; 12] = raw[oid_start..oid_start + 12]
-        .try_into()
-        .expect("twelve ObjectId bytes");
+    let oid: [u8; 12] = raw[oid_start..oid_start + 12].try_into().expect("twelve ObjectId bytes");
     (ns, oid)
 }
 
@@ -203,15 +181,7 @@ fn as_num(v: &Bson) -> Num {
         Bson::Decimal128(d) => match decimal::decode(d) {
             Decimal::NaN => Num::NaN,
             Decimal::Infinity { neg } => Num::Infinite { neg },
-            Decimal::Finite {
-                neg,
-                coefficient,
-                exponent,
-            } => Num::Decimal {
-                neg,
-                coefficient,
-                exponent,
-            },
+            Decimal::Finite { neg, coefficient, exponent } => Num::Decimal { neg, coefficient, exponent },
         },
         _ => unreachable!("as_num is only called on values of the number bracket"),
     }
@@ -281,31 +251,14 @@ struct Exact {
 impl Exact {
     fn of(n: Num) -> Self {
         match n {
-            Num::Int(i) => Exact {
-                neg: i < 0,
-                magnitude: u128::from(i.unsigned_abs()),
-                pow2: 0,
-                pow10: 0,
-            },
+            Num::Int(i) => Exact { neg: i < 0, magnitude: u128::from(i.unsigned_abs()), pow2: 0, pow10: 0 },
             Num::Double(f) => {
                 let (mantissa, exponent) = split_double(f);
-                Exact {
-                    neg: f < 0.0,
-                    magnitude: u128::from(mantissa),
-                    pow2: exponent,
-                    pow10: 0,
-                }
+                Exact { neg: f < 0.0, magnitude: u128::from(mantissa), pow2: exponent, pow10: 0 }
             }
-            Num::Decimal {
-                neg,
-                coefficient,
-                exponent,
-            } => Exact {
-                neg,
-                magnitude: coefficient,
-                pow2: 0,
-                pow10: exponent,
-            },
+            Num::Decimal { neg, coefficient, exponent } => {
+                Exact { neg, magnitude: coefficient, pow2: 0, pow10: exponent }
+            }
             Num::NaN | Num::Infinite { .. } => unreachable!("Exact holds finite numbers only"),
         }
     }
@@ -324,11 +277,7 @@ impl Exact {
             return sa.cmp(&sb);
         }
         let magnitudes = compare_magnitudes(self, other);
-        if sa < 0 {
-            magnitudes.reverse()
-        } else {
-            magnitudes
-        }
+        if sa < 0 { magnitudes.reverse() } else { magnitudes }
     }
 }
 
@@ -337,21 +286,14 @@ pub(crate) fn split_double(f: f64) -> (u64, i32) {
     let bits = f.to_bits();
     let exponent_bits = ((bits >> 52) & 0x7FF) as i32;
     let fraction = bits & ((1u64 << 52) - 1);
-    if exponent_bits == 0 {
-        (fraction, -1074)
-    } else {
-        (fraction | (1u64 << 52), exponent_bits - 1075)
-    }
+    if exponent_bits == 0 { (fraction, -1074) } else { (fraction | (1u64 << 52), exponent_bits - 1075) }
 }
 
 fn compare_magnitudes(a: &Exact, b: &Exact) -> Ordering {
     // Estimated log2 of each side; far apart (the usual case) decides without big integers.
     // The estimate's error is below 1e-6 for every representable magnitude.
-    let log2 = |e: &Exact| {
-        (e.magnitude as f64).log2()
-            + f64::from(e.pow2)
-            + f64::from(e.pow10) * std::f64::consts::LOG2_10
-    };
+    let log2 =
+        |e: &Exact| (e.magnitude as f64).log2() + f64::from(e.pow2) + f64::from(e.pow10) * std::f64::consts::LOG2_10;
     let (la, lb) = (log2(a), log2(b));
     if la + 1.0 < lb {
         return Ordering::Less;
@@ -364,9 +306,7 @@ fn compare_magnitudes(a: &Exact, b: &Exact) -> Ordering {
     let scaled = |e: &Exact| {
         let mut n = BigUint::from_u128(e.magnitude);
         n.shl(u64::try_from(e.pow2 - min2).expect("difference from the minimum is nonnegative"));
-        n.mul_pow10(
-            u32::try_from(e.pow10 - min10).expect("difference from the minimum is nonnegative"),
-        );
+        n.mul_pow10(u32::try_from(e.pow10 - min10).expect("difference from the minimum is nonnegative"));
         n
     };
     scaled(a).cmp(&scaled(b))
@@ -404,17 +344,11 @@ mod tests {
             Bson::String(String::new()),
             Bson::Document(doc! {}),
             Bson::Array(vec![]),
-            Bson::Binary(Binary {
-                subtype: BinarySubtype::Generic,
-                bytes: vec![],
-            }),
+            Bson::Binary(Binary { subtype: BinarySubtype::Generic, bytes: vec![] }),
             Bson::ObjectId(ObjectId::from_bytes([0; 12])),
             Bson::Boolean(false),
             Bson::DateTime(bson::DateTime::from_millis(i64::MIN)),
-            Bson::Timestamp(Timestamp {
-                time: 0,
-                increment: 0,
-            }),
+            Bson::Timestamp(Timestamp { time: 0, increment: 0 }),
             re("", ""),
             Bson::JavaScriptCode(String::new()),
             Bson::MaxKey,
@@ -422,11 +356,7 @@ mod tests {
         for w in ascending.windows(2) {
             assert_order(&w[0], &w[1], Ordering::Less);
         }
-        assert_order(
-            &Bson::Symbol("a".into()),
-            &Bson::String("a".into()),
-            Ordering::Equal,
-        );
+        assert_order(&Bson::Symbol("a".into()), &Bson::String("a".into()), Ordering::Equal);
     }
 
     #[test]
@@ -437,21 +367,9 @@ mod tests {
         assert_order(&Bson::Double(-0.0), &Bson::Int32(0), Ordering::Equal);
         assert_order(&dec("-0E+10"), &Bson::Double(0.0), Ordering::Equal);
         // i64::MAX rounds to 2^63 as a double; exact comparison must not.
-        assert_order(
-            &Bson::Int64(i64::MAX),
-            &Bson::Double(9_223_372_036_854_775_808.0),
-            Ordering::Less,
-        );
-        assert_order(
-            &Bson::Int64(i64::MIN),
-            &Bson::Double(-9_223_372_036_854_775_808.0),
-            Ordering::Equal,
-        );
-        assert_order(
-            &Bson::Int64((1 << 53) + 1),
-            &Bson::Double((1u64 << 53) as f64),
-            Ordering::Greater,
-        );
+        assert_order(&Bson::Int64(i64::MAX), &Bson::Double(9_223_372_036_854_775_808.0), Ordering::Less);
+        assert_order(&Bson::Int64(i64::MIN), &Bson::Double(-9_223_372_036_854_775_808.0), Ordering::Equal);
+        assert_order(&Bson::Int64((1 << 53) + 1), &Bson::Double((1u64 << 53) as f64), Ordering::Greater);
         assert_order(&Bson::Int64(3), &Bson::Double(3.5), Ordering::Less);
         assert_order(&Bson::Int64(-3), &Bson::Double(-3.5), Ordering::Greater);
         // The double nearest 0.1 is slightly above one tenth.
@@ -461,132 +379,53 @@ mod tests {
         assert_order(&dec("1E-400"), &Bson::Double(5e-324), Ordering::Less);
         assert_order(&dec("1E-400"), &Bson::Int32(0), Ordering::Greater);
         assert_order(&dec("-1E-400"), &Bson::Int32(0), Ordering::Less);
-        assert_order(
-            &dec("9223372036854775807"),
-            &Bson::Int64(i64::MAX),
-            Ordering::Equal,
-        );
-        assert_order(
-            &dec("9223372036854775808"),
-            &Bson::Double(9_223_372_036_854_775_808.0),
-            Ordering::Equal,
-        );
+        assert_order(&dec("9223372036854775807"), &Bson::Int64(i64::MAX), Ordering::Equal);
+        assert_order(&dec("9223372036854775808"), &Bson::Double(9_223_372_036_854_775_808.0), Ordering::Equal);
         assert_order(&dec("1.5"), &dec("15E-1"), Ordering::Equal);
-        assert_order(
-            &dec("1E+6111"),
-            &dec("9999999999999999999999999999999999E+6077"),
-            Ordering::Greater,
-        );
+        assert_order(&dec("1E+6111"), &dec("9999999999999999999999999999999999E+6077"), Ordering::Greater);
         assert_order(&dec("1E-6176"), &dec("0"), Ordering::Greater);
     }
 
     #[test]
     fn nan_and_infinities() {
         assert_order(&Bson::Double(f64::NAN), &dec("NaN"), Ordering::Equal);
-        assert_order(
-            &Bson::Double(f64::NAN),
-            &Bson::Double(f64::NEG_INFINITY),
-            Ordering::Less,
-        );
+        assert_order(&Bson::Double(f64::NAN), &Bson::Double(f64::NEG_INFINITY), Ordering::Less);
         assert_order(&dec("-NaN"), &Bson::Int64(i64::MIN), Ordering::Less);
-        assert_order(
-            &Bson::Double(f64::INFINITY),
-            &dec("Infinity"),
-            Ordering::Equal,
-        );
-        assert_order(
-            &dec("-Infinity"),
-            &Bson::Double(f64::NEG_INFINITY),
-            Ordering::Equal,
-        );
-        assert_order(
-            &dec("Infinity"),
-            &dec("9.999999999999999999999999999999999E+6144"),
-            Ordering::Greater,
-        );
-        assert_order(
-            &Bson::Double(f64::NEG_INFINITY),
-            &Bson::Double(f64::MIN),
-            Ordering::Less,
-        );
+        assert_order(&Bson::Double(f64::INFINITY), &dec("Infinity"), Ordering::Equal);
+        assert_order(&dec("-Infinity"), &Bson::Double(f64::NEG_INFINITY), Ordering::Equal);
+        assert_order(&dec("Infinity"), &dec("9.999999999999999999999999999999999E+6144"), Ordering::Greater);
+        assert_order(&Bson::Double(f64::NEG_INFINITY), &Bson::Double(f64::MIN), Ordering::Less);
     }
 
     #[test]
     fn documents_and_arrays() {
         // Canonical type of the value decides before the field name.
-        assert_order(
-            &Bson::Document(doc! {"b": 1}),
-            &Bson::Document(doc! {"a": "x"}),
-            Ordering::Less,
-        );
-        assert_order(
-            &Bson::Document(doc! {"a": 1}),
-            &Bson::Document(doc! {"b": 1}),
-            Ordering::Less,
-        );
-        assert_order(
-            &Bson::Document(doc! {"a": 1}),
-            &Bson::Document(doc! {"a": 1, "b": 0}),
-            Ordering::Less,
-        );
-        assert_order(
-            &Bson::Document(doc! {"a": 1.0}),
-            &Bson::Document(doc! {"a": 1i64}),
-            Ordering::Equal,
-        );
-        assert_order(
-            &Bson::Array(vec![1.into(), 2.into()]),
-            &Bson::Array(vec![1.into(), 3.into()]),
-            Ordering::Less,
-        );
-        assert_order(
-            &Bson::Array(vec![1.into()]),
-            &Bson::Array(vec![1.into(), Bson::MinKey]),
-            Ordering::Less,
-        );
+        assert_order(&Bson::Document(doc! {"b": 1}), &Bson::Document(doc! {"a": "x"}), Ordering::Less);
+        assert_order(&Bson::Document(doc! {"a": 1}), &Bson::Document(doc! {"b": 1}), Ordering::Less);
+        assert_order(&Bson::Document(doc! {"a": 1}), &Bson::Document(doc! {"a": 1, "b": 0}), Ordering::Less);
+        assert_order(&Bson::Document(doc! {"a": 1.0}), &Bson::Document(doc! {"a": 1i64}), Ordering::Equal);
+        assert_order(&Bson::Array(vec![1.into(), 2.into()]), &Bson::Array(vec![1.into(), 3.into()]), Ordering::Less);
+        assert_order(&Bson::Array(vec![1.into()]), &Bson::Array(vec![1.into(), Bson::MinKey]), Ordering::Less);
     }
 
     #[test]
     fn other_types() {
         let bin = |subtype: u8, bytes: &[u8]| {
-            Bson::Binary(Binary {
-                subtype: BinarySubtype::from(subtype),
-                bytes: bytes.to_vec(),
-            })
+            Bson::Binary(Binary { subtype: BinarySubtype::from(subtype), bytes: bytes.to_vec() })
         };
         assert_order(&bin(5, &[9]), &bin(0, &[0, 0]), Ordering::Less);
         assert_order(&bin(0, &[9]), &bin(5, &[0]), Ordering::Less);
         assert_order(&bin(0, &[1]), &bin(0, &[2]), Ordering::Less);
+        assert_order(&Bson::String("a".into()), &Bson::String("a\0".into()), Ordering::Less);
+        assert_order(&Bson::String("Z".into()), &Bson::String("a".into()), Ordering::Less);
         assert_order(
-            &Bson::String("a".into()),
-            &Bson::String("a\0".into()),
+            &Bson::Timestamp(Timestamp { time: 1, increment: u32::MAX }),
+            &Bson::Timestamp(Timestamp { time: 2, increment: 0 }),
             Ordering::Less,
         );
         assert_order(
-            &Bson::String("Z".into()),
-            &Bson::String("a".into()),
-            Ordering::Less,
-        );
-        assert_order(
-            &Bson::Timestamp(Timestamp {
-                time: 1,
-                increment: u32::MAX,
-            }),
-            &Bson::Timestamp(Timestamp {
-                time: 2,
-                increment: 0,
-            }),
-            Ordering::Less,
-        );
-        assert_order(
-            &Bson::Timestamp(Timestamp {
-                time: u32::MAX,
-                increment: 0,
-            }),
-            &Bson::Timestamp(Timestamp {
-                time: 1,
-                increment: 0,
-            }),
+            &Bson::Timestamp(Timestamp { time: u32::MAX, increment: 0 }),
+            &Bson::Timestamp(Timestamp { time: 1, increment: 0 }),
             Ordering::Greater,
         );
         assert_order(
@@ -614,30 +453,12 @@ mod tests {
 
     #[test]
     fn db_pointers() {
-        let Bson::DbPointer(p) = db_pointer("db.coll", [7; 12]) else {
-            panic!("not a DBPointer")
-        };
+        let Bson::DbPointer(p) = db_pointer("db.coll", [7; 12]) else { panic!("not a DBPointer") };
         assert_eq!(db_pointer_parts(&p), (b"db.coll".to_vec(), [7; 12]));
         // Namespace length decides first, then its bytes, then the id.
-        assert_order(
-            &db_pointer("z", [0; 12]),
-            &db_pointer("aa", [0; 12]),
-            Ordering::Less,
-        );
-        assert_order(
-            &db_pointer("ab", [0; 12]),
-            &db_pointer("ac", [0; 12]),
-            Ordering::Less,
-        );
-        assert_order(
-            &db_pointer("ab", [1; 12]),
-            &db_pointer("ab", [0; 12]),
-            Ordering::Greater,
-        );
-        assert_order(
-            &db_pointer("ab", [1; 12]),
-            &Bson::JavaScriptCode(String::new()),
-            Ordering::Less,
-        );
+        assert_order(&db_pointer("z", [0; 12]), &db_pointer("aa", [0; 12]), Ordering::Less);
+        assert_order(&db_pointer("ab", [0; 12]), &db_pointer("ac", [0; 12]), Ordering::Less);
+        assert_order(&db_pointer("ab", [1; 12]), &db_pointer("ab", [0; 12]), Ordering::Greater);
+        assert_order(&db_pointer("ab", [1; 12]), &Bson::JavaScriptCode(String::new()), Ordering::Less);
     }
 }

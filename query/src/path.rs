@@ -62,9 +62,8 @@ pub fn get_path<'a>(doc: &'a Document, path: &str) -> Option<&'a Bson> {
 
 /// `part` as an array index, if it is written as one.
 pub fn array_index(part: &str) -> Option<usize> {
-    let canonical = !part.is_empty()
-        && part.bytes().all(|b| b.is_ascii_digit())
-        && (part == "0" || !part.starts_with('0'));
+    let canonical =
+        !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && (part == "0" || !part.starts_with('0'));
     if canonical { part.parse().ok() } else { None }
 }
 
@@ -83,19 +82,13 @@ pub fn traverse<'a>(doc: &'a Document, path: &str, leaf: LeafArrays) -> Vec<Opti
 /// missing places are left out. Over `{a: [{b: 1}, {b: [2, 3]}]}`, `a.b` gives
 /// `1, 2, 3, [2, 3]`.
 pub fn lookup<'a>(doc: &'a Document, path: &str) -> Vec<&'a Bson> {
-    traverse(doc, path, LeafArrays::ElementsThenArray)
-        .into_iter()
-        .flatten()
-        .collect()
+    traverse(doc, path, LeafArrays::ElementsThenArray).into_iter().flatten().collect()
 }
 
 /// The values `path` reaches with leaf arrays replaced by their elements (`distinct`, sort
 /// keys). Over `{a: [{b: 1}, {b: [2, 3]}]}`, `a.b` gives `1, 2, 3`.
 pub fn lookup_unwound<'a>(doc: &'a Document, path: &str) -> Vec<&'a Bson> {
-    traverse(doc, path, LeafArrays::Elements)
-        .into_iter()
-        .flatten()
-        .collect()
+    traverse(doc, path, LeafArrays::Elements).into_iter().flatten().collect()
 }
 
 /// Calls `f` with every value the path (already split into `parts`) reaches, in document order,
@@ -177,10 +170,7 @@ mod tests {
     use bson::{bson, doc};
 
     fn walk(d: &Document, path: &str) -> Vec<Option<Bson>> {
-        traverse(d, path, LeafArrays::ElementsThenArray)
-            .into_iter()
-            .map(|v| v.cloned())
-            .collect()
+        traverse(d, path, LeafArrays::ElementsThenArray).into_iter().map(|v| v.cloned()).collect()
     }
 
     #[test]
@@ -198,19 +188,8 @@ mod tests {
     #[test]
     fn implicit_traversal_and_leaf_expansion() {
         let d = doc! {"a": [{"b": 1}, {"b": [2, 3]}]};
-        assert_eq!(
-            walk(&d, "a.b"),
-            vec![
-                Some(bson!(1)),
-                Some(bson!(2)),
-                Some(bson!(3)),
-                Some(bson!([2, 3]))
-            ]
-        );
-        assert_eq!(
-            lookup_unwound(&d, "a.b"),
-            vec![&bson!(1), &bson!(2), &bson!(3)]
-        );
+        assert_eq!(walk(&d, "a.b"), vec![Some(bson!(1)), Some(bson!(2)), Some(bson!(3)), Some(bson!([2, 3]))]);
+        assert_eq!(lookup_unwound(&d, "a.b"), vec![&bson!(1), &bson!(2), &bson!(3)]);
         let a = traverse(&d, "a.b", LeafArrays::Array);
         assert_eq!(a, vec![Some(&bson!(1)), Some(&bson!([2, 3]))]);
     }
@@ -222,15 +201,9 @@ mod tests {
         assert_eq!(walk(&doc! {}, "a.b"), vec![None]);
         assert_eq!(walk(&doc! {"a": [{}]}, "a.b"), vec![None]);
         assert_eq!(walk(&doc! {"a": []}, "a.b"), vec![]);
-        assert_eq!(
-            walk(&doc! {"a": [5, {"b": 5}]}, "a.b"),
-            vec![Some(bson!(5))]
-        );
+        assert_eq!(walk(&doc! {"a": [5, {"b": 5}]}, "a.b"), vec![Some(bson!(5))]);
         assert_eq!(walk(&doc! {"a": [[{"b": 1}]]}, "a.b"), vec![]);
-        assert_eq!(
-            walk(&doc! {"a": [{"b": []}, {"b": {"c": 1}}]}, "a.b.c"),
-            vec![Some(bson!(1))]
-        );
+        assert_eq!(walk(&doc! {"a": [{"b": []}, {"b": {"c": 1}}]}, "a.b.c"), vec![Some(bson!(1))]);
     }
 
     #[test]
@@ -239,14 +212,8 @@ mod tests {
         // Element 0 lacks a field "0" (missing), then is indexed.
         assert_eq!(walk(&d, "a.0.b"), vec![None, Some(bson!(1)), None]);
         assert_eq!(walk(&d, "a.1"), vec![None, None, Some(bson!({"b": 2}))]);
-        assert_eq!(
-            walk(&doc! {"a": [7, [8, 9]]}, "a.1"),
-            vec![Some(bson!([8, 9]))]
-        );
-        assert_eq!(
-            walk(&doc! {"a": [[{"b": 1}], [{"b": 2}]]}, "a.1.b"),
-            vec![Some(bson!(2))]
-        );
+        assert_eq!(walk(&doc! {"a": [7, [8, 9]]}, "a.1"), vec![Some(bson!([8, 9]))]);
+        assert_eq!(walk(&doc! {"a": [[{"b": 1}], [{"b": 2}]]}, "a.1.b"), vec![Some(bson!(2))]);
         assert_eq!(walk(&doc! {"a": [1, 2]}, "a.01"), vec![]);
     }
 
@@ -256,11 +223,7 @@ mod tests {
         let mut seen = 0;
         let r = visit(&d, &["a"], LeafArrays::Elements, &mut |_| {
             seen += 1;
-            if seen == 2 {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
+            if seen == 2 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
         });
         assert_eq!((r, seen), (ControlFlow::Break(()), 2));
     }

@@ -125,12 +125,7 @@ struct Parser {
 
 impl Parser {
     fn run(spec: &Document, mode: Mode) -> Result<Projection> {
-        let mut p = Parser {
-            mode,
-            kind: None,
-            elem_match: false,
-            tree: Tree::default(),
-        };
+        let mut p = Parser { mode, kind: None, elem_match: false, tree: Tree::default() };
         for (key, value) in spec {
             p.entry(Vec::new(), key, value)?;
         }
@@ -138,21 +133,13 @@ impl Parser {
             Mode::AddFields => Kind::AddFields,
             _ => p.kind.unwrap_or_else(|| {
                 let id_included = matches!(p.tree.get("_id"), Some(Node::Include));
-                if p.elem_match || id_included {
-                    Kind::Inclusion
-                } else {
-                    Kind::Exclusion
-                }
+                if p.elem_match || id_included { Kind::Inclusion } else { Kind::Exclusion }
             }),
         };
         if kind == Kind::Inclusion && p.tree.get("_id").is_none() {
             p.tree.fields.push(("_id".to_string(), Node::Include));
         }
-        Ok(Projection {
-            tree: p.tree,
-            kind,
-            source: spec.clone(),
-        })
+        Ok(Projection { tree: p.tree, kind, source: spec.clone() })
     }
 
     fn entry(&mut self, prefix: Vec<String>, key: &str, value: &Bson) -> Result<()> {
@@ -181,9 +168,7 @@ impl Parser {
         let full = parts.join(".");
         let is_top_id = parts.len() == 1 && parts[0] == "_id";
         let node = match value {
-            Bson::Document(d)
-                if !d.is_empty() && !d.keys().next().is_some_and(|k| k.starts_with('$')) =>
-            {
+            Bson::Document(d) if !d.is_empty() && !d.keys().next().is_some_and(|k| k.starts_with('$')) => {
                 for (k, v) in d {
                     self.entry(parts.clone(), k, v)?;
                 }
@@ -196,31 +181,14 @@ impl Parser {
                 )));
             }
             _ if self.mode == Mode::AddFields => Node::Expr(Expr::parse(value)?),
-            Bson::Boolean(_)
-            | Bson::Int32(_)
-            | Bson::Int64(_)
-            | Bson::Double(_)
-            | Bson::Decimal128(_) => {
+            Bson::Boolean(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
                 let include = crate::aggregate::operators::truthy(Some(value));
                 if !is_top_id {
-                    self.set_kind(
-                        if include {
-                            Kind::Inclusion
-                        } else {
-                            Kind::Exclusion
-                        },
-                        &full,
-                    )?;
+                    self.set_kind(if include { Kind::Inclusion } else { Kind::Exclusion }, &full)?;
                 }
-                if include {
-                    Node::Include
-                } else {
-                    Node::Exclude
-                }
+                if include { Node::Include } else { Node::Exclude }
             }
-            Bson::Document(d) if self.mode == Mode::Find => {
-                self.find_operator(d, &parts, &full, value)?
-            }
+            Bson::Document(d) if self.mode == Mode::Find => self.find_operator(d, &parts, &full, value)?,
             _ => {
                 if self.kind == Some(Kind::Exclusion) {
                     // MongoDB: Location31310.
@@ -238,12 +206,12 @@ impl Parser {
     fn set_kind(&mut self, kind: Kind, path: &str) -> Result<()> {
         match (self.kind, kind) {
             // MongoDB: Location31253 and Location31254.
-            (Some(Kind::Exclusion), Kind::Inclusion) => Err(QueryError::bad_value(format!(
-                "Cannot do inclusion on field {path} in exclusion projection"
-            ))),
-            (Some(Kind::Inclusion), Kind::Exclusion) => Err(QueryError::bad_value(format!(
-                "Cannot do exclusion on field {path} in inclusion projection"
-            ))),
+            (Some(Kind::Exclusion), Kind::Inclusion) => {
+                Err(QueryError::bad_value(format!("Cannot do inclusion on field {path} in exclusion projection")))
+            }
+            (Some(Kind::Inclusion), Kind::Exclusion) => {
+                Err(QueryError::bad_value(format!("Cannot do exclusion on field {path} in inclusion projection")))
+            }
             _ => {
                 self.kind = Some(kind);
                 Ok(())
@@ -252,21 +220,13 @@ impl Parser {
     }
 
     /// `{$slice: ...}`, `{$elemMatch: ...}`, `{$meta: ...}` or an expression, in a find spec.
-    fn find_operator(
-        &mut self,
-        d: &Document,
-        parts: &[String],
-        full: &str,
-        value: &Bson,
-    ) -> Result<Node> {
+    fn find_operator(&mut self, d: &Document, parts: &[String], full: &str, value: &Bson) -> Result<Node> {
         let first = d.keys().next().map(String::as_str).unwrap_or("");
         match (first, d.get(first)) {
             ("$slice", Some(arg)) if d.len() == 1 => parse_slice(arg),
             ("$elemMatch", Some(arg)) if d.len() == 1 => {
                 let Bson::Document(cond) = arg else {
-                    return Err(QueryError::bad_value(
-                        "elemMatch: Invalid argument, object required.",
-                    ));
+                    return Err(QueryError::bad_value("elemMatch: Invalid argument, object required."));
                 };
                 if parts.len() > 1 {
                     return Err(QueryError::bad_value(format!(
@@ -274,14 +234,9 @@ impl Parser {
                     )));
                 }
                 self.elem_match = true;
-                Ok(Node::ElemMatch(Filter::parse(
-                    &doc! { "v": { "$elemMatch": cond.clone() } },
-                )?))
+                Ok(Node::ElemMatch(Filter::parse(&doc! { "v": { "$elemMatch": cond.clone() } })?))
             }
-            ("$meta", _) => Err(QueryError::new(
-                ErrorCode::NotImplemented,
-                "$meta projections are not supported yet",
-            )),
+            ("$meta", _) => Err(QueryError::new(ErrorCode::NotImplemented, "$meta projections are not supported yet")),
             _ => {
                 if self.kind == Some(Kind::Exclusion) {
                     return Err(QueryError::bad_value(
@@ -308,23 +263,16 @@ fn parse_slice(arg: &Bson) -> Result<Node> {
                 return Err(QueryError::bad_value("$slice array wrong size"));
             }
             let (Some(skip), Some(limit)) = (int(&a[0]), int(&a[1])) else {
-                return Err(QueryError::bad_value(
-                    "$slice array elements must be numbers",
-                ));
+                return Err(QueryError::bad_value("$slice array elements must be numbers"));
             };
             if limit <= 0 {
                 return Err(QueryError::bad_value("$slice limit must be positive"));
             }
-            Ok(Node::Slice {
-                skip: Some(skip),
-                limit,
-            })
+            Ok(Node::Slice { skip: Some(skip), limit })
         }
         other => match int(other) {
             Some(limit) => Ok(Node::Slice { skip: None, limit }),
-            None => Err(QueryError::bad_value(
-                "$slice only supports numbers and [skip, limit] arrays",
-            )),
+            None => Err(QueryError::bad_value("$slice only supports numbers and [skip, limit] arrays")),
         },
     }
 }
@@ -354,8 +302,7 @@ impl Tree {
         let idx = match pos {
             Some(i) => i,
             None => {
-                self.fields
-                    .push((first.clone(), Node::Sub(Tree::default())));
+                self.fields.push((first.clone(), Node::Sub(Tree::default())));
                 self.fields.len() - 1
             }
         };
@@ -381,9 +328,7 @@ fn slice(v: &Bson, skip: Option<i64>, limit: i64) -> Bson {
 
 fn elem_match(filter: &Filter, v: &Bson) -> Option<Bson> {
     let Bson::Array(a) = v else { return None };
-    a.iter()
-        .find(|e| filter.matches(&doc! { "v": [ (*e).clone() ] }))
-        .map(|e| Bson::Array(vec![e.clone()]))
+    a.iter().find(|e| filter.matches(&doc! { "v": [ (*e).clone() ] })).map(|e| Bson::Array(vec![e.clone()]))
 }
 
 fn include_doc(tree: &Tree, d: &Document, root: &Document) -> Result<Document> {
@@ -418,10 +363,7 @@ fn include_doc(tree: &Tree, d: &Document, root: &Document) -> Result<Document> {
                     }
                 }
                 Node::Sub(t) if t.computed && !d.contains_key(k) => {
-                    out.insert(
-                        k.clone(),
-                        Bson::Document(include_doc(t, &Document::new(), root)?),
-                    );
+                    out.insert(k.clone(), Bson::Document(include_doc(t, &Document::new(), root)?));
                 }
                 _ => {}
             }
@@ -442,11 +384,7 @@ fn include_value(tree: &Tree, v: &Bson, root: &Document) -> Result<Option<Bson>>
             }
             Ok(Some(Bson::Array(out)))
         }
-        _ if tree.computed => Ok(Some(Bson::Document(include_doc(
-            tree,
-            &Document::new(),
-            root,
-        )?))),
+        _ if tree.computed => Ok(Some(Bson::Document(include_doc(tree, &Document::new(), root)?))),
         _ => Ok(None),
     }
 }
@@ -478,11 +416,7 @@ fn exclude_doc(tree: &Tree, d: &Document) -> Result<Document> {
 fn exclude_value(tree: &Tree, v: &Bson) -> Result<Bson> {
     match v {
         Bson::Document(d) => Ok(Bson::Document(exclude_doc(tree, d)?)),
-        Bson::Array(a) => Ok(Bson::Array(
-            a.iter()
-                .map(|e| exclude_value(tree, e))
-                .collect::<Result<_>>()?,
-        )),
+        Bson::Array(a) => Ok(Bson::Array(a.iter().map(|e| exclude_value(tree, e)).collect::<Result<_>>()?)),
         other => Ok(other.clone()),
     }
 }
@@ -516,11 +450,7 @@ fn add_doc(tree: &Tree, d: &Document, root: &Document) -> Result<Document> {
 fn add_value(tree: &Tree, v: &Bson, root: &Document) -> Result<Bson> {
     match v {
         Bson::Document(d) => Ok(Bson::Document(add_doc(tree, d, root)?)),
-        Bson::Array(a) => Ok(Bson::Array(
-            a.iter()
-                .map(|e| add_value(tree, e, root))
-                .collect::<Result<_>>()?,
-        )),
+        Bson::Array(a) => Ok(Bson::Array(a.iter().map(|e| add_value(tree, e, root)).collect::<Result<_>>()?)),
         _ => Ok(Bson::Document(add_doc(tree, &Document::new(), root)?)),
     }
 }

@@ -44,10 +44,7 @@ impl SortSpec {
         for (path, dir) in spec {
             let descending = match dir {
                 Bson::Document(d) if d.contains_key("$meta") => {
-                    return Err(QueryError::new(
-                        ErrorCode::NotImplemented,
-                        "$meta sort keys are not supported yet",
-                    ));
+                    return Err(QueryError::new(ErrorCode::NotImplemented, "$meta sort keys are not supported yet"));
                 }
                 other => match as_f64(other) {
                     Some(1.0) => false,
@@ -69,11 +66,7 @@ impl SortSpec {
                      $setField. (in '{path}')"
                 )));
             }
-            keys.push(SortKey {
-                path: path.clone(),
-                parts,
-                descending,
-            });
+            keys.push(SortKey { path: path.clone(), parts, descending });
         }
         Ok(SortSpec { keys })
     }
@@ -138,11 +131,7 @@ impl SortKey {
         }
         let pick = |best: &'d Bson, c: &'d Bson| {
             let ord = compare_values(c, best);
-            let better = if self.descending {
-                ord == Ordering::Greater
-            } else {
-                ord == Ordering::Less
-            };
+            let better = if self.descending { ord == Ordering::Greater } else { ord == Ordering::Less };
             if better { c } else { best }
         };
         let mut it = candidates.into_iter();
@@ -240,9 +229,7 @@ mod tests {
     fn sorted(spec: Document, docs: Vec<Document>) -> Vec<Bson> {
         let mut docs = docs;
         sort_documents(&mut docs, &SortSpec::parse(&spec).unwrap());
-        docs.into_iter()
-            .map(|d| d.get("_id").cloned().unwrap_or(Bson::Null))
-            .collect()
+        docs.into_iter().map(|d| d.get("_id").cloned().unwrap_or(Bson::Null)).collect()
     }
 
     fn ids(v: &[i32]) -> Vec<Bson> {
@@ -251,12 +238,7 @@ mod tests {
 
     #[test]
     fn parses_directions_of_any_numeric_type() {
-        for spec in [
-            doc! {"a": 1},
-            doc! {"a": 1i64},
-            doc! {"a": 1.0},
-            doc! {"a": -1.0},
-        ] {
+        for spec in [doc! {"a": 1}, doc! {"a": 1i64}, doc! {"a": 1.0}, doc! {"a": -1.0}] {
             assert!(SortSpec::parse(&spec).is_ok(), "{spec}");
         }
         assert!(SortSpec::parse(&doc! {}).unwrap().is_empty());
@@ -264,52 +246,26 @@ mod tests {
 
     #[test]
     fn rejects_bad_directions() {
-        for spec in [
-            doc! {"a": 2},
-            doc! {"a": 0},
-            doc! {"a": "x"},
-            doc! {"a": 1.5},
-            doc! {"a": {"b": 1}},
-        ] {
+        for spec in [doc! {"a": 2}, doc! {"a": 0}, doc! {"a": "x"}, doc! {"a": 1.5}, doc! {"a": {"b": 1}}] {
             let err = SortSpec::parse(&spec).unwrap_err();
             assert_eq!(err.code, ErrorCode::BadValue, "{spec}");
             assert_eq!(err.message, BAD_ORDERING);
         }
-        assert_eq!(
-            SortSpec::parse(&doc! {"a": {"$meta": "textScore"}})
-                .unwrap_err()
-                .code,
-            ErrorCode::NotImplemented
-        );
-        assert_eq!(
-            SortSpec::parse(&doc! {"a..b": 1}).unwrap_err().code,
-            ErrorCode::Location15998
-        );
-        assert_eq!(
-            SortSpec::parse_value(&Bson::Int32(1)).unwrap_err().code,
-            ErrorCode::TypeMismatch
-        );
+        assert_eq!(SortSpec::parse(&doc! {"a": {"$meta": "textScore"}}).unwrap_err().code, ErrorCode::NotImplemented);
+        assert_eq!(SortSpec::parse(&doc! {"a..b": 1}).unwrap_err().code, ErrorCode::Location15998);
+        assert_eq!(SortSpec::parse_value(&Bson::Int32(1)).unwrap_err().code, ErrorCode::TypeMismatch);
     }
 
     #[test]
     fn ascending_descending_and_numbers_across_types() {
-        let docs = vec![
-            doc! {"_id": 1, "a": 3},
-            doc! {"_id": 2, "a": 1.5},
-            doc! {"_id": 3, "a": 2i64},
-        ];
+        let docs = vec![doc! {"_id": 1, "a": 3}, doc! {"_id": 2, "a": 1.5}, doc! {"_id": 3, "a": 2i64}];
         assert_eq!(sorted(doc! {"a": 1}, docs.clone()), ids(&[2, 3, 1]));
         assert_eq!(sorted(doc! {"a": -1}, docs), ids(&[1, 3, 2]));
     }
 
     #[test]
     fn missing_sorts_as_null_and_empty_array_before_null() {
-        let docs = vec![
-            doc! {"_id": 1, "a": 1},
-            doc! {"_id": 2},
-            doc! {"_id": 3, "a": []},
-            doc! {"_id": 4, "a": "s"},
-        ];
+        let docs = vec![doc! {"_id": 1, "a": 1}, doc! {"_id": 2}, doc! {"_id": 3, "a": []}, doc! {"_id": 4, "a": "s"}];
         assert_eq!(sorted(doc! {"a": 1}, docs.clone()), ids(&[3, 2, 1, 4]));
         assert_eq!(sorted(doc! {"a": -1}, docs), ids(&[4, 1, 2, 3]));
     }
@@ -334,10 +290,7 @@ mod tests {
         assert_eq!(sorted(doc! {"a.b": 1}, docs.clone()), ids(&[2, 3, 1]));
         assert_eq!(sorted(doc! {"a.b": -1}, docs), ids(&[2, 1, 3]));
         // An array element without the field contributes null.
-        let docs = vec![
-            doc! {"_id": 1, "a": [{"b": 2}, {"c": 1}]},
-            doc! {"_id": 2, "a": [{"b": 1}]},
-        ];
+        let docs = vec![doc! {"_id": 1, "a": [{"b": 2}, {"c": 1}]}, doc! {"_id": 2, "a": [{"b": 1}]}];
         assert_eq!(sorted(doc! {"a.b": 1}, docs), ids(&[1, 2]));
         // A numeric component picks the element.
         let docs = vec![doc! {"_id": 1, "a": [5, 0]}, doc! {"_id": 2, "a": [1, 9]}];
@@ -352,18 +305,13 @@ mod tests {
             doc! {"_id": 3, "a": 1, "b": 2},
             doc! {"_id": 4, "a": 0, "b": 1},
         ];
-        assert_eq!(
-            sorted(doc! {"a": 1, "b": -1}, docs.clone()),
-            ids(&[2, 4, 3, 1])
-        );
+        assert_eq!(sorted(doc! {"a": 1, "b": -1}, docs.clone()), ids(&[2, 4, 3, 1]));
         assert_eq!(sorted(doc! {"b": 1}, docs), ids(&[1, 2, 4, 3]));
     }
 
     #[test]
     fn top_k_matches_sort_then_limit() {
-        let docs: Vec<Document> = (0..50)
-            .map(|i| doc! {"_id": i, "a": (i * 7) % 10})
-            .collect();
+        let docs: Vec<Document> = (0..50).map(|i| doc! {"_id": i, "a": (i * 7) % 10}).collect();
         let spec = SortSpec::parse(&doc! {"a": -1}).unwrap();
         for k in [0, 1, 3, 10, 49, 50, 80] {
             let mut all = docs.clone();

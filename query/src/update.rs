@@ -146,9 +146,7 @@ impl UpdateSpec {
                 if let Some(k) = u.keys().find(|k| k.starts_with('$')) {
                     return Err(QueryError::new(
                         ErrorCode::DollarPrefixedFieldName,
-                        format!(
-                            "The dollar ($) prefixed field '{k}' in '{k}' is not valid for storage."
-                        ),
+                        format!("The dollar ($) prefixed field '{k}' in '{k}' is not valid for storage."),
                     ));
                 }
                 Ok(UpdateSpec::Replacement(u.clone()))
@@ -160,10 +158,9 @@ impl UpdateSpec {
     pub fn parse_value(u: &Bson) -> Result<UpdateSpec> {
         match u {
             Bson::Document(d) => Self::parse(d),
-            Bson::Array(_) => Err(QueryError::new(
-                ErrorCode::NotImplemented,
-                "pipeline-style updates are not supported yet",
-            )),
+            Bson::Array(_) => {
+                Err(QueryError::new(ErrorCode::NotImplemented, "pipeline-style updates are not supported yet"))
+            }
             other => Err(QueryError::failed_to_parse(format!(
                 "Update argument must be either an object or an array, not {}",
                 display::type_name(other)
@@ -211,19 +208,12 @@ impl UpdateSpec {
 /// Builds the document an upsert inserts: the equality fields of the query (dotted paths
 /// allowed) seed it, then the update applies as an insert. A replacement keeps only the seed's
 /// `_id`. If neither provides an `_id`, the result has none and the caller must generate one.
-pub fn upsert_document(
-    query_equalities: &Document,
-    spec: &UpdateSpec,
-    ctx: &UpdateContext,
-) -> Result<Document> {
+pub fn upsert_document(query_equalities: &Document, spec: &UpdateSpec, ctx: &UpdateContext) -> Result<Document> {
     let mut seed = Document::new();
     for (path, value) in query_equalities {
         apply::set_seed(&mut seed, path, value)?;
     }
-    let insert_ctx = UpdateContext {
-        is_upsert_insert: true,
-        ..*ctx
-    };
+    let insert_ctx = UpdateContext { is_upsert_insert: true, ..*ctx };
     let mut doc = match spec {
         UpdateSpec::Operators(ops) => {
             apply::apply_all(ops, &mut seed, &insert_ctx)?;

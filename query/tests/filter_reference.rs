@@ -66,15 +66,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         leaf_value().prop_map(Op::Implicit),
         (prop_oneof![Just("$eq"), Just("$ne")], leaf_value()).prop_map(|(o, v)| Op::Cmp(o, v)),
-        (
-            prop_oneof![Just("$gt"), Just("$gte"), Just("$lt"), Just("$lte")],
-            scalar()
-        )
-            .prop_map(|(o, v)| Op::Cmp(o, v)),
-        (
-            prop_oneof![Just("$in"), Just("$nin")],
-            proptest::collection::vec(leaf_value(), 0..3)
-        )
+        (prop_oneof![Just("$gt"), Just("$gte"), Just("$lt"), Just("$lte")], scalar()).prop_map(|(o, v)| Op::Cmp(o, v)),
+        (prop_oneof![Just("$in"), Just("$nin")], proptest::collection::vec(leaf_value(), 0..3))
             .prop_map(|(o, v)| Op::In(o, v)),
         any::<bool>().prop_map(Op::Exists),
     ]
@@ -108,13 +101,7 @@ fn reach(doc: &Document, path: &str) -> Vec<Option<Bson>> {
         (Some(Bson::Document(d)), Some(t)) => reach(d, t),
         (Some(Bson::Array(items)), Some(t)) => items
             .iter()
-            .filter_map(|e| {
-                if let Bson::Document(d) = e {
-                    Some(reach(d, t))
-                } else {
-                    None
-                }
-            })
+            .filter_map(|e| if let Bson::Document(d) = e { Some(reach(d, t)) } else { None })
             .flatten()
             .collect(),
         (Some(_), Some(_)) => vec![None],

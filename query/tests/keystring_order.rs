@@ -4,9 +4,7 @@
 use std::cmp::Ordering;
 
 use bson::spec::BinarySubtype;
-use bson::{
-    Binary, Bson, Decimal128, Document, JavaScriptCodeWithScope, Regex, Timestamp, oid::ObjectId,
-};
+use bson::{Binary, Bson, Decimal128, Document, JavaScriptCodeWithScope, Regex, Timestamp, oid::ObjectId};
 use proptest::prelude::*;
 use shoal_query::keystring::{encode, encode_compound};
 use shoal_query::order::compare_values;
@@ -103,23 +101,15 @@ fn boundary_number() -> impl Strategy<Value = Bson> {
 
 /// Random decimals next to the double nearest to them, to exercise near-ties.
 fn near_number() -> impl Strategy<Value = Bson> {
-    (
-        any::<u64>(),
-        1u32..=34,
-        -40i32..40,
-        any::<bool>(),
-        any::<bool>(),
-    )
-        .prop_filter_map("representable", |(raw, digits, exp, neg, as_double)| {
+    (any::<u64>(), 1u32..=34, -40i32..40, any::<bool>(), any::<bool>()).prop_filter_map(
+        "representable",
+        |(raw, digits, exp, neg, as_double)| {
             let coefficient = u128::from(raw) % 10u128.pow(digits.min(19));
             let coefficient = coefficient * 10u128.pow(digits.saturating_sub(19).min(15));
             let s = format!("{}{coefficient}E{exp}", if neg { "-" } else { "" });
-            if as_double {
-                s.parse::<f64>().ok().map(Bson::Double)
-            } else {
-                decimal(&s)
-            }
-        })
+            if as_double { s.parse::<f64>().ok().map(Bson::Double) } else { decimal(&s) }
+        },
+    )
 }
 
 fn any_number() -> impl Strategy<Value = Bson> {
@@ -131,9 +121,8 @@ fn any_number() -> impl Strategy<Value = Bson> {
         any::<i64>().prop_map(Bson::Int64),
         any::<f64>().prop_map(Bson::Double),
         (-1000i32..1000).prop_map(|n| Bson::Double(f64::from(n) / 8.0)),
-        (any::<u64>(), -6176i32..=6111, any::<bool>()).prop_filter_map("decimal", |(c, e, neg)| {
-            decimal(&format!("{}{c}E{e}", if neg { "-" } else { "" }))
-        }),
+        (any::<u64>(), -6176i32..=6111, any::<bool>())
+            .prop_filter_map("decimal", |(c, e, neg)| { decimal(&format!("{}{c}E{e}", if neg { "-" } else { "" })) }),
         any::<[u8; 16]>().prop_map(|b| Bson::Decimal128(Decimal128::from_bytes(b))),
     ]
 }
@@ -189,13 +178,7 @@ fn value() -> impl Strategy<Value = Bson> {
 
 fn check_pair(a: &Bson, b: &Bson) -> Result<(), TestCaseError> {
     let want = compare_values(a, b);
-    prop_assert_eq!(
-        want,
-        compare_values(b, a).reverse(),
-        "asymmetric: {:?} vs {:?}",
-        a,
-        b
-    );
+    prop_assert_eq!(want, compare_values(b, a).reverse(), "asymmetric: {:?} vs {:?}", a, b);
     prop_assert_eq!(want, encode(a).cmp(&encode(b)), "{:?} vs {:?}", a, b);
     Ok(())
 }

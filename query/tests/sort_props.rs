@@ -15,14 +15,8 @@ fn scalar() -> impl Strategy<Value = Option<Bson>> {
         Just(Some(Bson::Null)),
         any::<i32>().prop_map(|i| Some(Bson::Int32(i % 5))),
         any::<i64>().prop_map(|i| Some(Bson::Int64(i % 5))),
-        prop_oneof![
-            Just(f64::NAN),
-            Just(-0.0),
-            Just(2.5),
-            Just(f64::INFINITY),
-            any::<f64>()
-        ]
-        .prop_map(|f| Some(Bson::Double(f))),
+        prop_oneof![Just(f64::NAN), Just(-0.0), Just(2.5), Just(f64::INFINITY), any::<f64>()]
+            .prop_map(|f| Some(Bson::Double(f))),
         "[ab]{0,2}".prop_map(|s| Some(Bson::String(s))),
         any::<bool>().prop_map(|b| Some(Bson::Boolean(b))),
         (0i64..3).prop_map(|ms| Some(Bson::DateTime(DateTime::from_millis(ms)))),

@@ -79,3 +79,24 @@ mod tests {
         assert!(r.remove(id).is_none());
     }
 }
+
+/// How often idle router cursors are looked for.
+pub const REAP_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Forgets idle router cursors and kills their shard cursors, forever (abort the task to stop).
+pub async fn reap_idle_forever(state: std::sync::Arc<crate::state::RouterState>) {
+    let mut tick = tokio::time::interval(REAP_INTERVAL);
+    loop {
+        tick.tick().await;
+        let shard_ids = state.cursors.reap_idle();
+        if shard_ids.is_empty() {
+            continue;
+        }
+        tracing::info!(count = shard_ids.len(), "killing idle cursors");
+        let req = shoal_proto::shard::KillCursorsRequest { request_id: "reaper".into(), cursor_ids: shard_ids };
+        // Shard cursors we fail to kill here are reaped by the shard's own idle timeout.
+        if let Err(status) = state.shards.client().kill_cursors(req).await {
+            state.shards.status_error(&status);
+        }
+    }
+}

@@ -16,7 +16,8 @@ pub type HandlerResult = Result<RawDocumentBuf, CommandError>;
 /// Runs `cmd` and returns the complete reply body.
 pub async fn dispatch(state: &RouterState, conn: &ConnContext, cmd: &Command) -> RawDocumentBuf {
     state.counters.commands_total.fetch_add(1, Ordering::Relaxed);
-    let span = tracing::debug_span!("command", request_id = cmd.request_id, conn = conn.id, name = %cmd.name, db = %cmd.db);
+    let span =
+        tracing::debug_span!("command", request_id = cmd.request_id, conn = conn.id, name = %cmd.name, db = %cmd.db);
     let result = route(state, conn, cmd).instrument(span).await;
     match result {
         Ok(mut body) => {
@@ -76,6 +77,8 @@ async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Handle
         "dropDatabase" => ddl::drop_database(state, conn, cmd).await,
         "listDatabases" => ddl::list_databases(state, conn, cmd).await,
         "listCollections" => ddl::list_collections(state, conn, cmd).await,
+        "listIndexes" => ddl::list_indexes(state, conn, cmd).await,
+        "createIndexes" => ddl::create_indexes(state, conn, cmd).await,
 
         other => Err(CommandError::new(ErrorCode::CommandNotFound, format!("no such command: '{other}'"))),
     }
@@ -83,8 +86,35 @@ async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Handle
 
 /// Every command name [`dispatch`] knows, for `listCommands`.
 pub const COMMAND_NAMES: &[&str] = &[
-    "aggregate", "buildInfo", "connectionStatus", "count", "create", "delete", "distinct", "drop",
-    "dropDatabase", "endSessions", "find", "findAndModify", "getCmdLineOpts", "getLastError", "getLog",
-    "getMore", "getParameter", "hello", "hostInfo", "insert", "isMaster", "killCursors", "listCollections",
-    "listCommands", "listDatabases", "ping", "serverStatus", "update", "whatsmyuri",
+    "aggregate",
+    "buildInfo",
+    "connectionStatus",
+    "count",
+    "create",
+    "delete",
+    "distinct",
+    "drop",
+    "dropDatabase",
+    "endSessions",
+    "find",
+    "findAndModify",
+    "getCmdLineOpts",
+    "getLastError",
+    "getLog",
+    "getMore",
+    "getParameter",
+    "hello",
+    "hostInfo",
+    "insert",
+    "isMaster",
+    "killCursors",
+    "listCollections",
+    "listIndexes",
+    "createIndexes",
+    "listCommands",
+    "listDatabases",
+    "ping",
+    "serverStatus",
+    "update",
+    "whatsmyuri",
 ];

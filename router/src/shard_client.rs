@@ -42,7 +42,9 @@ impl ShardPool {
     /// A client on the next channel.
     pub fn client(&self) -> ShardClient<Channel> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.channels.len();
-        ShardClient::new(self.channels[i].clone()).max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES).max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
+        ShardClient::new(self.channels[i].clone())
+            .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
+            .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
     }
 
     /// A transport failure as the client sees it.

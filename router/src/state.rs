@@ -24,7 +24,14 @@ impl RouterState {
     pub async fn new(config: RouterConfig) -> Result<Self, CommandError> {
         let shards = ShardPool::new(&config.shard_endpoint, config.shard_rpc_timeout)?;
         let cursors = CursorRegistry::new(config.cursor_idle_timeout);
-        Ok(Self { config, shards, cursors, started: Instant::now(), process_id: bson::oid::ObjectId::new(), counters: Counters::default() })
+        Ok(Self {
+            config,
+            shards,
+            cursors,
+            started: Instant::now(),
+            process_id: bson::oid::ObjectId::new(),
+            counters: Counters::default(),
+        })
     }
 }
 

@@ -42,11 +42,7 @@ pub struct Cursor {
 
 impl Cursor {
     pub fn new(ns: String, source: CursorSource) -> Self {
-        Self {
-            ns,
-            source,
-            last_used: Instant::now(),
-        }
+        Self { ns, source, last_used: Instant::now() }
     }
 }
 
@@ -57,10 +53,7 @@ pub struct CursorManager {
 
 impl CursorManager {
     pub fn new(idle_timeout: Duration) -> Self {
-        Self {
-            open: Mutex::new(HashMap::new()),
-            idle_timeout,
-        }
+        Self { open: Mutex::new(HashMap::new()), idle_timeout }
     }
 
     /// Registers `cursor`, returning its id (positive, random, never 0).
@@ -77,18 +70,12 @@ impl CursorManager {
     }
 
     pub fn take(&self, id: i64) -> Option<Cursor> {
-        self.open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id)
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).remove(&id)
     }
 
     pub fn put_back(&self, id: i64, mut cursor: Cursor) {
         cursor.last_used = Instant::now();
-        self.open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, cursor);
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).insert(id, cursor);
     }
 
     pub fn kill(&self, id: i64) -> bool {
@@ -120,10 +107,7 @@ mod tests {
     #[test]
     fn insert_take_reap() {
         let m = CursorManager::new(Duration::from_millis(0));
-        let id = m.insert(Cursor::new(
-            "d.c".into(),
-            CursorSource::Buffered(VecDeque::new()),
-        ));
+        let id = m.insert(Cursor::new("d.c".into(), CursorSource::Buffered(VecDeque::new())));
         assert!(id > 0);
         let c = m.take(id).expect("present");
         assert!(m.take(id).is_none());

@@ -15,10 +15,7 @@ pub struct ExecError {
 
 impl ExecError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-        }
+        Self { code, message: message.into() }
     }
     pub fn bad_value(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::BadValue, message)
@@ -33,10 +30,7 @@ impl ExecError {
 
 impl From<QueryError> for ExecError {
     fn from(e: QueryError) -> Self {
-        Self {
-            code: e.code,
-            message: e.message,
-        }
+        Self { code: e.code, message: e.message }
     }
 }
 

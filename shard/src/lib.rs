@@ -75,31 +75,20 @@ pub enum ShardError {
 pub fn open_engine(config: &ShardConfig) -> Result<Arc<Engine>, ShardError> {
     let engine = FjallEngine::open(&config.data_dir.join("db"), config.cache_size_bytes)?;
     let store = Store::open(Arc::new(engine))?;
-    Ok(Arc::new(Engine {
-        store: Arc::new(store),
-        cursors: CursorManager::new(config.cursor_idle_timeout),
-    }))
+    Ok(Arc::new(Engine { store: Arc::new(store), cursors: CursorManager::new(config.cursor_idle_timeout) }))
 }
 
 /// Opens the store, serves gRPC on `config.listen` until `shutdown` resolves, then closes cleanly.
 /// Once listening it prints `SHOAL_READY shard <addr>` on stdout (the bound address, so
 /// `--listen 127.0.0.1:0` works).
-pub async fn run(
-    config: ShardConfig,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), ShardError> {
+pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ShardError> {
     let cfg = config.clone();
-    let engine = tokio::task::spawn_blocking(move || open_engine(&cfg))
-        .await
-        .map_err(std::io::Error::other)??;
+    let engine = tokio::task::spawn_blocking(move || open_engine(&cfg)).await.map_err(std::io::Error::other)??;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let local = listener.local_addr()?;
     tracing::info!(name = %config.name, addr = %local, data_dir = %config.data_dir.display(), "shard listening");
 
-    let background = tokio::spawn(background_tasks(
-        Arc::clone(&engine),
-        config.cursor_reap_interval,
-    ));
+    let background = tokio::spawn(background_tasks(Arc::clone(&engine), config.cursor_reap_interval));
     let service = ShardServer::new(service::ShardService::new(Arc::clone(&engine)))
         .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
         .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
@@ -112,9 +101,7 @@ pub async fn run(
         .await;
     background.abort();
     let store = Arc::clone(&engine.store);
-    tokio::task::spawn_blocking(move || store.shutdown())
-        .await
-        .map_err(std::io::Error::other)?;
+    tokio::task::spawn_blocking(move || store.shutdown()).await.map_err(std::io::Error::other)?;
     tracing::info!(name = %config.name, "shard stopped");
     served.map_err(ShardError::from)
 }

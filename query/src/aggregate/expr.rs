@@ -36,9 +36,7 @@ impl Expr {
                 Some(k) if k.starts_with('$') => parse_operator(d),
                 _ => parse_object(d),
             },
-            Bson::Array(a) => Ok(Expr::Array(
-                a.iter().map(Expr::parse).collect::<Result<_>>()?,
-            )),
+            Bson::Array(a) => Ok(Expr::Array(a.iter().map(Expr::parse).collect::<Result<_>>()?)),
             other => Ok(Expr::Literal(other.clone())),
         }
     }
@@ -60,10 +58,7 @@ impl Expr {
             }
             // A missing element of an array literal becomes null: arrays cannot have holes.
             Expr::Array(items) => Ok(Some(Bson::Array(
-                items
-                    .iter()
-                    .map(|e| Ok(e.eval(root)?.unwrap_or(Bson::Null)))
-                    .collect::<Result<_>>()?,
+                items.iter().map(|e| Ok(e.eval(root)?.unwrap_or(Bson::Null))).collect::<Result<_>>()?,
             ))),
             Expr::Op(op, args) => operators::eval(*op, args, root),
         }
@@ -74,17 +69,12 @@ impl Expr {
 pub(crate) fn parse_field_path(path: &str) -> Result<Vec<String>> {
     if path.is_empty() {
         // MongoDB: Location16872.
-        return Err(QueryError::bad_value(
-            "'$' by itself is not a valid FieldPath",
-        ));
+        return Err(QueryError::bad_value("'$' by itself is not a valid FieldPath"));
     }
     let parts: Vec<String> = path.split('.').map(str::to_string).collect();
     for part in &parts {
         if part.is_empty() {
-            return Err(QueryError::new(
-                ErrorCode::Location15998,
-                "FieldPath field names may not be empty strings.",
-            ));
+            return Err(QueryError::new(ErrorCode::Location15998, "FieldPath field names may not be empty strings."));
         }
         if part.starts_with('$') {
             // MongoDB: Location16410.
@@ -108,13 +98,9 @@ fn parse_variable(s: &str) -> Result<Expr> {
     match name {
         "ROOT" | "CURRENT" => Ok(Expr::Root(path)),
         "REMOVE" => Ok(Expr::Remove),
-        "" => Err(QueryError::bad_value(
-            "empty variable names are not allowed",
-        )),
+        "" => Err(QueryError::bad_value("empty variable names are not allowed")),
         // MongoDB: Location17276. $$NOW and user variables need a variables scope we lack.
-        other => Err(QueryError::failed_to_parse(format!(
-            "Use of undefined variable: {other}"
-        ))),
+        other => Err(QueryError::failed_to_parse(format!("Use of undefined variable: {other}"))),
     }
 }
 
@@ -134,10 +120,7 @@ fn parse_object(d: &Document) -> Result<Expr> {
             )));
         }
         if k.is_empty() {
-            return Err(QueryError::new(
-                ErrorCode::Location15998,
-                "FieldPath field names may not be empty strings.",
-            ));
+            return Err(QueryError::new(ErrorCode::Location15998, "FieldPath field names may not be empty strings."));
         }
         fields.push((k.clone(), Expr::parse(v)?));
     }
@@ -161,10 +144,7 @@ fn parse_operator(d: &Document) -> Result<Expr> {
         return Ok(Expr::Literal(arg.clone()));
     }
     let op = Operator::from_name(name).ok_or_else(|| {
-        QueryError::new(
-            ErrorCode::InvalidPipelineOperator,
-            format!("Unrecognized expression '{name}'"),
-        )
+        QueryError::new(ErrorCode::InvalidPipelineOperator, format!("Unrecognized expression '{name}'"))
     })?;
     if op == Operator::Cond
         && let Bson::Document(named) = arg
@@ -189,15 +169,12 @@ fn parse_cond_object(d: &Document) -> Result<Expr> {
             "else" => &mut otherwise,
             // MongoDB: Location17083.
             other => {
-                return Err(QueryError::bad_value(format!(
-                    "Unrecognized parameter to $cond: {other}"
-                )));
+                return Err(QueryError::bad_value(format!("Unrecognized parameter to $cond: {other}")));
             }
         };
         *slot = Some(Expr::parse(v)?);
     }
-    let missing =
-        |name: &str| QueryError::bad_value(format!("Missing '{name}' parameter to $cond"));
+    let missing = |name: &str| QueryError::bad_value(format!("Missing '{name}' parameter to $cond"));
     Ok(Expr::Op(
         Operator::Cond,
         vec![
@@ -251,10 +228,7 @@ mod tests {
         assert_eq!(eval(bson!("$a.c"), &root), None);
         assert_eq!(eval(bson!("$arr.x"), &root), Some(bson!([1, [3]])));
         assert_eq!(eval(bson!("$$ROOT.a"), &root), Some(bson!({"b": 1})));
-        assert_eq!(
-            eval(bson!("$$CURRENT"), &root),
-            Some(Bson::Document(root.clone()))
-        );
+        assert_eq!(eval(bson!("$$CURRENT"), &root), Some(Bson::Document(root.clone())));
         assert_eq!(eval(bson!("$$REMOVE"), &root), None);
     }
 
@@ -263,10 +237,7 @@ mod tests {
         let root = doc! {"a": 1};
         assert_eq!(eval(bson!(5), &root), Some(bson!(5)));
         assert_eq!(eval(bson!({"$literal": "$a"}), &root), Some(bson!("$a")));
-        assert_eq!(
-            eval(bson!({"x": "$a", "y": "$nope", "z": {"w": 2}}), &root),
-            Some(bson!({"x": 1, "z": {"w": 2}}))
-        );
+        assert_eq!(eval(bson!({"x": "$a", "y": "$nope", "z": {"w": 2}}), &root), Some(bson!({"x": 1, "z": {"w": 2}})));
         assert_eq!(eval(bson!(["$a", "$nope"]), &root), Some(bson!([1, null])));
     }
 
@@ -282,13 +253,7 @@ mod tests {
         assert_eq!(code(bson!({"$add": [1], "x": 1})), ErrorCode::BadValue);
         assert_eq!(code(bson!({"a": 1, "$b": 1})), ErrorCode::BadValue);
         assert_eq!(code(bson!({"a.b": 1})), ErrorCode::BadValue);
-        assert_eq!(
-            code(bson!({"$cond": {"if": true, "then": 1}})),
-            ErrorCode::BadValue
-        );
-        assert_eq!(
-            code(bson!({"$cond": {"if": true, "then": 1, "else": 2, "x": 1}})),
-            ErrorCode::BadValue
-        );
+        assert_eq!(code(bson!({"$cond": {"if": true, "then": 1}})), ErrorCode::BadValue);
+        assert_eq!(code(bson!({"$cond": {"if": true, "then": 1, "else": 2, "x": 1}})), ErrorCode::BadValue);
     }
 }

@@ -73,17 +73,12 @@ impl Group {
     pub(crate) fn parse(arg: &Bson) -> Result<Group> {
         let Bson::Document(spec) = arg else {
             // MongoDB: Location15947.
-            return Err(QueryError::failed_to_parse(
-                "a group's fields must be specified in an object",
-            ));
+            return Err(QueryError::failed_to_parse("a group's fields must be specified in an object"));
         };
         let id = match spec.get("_id") {
             Some(v) => Expr::parse(v)?,
             None => {
-                return Err(QueryError::new(
-                    ErrorCode::Location15955,
-                    "a group specification must include an _id",
-                ));
+                return Err(QueryError::new(ErrorCode::Location15955, "a group specification must include an _id"));
             }
         };
         let mut fields = Vec::new();
@@ -93,43 +88,31 @@ impl Group {
             }
             if name.contains('.') {
                 // MongoDB: Location40235.
-                return Err(QueryError::bad_value(format!(
-                    "The field name '{name}' cannot contain '.'"
-                )));
+                return Err(QueryError::bad_value(format!("The field name '{name}' cannot contain '.'")));
             }
             if name.starts_with('$') {
                 // MongoDB: Location40236.
-                return Err(QueryError::bad_value(format!(
-                    "The field name '{name}' cannot be an operator name"
-                )));
+                return Err(QueryError::bad_value(format!("The field name '{name}' cannot be an operator name")));
             }
             let Bson::Document(acc) = v else {
                 // MongoDB: Location40234.
-                return Err(QueryError::bad_value(format!(
-                    "The field '{name}' must be an accumulator object"
-                )));
+                return Err(QueryError::bad_value(format!("The field '{name}' must be an accumulator object")));
             };
             let mut it = acc.iter();
             let (Some((op, arg)), None) = (it.next(), it.next()) else {
                 // MongoDB: Location40238.
-                return Err(QueryError::bad_value(format!(
-                    "The field '{name}' must specify one accumulator"
-                )));
+                return Err(QueryError::bad_value(format!("The field '{name}' must specify one accumulator")));
             };
             let kind = accumulator(op)?;
             let expr = if kind == Accumulator::Count {
                 if !matches!(arg, Bson::Document(d) if d.is_empty()) {
-                    return Err(QueryError::bad_value(
-                        "$count takes no arguments, i.e. $count:{}",
-                    ));
+                    return Err(QueryError::bad_value("$count takes no arguments, i.e. $count:{}"));
                 }
                 Expr::Literal(Bson::Int32(1))
             } else {
                 if matches!(arg, Bson::Array(_)) {
                     // MongoDB: Location40237.
-                    return Err(QueryError::bad_value(format!(
-                        "The {op} accumulator is a unary operator"
-                    )));
+                    return Err(QueryError::bad_value(format!("The {op} accumulator is a unary operator")));
                 }
                 Expr::parse(arg)?
             };
@@ -149,13 +132,9 @@ impl Group {
                 Some(&g) => g,
                 None => {
                     bytes = bytes.saturating_add(
-                        value_size(&key).saturating_mul(2)
-                            + ACCUMULATOR_STATE_BYTES * self.fields.len(),
+                        value_size(&key).saturating_mul(2) + ACCUMULATOR_STATE_BYTES * self.fields.len(),
                     );
-                    groups.push((
-                        key.clone(),
-                        self.fields.iter().map(|(_, k, _)| State::new(*k)).collect(),
-                    ));
+                    groups.push((key.clone(), self.fields.iter().map(|(_, k, _)| State::new(*k)).collect()));
                     index.insert(OrdBson(key), groups.len() - 1);
                     groups.len() - 1
                 }
@@ -212,10 +191,7 @@ impl State {
     fn new(kind: Accumulator) -> State {
         match kind {
             Accumulator::Sum | Accumulator::Count => State::Sum(Num::I32(0)),
-            Accumulator::Avg => State::Avg {
-                sum: Num::I32(0),
-                count: 0,
-            },
+            Accumulator::Avg => State::Avg { sum: Num::I32(0), count: 0 },
             Accumulator::Min => State::Min(None),
             Accumulator::Max => State::Max(None),
             Accumulator::First => State::First(None),

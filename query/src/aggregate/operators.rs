@@ -106,9 +106,7 @@ pub(crate) fn check_arity(op: Operator, n: usize) -> Result<()> {
         Add | Multiply | Concat | And | Or => return Ok(()),
         IfNull if n >= 2 => return Ok(()),
         IfNull => {
-            return Err(QueryError::bad_value(format!(
-                "$ifNull needs at least two arguments, had: {n}"
-            )));
+            return Err(QueryError::bad_value(format!("$ifNull needs at least two arguments, had: {n}")));
         }
         ToUpper | ToLower | Not | Size | Type => 1,
         Subtract | Divide | Eq | Ne | Gt | Gte | Lt | Lte | ArrayElemAt | In => 2,
@@ -118,10 +116,7 @@ pub(crate) fn check_arity(op: Operator, n: usize) -> Result<()> {
         return Ok(());
     }
     // MongoDB: Location16020.
-    Err(QueryError::bad_value(format!(
-        "Expression {} takes exactly {exact} arguments. {n} were passed in.",
-        op.name()
-    )))
+    Err(QueryError::bad_value(format!("Expression {} takes exactly {exact} arguments. {n} were passed in.", op.name())))
 }
 
 /// MongoDB's `coerceToBool`: null, missing, undefined, false and numeric zero are false.
@@ -142,10 +137,7 @@ fn nullish(v: &Option<Bson>) -> bool {
 
 /// Missing compares as `undefined` does: below null, as in MongoDB's `Value::compare`.
 fn compare_opt(a: &Option<Bson>, b: &Option<Bson>) -> Ordering {
-    compare_values(
-        a.as_ref().unwrap_or(&Bson::Undefined),
-        b.as_ref().unwrap_or(&Bson::Undefined),
-    )
+    compare_values(a.as_ref().unwrap_or(&Bson::Undefined), b.as_ref().unwrap_or(&Bson::Undefined))
 }
 
 pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Option<Bson>> {
@@ -161,12 +153,10 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Optio
                 if nullish(&v) {
                     return Ok(Some(Bson::Null));
                 }
-                let n = v.as_ref().and_then(Num::of).ok_or_else(|| {
-                    type_error(format!(
-                        "$multiply only supports numeric types, not {}",
-                        type_of(&v)
-                    ))
-                })?;
+                let n = v
+                    .as_ref()
+                    .and_then(Num::of)
+                    .ok_or_else(|| type_error(format!("$multiply only supports numeric types, not {}", type_of(&v))))?;
                 acc = Num::mul(acc, n?);
             }
             Ok(Some(acc.into()))
@@ -177,9 +167,7 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Optio
             if nullish(&a) || nullish(&b) {
                 return Ok(Some(Bson::Null));
             }
-            let (Some(Ok(x)), Some(Ok(y))) =
-                (a.as_ref().and_then(Num::of), b.as_ref().and_then(Num::of))
-            else {
+            let (Some(Ok(x)), Some(Ok(y))) = (a.as_ref().and_then(Num::of), b.as_ref().and_then(Num::of)) else {
                 return Err(type_error(format!(
                     "$divide only supports numeric types, not {} and {}",
                     type_of(&a),
@@ -200,10 +188,7 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Optio
                     Some(Bson::String(s)) => out.push_str(&s),
                     v if nullish(&v) => return Ok(Some(Bson::Null)),
                     v => {
-                        return Err(type_error(format!(
-                            "$concat only supports strings, not {}",
-                            type_of(&v)
-                        )));
+                        return Err(type_error(format!("$concat only supports strings, not {}", type_of(&v))));
                     }
                 }
             }
@@ -212,11 +197,7 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Optio
         ToUpper | ToLower => {
             let s = coerce_to_string(arg(0)?)?;
             // MongoDB changes case byte-wise in the ASCII range only.
-            Ok(Some(Bson::String(if op == ToUpper {
-                s.to_ascii_uppercase()
-            } else {
-                s.to_ascii_lowercase()
-            })))
+            Ok(Some(Bson::String(if op == ToUpper { s.to_ascii_uppercase() } else { s.to_ascii_lowercase() })))
         }
         Cond => {
             let pick = if truthy(arg(0)?.as_ref()) { 1 } else { 2 };
@@ -257,10 +238,7 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Optio
         Size => match arg(0)? {
             Some(Bson::Array(a)) => Ok(Some(size_value(a.len()))),
             // MongoDB: Location17124.
-            v => Err(type_error(format!(
-                "The argument to $size must be an array, but was of type: {}",
-                type_of(&v)
-            ))),
+            v => Err(type_error(format!("The argument to $size must be an array, but was of type: {}", type_of(&v)))),
         },
         ArrayElemAt => array_elem_at(arg(0)?, arg(1)?),
         In => {
@@ -268,10 +246,7 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Optio
             match arg(1)? {
                 Some(Bson::Array(a)) => yes(a.iter().any(|e| values_equal(e, &needle))),
                 // MongoDB: Location40081.
-                v => Err(type_error(format!(
-                    "$in requires an array as a second argument, found: {}",
-                    type_of(&v)
-                ))),
+                v => Err(type_error(format!("$in requires an array as a second argument, found: {}", type_of(&v)))),
             }
         }
         Type => Ok(Some(Bson::String(type_of(&arg(0)?).to_string()))),
@@ -292,10 +267,7 @@ fn type_error(message: String) -> QueryError {
 }
 
 fn decimal_unsupported() -> QueryError {
-    QueryError::new(
-        ErrorCode::NotImplemented,
-        "arithmetic on Decimal128 values is not supported yet",
-    )
+    QueryError::new(ErrorCode::NotImplemented, "arithmetic on Decimal128 values is not supported yet")
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -325,12 +297,7 @@ impl Num {
         }
     }
 
-    fn combine(
-        self,
-        other: Num,
-        i64_op: fn(i64, i64) -> Option<i64>,
-        f64_op: fn(f64, f64) -> f64,
-    ) -> Num {
+    fn combine(self, other: Num, i64_op: fn(i64, i64) -> Option<i64>, f64_op: fn(f64, f64) -> f64) -> Num {
         match (self, other) {
             (Num::F64(_), _) | (_, Num::F64(_)) => Num::F64(f64_op(self.as_f64(), other.as_f64())),
             (Num::I32(a), Num::I32(b)) => match i64_op(i64::from(a), i64::from(b)) {
@@ -386,9 +353,7 @@ fn add(args: &[Expr], root: &Document) -> Result<Option<Bson>> {
             Some(Bson::DateTime(d)) => {
                 if date.is_some() {
                     // MongoDB: Location16612.
-                    return Err(type_error(
-                        "only one date allowed in an $add expression".to_string(),
-                    ));
+                    return Err(type_error("only one date allowed in an $add expression".to_string()));
                 }
                 date = Some(d.timestamp_millis());
             }
@@ -422,23 +387,17 @@ fn subtract(a: Option<Bson>, b: Option<Bson>) -> Result<Option<Bson>> {
         return Ok(Some(Bson::Null));
     }
     match (&a, &b) {
-        (Some(Bson::DateTime(x)), Some(Bson::DateTime(y))) => Ok(Some(Bson::Int64(
-            x.timestamp_millis().saturating_sub(y.timestamp_millis()),
-        ))),
+        (Some(Bson::DateTime(x)), Some(Bson::DateTime(y))) => {
+            Ok(Some(Bson::Int64(x.timestamp_millis().saturating_sub(y.timestamp_millis()))))
+        }
         (Some(Bson::DateTime(x)), Some(n)) if Num::of(n).is_some() => {
             let n = Num::of(n).unwrap_or(Ok(Num::I32(0)))?;
-            Ok(Some(Bson::DateTime(DateTime::from_millis(
-                x.timestamp_millis().saturating_sub(round_millis(n)),
-            ))))
+            Ok(Some(Bson::DateTime(DateTime::from_millis(x.timestamp_millis().saturating_sub(round_millis(n))))))
         }
         (Some(x), Some(y)) => match (Num::of(x), Num::of(y)) {
             (Some(p), Some(q)) => Ok(Some(p?.sub(q?).into())),
             // MongoDB: Location16556.
-            _ => Err(type_error(format!(
-                "can't $subtract {} from {}",
-                type_name(y),
-                type_name(x)
-            ))),
+            _ => Err(type_error(format!("can't $subtract {} from {}", type_name(y), type_name(x)))),
         },
         _ => Ok(Some(Bson::Null)),
     }
@@ -450,17 +409,12 @@ fn array_elem_at(array: Option<Bson>, index: Option<Bson>) -> Result<Option<Bson
     }
     let Some(Bson::Array(a)) = array else {
         // MongoDB: Location28689.
-        return Err(type_error(format!(
-            "$arrayElemAt's first argument must be an array, but is {}",
-            type_of(&array)
-        )));
+        return Err(type_error(format!("$arrayElemAt's first argument must be an array, but is {}", type_of(&array))));
     };
     let idx = match &index {
         Some(Bson::Int32(i)) => i64::from(*i),
         Some(Bson::Int64(i)) if i32::try_from(*i).is_ok() => *i,
-        Some(Bson::Double(f))
-            if f.fract() == 0.0 && *f >= f64::from(i32::MIN) && *f <= f64::from(i32::MAX) =>
-        {
+        Some(Bson::Double(f)) if f.fract() == 0.0 && *f >= f64::from(i32::MIN) && *f <= f64::from(i32::MAX) => {
             *f as i64
         }
         Some(v @ (Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_))) => {
@@ -491,15 +445,12 @@ fn coerce_to_string(v: Option<Bson>) -> Result<String> {
         Some(Bson::Int32(i)) => Ok(i.to_string()),
         Some(Bson::Int64(i)) => Ok(i.to_string()),
         Some(Bson::Double(f)) => Ok(f.to_string()),
-        Some(Bson::DateTime(d)) => d
-            .try_to_rfc3339_string()
-            .map_err(|_| QueryError::bad_value("date out of range for string conversion")),
+        Some(Bson::DateTime(d)) => {
+            d.try_to_rfc3339_string().map_err(|_| QueryError::bad_value("date out of range for string conversion"))
+        }
         Some(other) => {
             // MongoDB: Location16007.
-            Err(type_error(format!(
-                "can't convert from BSON type {} to String",
-                type_name(&other)
-            )))
+            Err(type_error(format!("can't convert from BSON type {} to String", type_name(&other))))
         }
     }
 }

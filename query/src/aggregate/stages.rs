@@ -16,9 +16,7 @@ fn as_u64(v: &Bson) -> Option<std::result::Result<u64, ()>> {
     match v {
         Bson::Int32(i) => Some(u64::try_from(*i).map_err(|_| ())),
         Bson::Int64(i) => Some(u64::try_from(*i).map_err(|_| ())),
-        Bson::Double(f) if f.fract() == 0.0 && *f < 9.2e18 => {
-            Some(if *f < 0.0 { Err(()) } else { Ok(*f as u64) })
-        }
+        Bson::Double(f) if f.fract() == 0.0 && *f < 9.2e18 => Some(if *f < 0.0 { Err(()) } else { Ok(*f as u64) }),
         Bson::Double(_) => Some(Err(())),
         _ => None,
     }
@@ -27,9 +25,7 @@ fn as_u64(v: &Bson) -> Option<std::result::Result<u64, ()>> {
 pub(super) fn parse_limit(arg: &Bson) -> Result<u64> {
     match as_u64(arg) {
         // MongoDB: Location15957 and Location15958.
-        None => Err(QueryError::failed_to_parse(
-            "the limit must be specified as a number",
-        )),
+        None => Err(QueryError::failed_to_parse("the limit must be specified as a number")),
         Some(Ok(n)) if n > 0 => Ok(n),
         Some(_) => Err(QueryError::bad_value(format!(
             "invalid argument to $limit stage: the limit must be positive: $limit: {}",
@@ -41,9 +37,7 @@ pub(super) fn parse_limit(arg: &Bson) -> Result<u64> {
 pub(super) fn parse_skip(arg: &Bson) -> Result<u64> {
     match as_u64(arg) {
         // MongoDB: Location15972 and Location5107200.
-        None => Err(QueryError::failed_to_parse(
-            "argument to $skip stage must be a number",
-        )),
+        None => Err(QueryError::failed_to_parse("argument to $skip stage must be a number")),
         Some(Ok(n)) => Ok(n),
         Some(Err(())) => Err(QueryError::bad_value(format!(
             "invalid argument to $skip stage: Expected a non-negative number in: $skip: {}",
@@ -55,19 +49,13 @@ pub(super) fn parse_skip(arg: &Bson) -> Result<u64> {
 pub(super) fn parse_count(arg: &Bson) -> Result<String> {
     // MongoDB: Location40156, 40158 and 40160.
     match arg {
-        Bson::String(s) if s.is_empty() => Err(QueryError::bad_value(
-            "the count field must be a non-empty string",
-        )),
-        Bson::String(s) if s.starts_with('$') => Err(QueryError::bad_value(
-            "the count field cannot be a $-prefixed path",
-        )),
-        Bson::String(s) if s.contains('.') => {
-            Err(QueryError::bad_value("the count field cannot contain '.'"))
+        Bson::String(s) if s.is_empty() => Err(QueryError::bad_value("the count field must be a non-empty string")),
+        Bson::String(s) if s.starts_with('$') => {
+            Err(QueryError::bad_value("the count field cannot be a $-prefixed path"))
         }
+        Bson::String(s) if s.contains('.') => Err(QueryError::bad_value("the count field cannot contain '.'")),
         Bson::String(s) => Ok(s.clone()),
-        _ => Err(QueryError::bad_value(
-            "the count field must be a non-empty string",
-        )),
+        _ => Err(QueryError::bad_value("the count field must be a non-empty string")),
     }
 }
 
@@ -132,9 +120,7 @@ impl Unwind {
                                 type_name(other)
                             )));
                         }
-                        ("includeArrayIndex", Bson::String(s)) if !s.is_empty() => {
-                            index = Some(s.as_str())
-                        }
+                        ("includeArrayIndex", Bson::String(s)) if !s.is_empty() => index = Some(s.as_str()),
                         // MongoDB: Location28810.
                         ("includeArrayIndex", _) => {
                             return Err(QueryError::failed_to_parse(
@@ -157,9 +143,7 @@ impl Unwind {
                     }
                 }
                 // MongoDB: Location28812.
-                let path = path.ok_or_else(|| {
-                    QueryError::failed_to_parse("no path specified to $unwind stage")
-                })?;
+                let path = path.ok_or_else(|| QueryError::failed_to_parse("no path specified to $unwind stage"))?;
                 (path, index, preserve)
             }
             // MongoDB: Location15981.
@@ -186,11 +170,7 @@ impl Unwind {
             Some(i) => Some(super::expr::parse_field_path(i)?),
             None => None,
         };
-        Ok(Unwind {
-            path: super::expr::parse_field_path(stripped)?,
-            index_field,
-            preserve,
-        })
+        Ok(Unwind { path: super::expr::parse_field_path(stripped)?, index_field, preserve })
     }
 
     pub(super) fn apply(&self, doc: Document) -> Vec<Document> {
@@ -246,9 +226,7 @@ fn set_nested(doc: &mut Document, parts: &[String], v: Bson) {
     };
     let mut cur = doc;
     for p in init {
-        let slot = cur
-            .entry(p.clone())
-            .or_insert_with(|| Bson::Document(Document::new()));
+        let slot = cur.entry(p.clone()).or_insert_with(|| Bson::Document(Document::new()));
         if !matches!(slot, Bson::Document(_)) {
             *slot = Bson::Document(Document::new());
         }

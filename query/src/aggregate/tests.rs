@@ -4,16 +4,12 @@ use super::*;
 use bson::{DateTime, bson, doc};
 
 fn pipeline(stages: Bson) -> Pipeline {
-    let Bson::Array(stages) = stages else {
-        panic!("test pipelines are arrays")
-    };
+    let Bson::Array(stages) = stages else { panic!("test pipelines are arrays") };
     Pipeline::parse(&stages).unwrap()
 }
 
 fn parse_err(stages: Bson) -> QueryError {
-    let Bson::Array(stages) = stages else {
-        panic!("test pipelines are arrays")
-    };
+    let Bson::Array(stages) = stages else { panic!("test pipelines are arrays") };
     Pipeline::parse(&stages).unwrap_err()
 }
 
@@ -36,9 +32,7 @@ fn eval_err(expr: Bson, d: Document) -> QueryError {
 }
 
 fn numbers(n: i32) -> Vec<Document> {
-    (0..n)
-        .map(|i| doc! {"_id": i, "n": i, "g": i % 3})
-        .collect()
+    (0..n).map(|i| doc! {"_id": i, "n": i, "g": i % 3}).collect()
 }
 
 #[test]
@@ -47,76 +41,38 @@ fn parse_errors() {
     assert_eq!(err.code, ErrorCode::Location40324);
     assert_eq!(err.message, "Unrecognized pipeline stage name: '$foo'");
     assert_eq!(parse_err(bson!([1])).code, ErrorCode::TypeMismatch);
-    assert_eq!(
-        parse_err(bson!([{"$limit": 1, "$skip": 1}])).code,
-        ErrorCode::FailedToParse
-    );
+    assert_eq!(parse_err(bson!([{"$limit": 1, "$skip": 1}])).code, ErrorCode::FailedToParse);
     assert_eq!(parse_err(bson!([{}])).code, ErrorCode::FailedToParse);
-    assert_eq!(
-        parse_err(bson!([{"$match": 1}])).code,
-        ErrorCode::FailedToParse
-    );
-    assert_eq!(
-        parse_err(bson!([{"$project": 1}])).code,
-        ErrorCode::FailedToParse
-    );
-    assert_eq!(
-        parse_err(bson!([{"$project": {}}])).code,
-        ErrorCode::BadValue
-    );
-    assert_eq!(
-        parse_err(bson!([{"$addFields": "x"}])).code,
-        ErrorCode::FailedToParse
-    );
+    assert_eq!(parse_err(bson!([{"$match": 1}])).code, ErrorCode::FailedToParse);
+    assert_eq!(parse_err(bson!([{"$project": 1}])).code, ErrorCode::FailedToParse);
+    assert_eq!(parse_err(bson!([{"$project": {}}])).code, ErrorCode::BadValue);
+    assert_eq!(parse_err(bson!([{"$addFields": "x"}])).code, ErrorCode::FailedToParse);
 }
 
 #[test]
 fn match_and_leading_match() {
     let p = pipeline(bson!([{"$match": {"g": 1}}, {"$project": {"n": 1}}]));
     assert_eq!(p.leading_match(), Some(&doc! {"g": 1}));
-    assert_eq!(
-        p.run(numbers(6).into_iter()).unwrap(),
-        vec![doc! {"_id": 1, "n": 1}, doc! {"_id": 4, "n": 4}]
-    );
+    assert_eq!(p.run(numbers(6).into_iter()).unwrap(), vec![doc! {"_id": 1, "n": 1}, doc! {"_id": 4, "n": 4}]);
     // The caller filtered already: only the rest runs.
-    let pre = numbers(2)
-        .into_iter()
-        .filter(|d| d.get_i32("g").ok() == Some(1));
-    assert_eq!(
-        p.run_after_leading_match(pre).unwrap(),
-        vec![doc! {"_id": 1, "n": 1}]
-    );
+    let pre = numbers(2).into_iter().filter(|d| d.get_i32("g").ok() == Some(1));
+    assert_eq!(p.run_after_leading_match(pre).unwrap(), vec![doc! {"_id": 1, "n": 1}]);
     assert_eq!(pipeline(bson!([{"$limit": 1}])).leading_match(), None);
     assert_eq!(format!("{p:?}"), "[\"$match\", \"$project\"]");
 }
 
 #[test]
 fn limit_and_skip() {
-    assert_eq!(
-        run(bson!([{"$skip": 2}, {"$limit": 2}]), numbers(10)),
-        numbers(4)[2..].to_vec()
-    );
-    assert_eq!(
-        run(bson!([{"$skip": 20}]), numbers(10)),
-        Vec::<Document>::new()
-    );
+    assert_eq!(run(bson!([{"$skip": 2}, {"$limit": 2}]), numbers(10)), numbers(4)[2..].to_vec());
+    assert_eq!(run(bson!([{"$skip": 20}]), numbers(10)), Vec::<Document>::new());
     assert_eq!(run(bson!([{"$limit": 3.0}]), numbers(10)).len(), 3);
     assert_eq!(run(bson!([{"$limit": 3i64}]), numbers(10)).len(), 3);
     assert_eq!(parse_err(bson!([{"$limit": 0}])).code, ErrorCode::BadValue);
     assert_eq!(parse_err(bson!([{"$limit": -1}])).code, ErrorCode::BadValue);
-    assert_eq!(
-        parse_err(bson!([{"$limit": 1.5}])).code,
-        ErrorCode::BadValue
-    );
-    assert_eq!(
-        parse_err(bson!([{"$limit": "1"}])).code,
-        ErrorCode::FailedToParse
-    );
+    assert_eq!(parse_err(bson!([{"$limit": 1.5}])).code, ErrorCode::BadValue);
+    assert_eq!(parse_err(bson!([{"$limit": "1"}])).code, ErrorCode::FailedToParse);
     assert_eq!(parse_err(bson!([{"$skip": -1}])).code, ErrorCode::BadValue);
-    assert_eq!(
-        parse_err(bson!([{"$skip": "x"}])).code,
-        ErrorCode::FailedToParse
-    );
+    assert_eq!(parse_err(bson!([{"$skip": "x"}])).code, ErrorCode::FailedToParse);
     assert_eq!(run(bson!([{"$skip": 0}]), numbers(2)).len(), 2);
 }
 
@@ -127,102 +83,53 @@ fn limit_stops_pulling_input() {
         pulled += 1;
         doc! {"n": i}
     });
-    let out = pipeline(bson!([{"$project": {"n": 1}}, {"$limit": 2}]))
-        .run(input)
-        .unwrap();
+    let out = pipeline(bson!([{"$project": {"n": 1}}, {"$limit": 2}])).run(input).unwrap();
     assert_eq!(out.len(), 2);
     assert!(pulled <= 3, "pulled {pulled}");
 }
 
 #[test]
 fn sort_stage() {
-    let out = run(
-        bson!([{"$sort": {"g": -1, "n": 1}}, {"$project": {"_id": 1}}]),
-        numbers(6),
-    );
+    let out = run(bson!([{"$sort": {"g": -1, "n": 1}}, {"$project": {"_id": 1}}]), numbers(6));
     let ids: Vec<i32> = out.iter().map(|d| d.get_i32("_id").unwrap()).collect();
     assert_eq!(ids, vec![2, 5, 1, 4, 0, 3]);
-    assert_eq!(
-        parse_err(bson!([{"$sort": 1}])).code,
-        ErrorCode::FailedToParse
-    );
+    assert_eq!(parse_err(bson!([{"$sort": 1}])).code, ErrorCode::FailedToParse);
     assert_eq!(parse_err(bson!([{"$sort": {}}])).code, ErrorCode::BadValue);
-    assert_eq!(
-        parse_err(bson!([{"$sort": {"a": 2}}])).code,
-        ErrorCode::BadValue
-    );
+    assert_eq!(parse_err(bson!([{"$sort": {"a": 2}}])).code, ErrorCode::BadValue);
 }
 
 #[test]
 fn sort_then_limit_keeps_top_k() {
     let docs = numbers(100);
     let out = run(bson!([{"$sort": {"n": -1}}, {"$limit": 3}]), docs.clone());
-    assert_eq!(
-        out.iter()
-            .map(|d| d.get_i32("n").unwrap())
-            .collect::<Vec<_>>(),
-        vec![99, 98, 97]
-    );
-    let out = run(
-        bson!([{"$sort": {"n": -1}}, {"$skip": 2}, {"$limit": 2}]),
-        docs,
-    );
-    assert_eq!(
-        out.iter()
-            .map(|d| d.get_i32("n").unwrap())
-            .collect::<Vec<_>>(),
-        vec![97, 96]
-    );
+    assert_eq!(out.iter().map(|d| d.get_i32("n").unwrap()).collect::<Vec<_>>(), vec![99, 98, 97]);
+    let out = run(bson!([{"$sort": {"n": -1}}, {"$skip": 2}, {"$limit": 2}]), docs);
+    assert_eq!(out.iter().map(|d| d.get_i32("n").unwrap()).collect::<Vec<_>>(), vec![97, 96]);
 }
 
 #[test]
 fn memory_limit_for_sort_and_group() {
-    let docs: Vec<Document> = (0..100)
-        .map(|i| doc! {"_id": i, "pad": "x".repeat(100)})
-        .collect();
+    let docs: Vec<Document> = (0..100).map(|i| doc! {"_id": i, "pad": "x".repeat(100)}).collect();
     let sort = pipeline(bson!([{"$sort": {"_id": 1}}])).with_memory_limit_bytes(5_000);
     let err = sort.run(docs.clone().into_iter()).unwrap_err();
-    assert_eq!(
-        err.code,
-        ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed
-    );
+    assert_eq!(err.code, ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed);
     let sort = sort.with_allow_disk_use(true);
     assert_eq!(sort.run(docs.clone().into_iter()).unwrap().len(), 100);
     // Top-k holds only k documents, so it fits.
-    let topk =
-        pipeline(bson!([{"$sort": {"_id": 1}}, {"$limit": 2}])).with_memory_limit_bytes(5_000);
+    let topk = pipeline(bson!([{"$sort": {"_id": 1}}, {"$limit": 2}])).with_memory_limit_bytes(5_000);
     assert_eq!(topk.run(docs.clone().into_iter()).unwrap().len(), 2);
-    let group = pipeline(bson!([{"$group": {"_id": null, "all": {"$push": "$pad"}}}]))
-        .with_memory_limit_bytes(5_000);
+    let group = pipeline(bson!([{"$group": {"_id": null, "all": {"$push": "$pad"}}}])).with_memory_limit_bytes(5_000);
     let err = group.run(docs.clone().into_iter()).unwrap_err();
-    assert_eq!(
-        err.code,
-        ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed
-    );
-    assert!(
-        group
-            .with_allow_disk_use(true)
-            .run(docs.into_iter())
-            .is_ok()
-    );
+    assert_eq!(err.code, ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed);
+    assert!(group.with_allow_disk_use(true).run(docs.into_iter()).is_ok());
 }
 
 #[test]
 fn count_stage() {
-    assert_eq!(
-        run(bson!([{"$count": "total"}]), numbers(7)),
-        vec![doc! {"total": 7}]
-    );
-    assert_eq!(
-        run(bson!([{"$count": "total"}]), vec![]),
-        Vec::<Document>::new()
-    );
+    assert_eq!(run(bson!([{"$count": "total"}]), numbers(7)), vec![doc! {"total": 7}]);
+    assert_eq!(run(bson!([{"$count": "total"}]), vec![]), Vec::<Document>::new());
     for bad in [bson!(""), bson!("$x"), bson!("a.b"), bson!(1)] {
-        assert_eq!(
-            parse_err(bson!([{"$count": bad.clone()}])).code,
-            ErrorCode::BadValue,
-            "{bad}"
-        );
+        assert_eq!(parse_err(bson!([{"$count": bad.clone()}])).code, ErrorCode::BadValue, "{bad}");
     }
 }
 
@@ -234,10 +141,7 @@ fn count_documents_as_drivers_send_it() {
         {"$limit": 10},
         {"$group": {"_id": 1, "n": {"$sum": 1}}}
     ]);
-    assert_eq!(
-        run(stages.clone(), numbers(10)),
-        vec![doc! {"_id": 1, "n": 3}]
-    );
+    assert_eq!(run(stages.clone(), numbers(10)), vec![doc! {"_id": 1, "n": 3}]);
     assert_eq!(run(stages, vec![]), Vec::<Document>::new());
     let all = bson!([{"$match": {}}, {"$group": {"_id": 1, "n": {"$sum": 1}}}]);
     assert_eq!(run(all, numbers(10)), vec![doc! {"_id": 1, "n": 10}]);
@@ -254,36 +158,20 @@ fn unwind_string_form() {
     ];
     assert_eq!(
         run(bson!([{"$unwind": "$a"}]), docs),
-        vec![
-            doc! {"_id": 1, "a": 1},
-            doc! {"_id": 1, "a": 2},
-            doc! {"_id": 5, "a": 7}
-        ]
+        vec![doc! {"_id": 1, "a": 1}, doc! {"_id": 1, "a": 2}, doc! {"_id": 5, "a": 7}]
     );
     let nested = vec![doc! {"x": {"a": [1, 2]}}];
-    assert_eq!(
-        run(bson!([{"$unwind": "$x.a"}]), nested),
-        vec![doc! {"x": {"a": 1}}, doc! {"x": {"a": 2}}]
-    );
+    assert_eq!(run(bson!([{"$unwind": "$x.a"}]), nested), vec![doc! {"x": {"a": 1}}, doc! {"x": {"a": 2}}]);
     // No traversal of arrays on the way.
-    assert_eq!(
-        run(bson!([{"$unwind": "$x.a"}]), vec![doc! {"x": [{"a": [1]}]}]),
-        Vec::<Document>::new()
-    );
+    assert_eq!(run(bson!([{"$unwind": "$x.a"}]), vec![doc! {"x": [{"a": [1]}]}]), Vec::<Document>::new());
 }
 
 #[test]
 fn unwind_document_form() {
-    let docs = vec![
-        doc! {"_id": 1, "a": ["x", "y"]},
-        doc! {"_id": 2, "a": []},
-        doc! {"_id": 3, "a": null},
-        doc! {"_id": 4},
-    ];
-    let out = run(
-        bson!([{"$unwind": {"path": "$a", "includeArrayIndex": "i", "preserveNullAndEmptyArrays": true}}]),
-        docs,
-    );
+    let docs =
+        vec![doc! {"_id": 1, "a": ["x", "y"]}, doc! {"_id": 2, "a": []}, doc! {"_id": 3, "a": null}, doc! {"_id": 4}];
+    let out =
+        run(bson!([{"$unwind": {"path": "$a", "includeArrayIndex": "i", "preserveNullAndEmptyArrays": true}}]), docs);
     assert_eq!(
         out,
         vec![
@@ -308,11 +196,7 @@ fn unwind_errors() {
         bson!({"path": "$a", "includeArrayIndex": ""}),
         bson!({"path": "$a", "preserveNullAndEmptyArrays": 1}),
     ] {
-        assert_eq!(
-            parse_err(bson!([{"$unwind": bad.clone()}])).code,
-            ErrorCode::FailedToParse,
-            "{bad}"
-        );
+        assert_eq!(parse_err(bson!([{"$unwind": bad.clone()}])).code, ErrorCode::FailedToParse, "{bad}");
     }
 }
 
@@ -352,52 +236,25 @@ fn group_accumulators() {
 
 #[test]
 fn group_keys_compare_by_value() {
-    let docs = vec![
-        doc! {"k": 1},
-        doc! {"k": 1.0},
-        doc! {"k": 1i64},
-        doc! {"k": null},
-        doc! {},
-    ];
+    let docs = vec![doc! {"k": 1}, doc! {"k": 1.0}, doc! {"k": 1i64}, doc! {"k": null}, doc! {}];
     let out = run(bson!([{"$group": {"_id": "$k", "n": {"$sum": 1}}}]), docs);
-    assert_eq!(
-        out,
-        vec![doc! {"_id": 1, "n": 3}, doc! {"_id": null, "n": 2}]
-    );
+    assert_eq!(out, vec![doc! {"_id": 1, "n": 3}, doc! {"_id": null, "n": 2}]);
     let docs = vec![doc! {"a": 1, "b": 2}, doc! {"a": 1, "b": 2}, doc! {"a": 1}];
-    let out = run(
-        bson!([{"$group": {"_id": {"a": "$a", "b": "$b"}, "n": {"$sum": 1}}}]),
-        docs,
-    );
-    assert_eq!(
-        out,
-        vec![
-            doc! {"_id": {"a": 1, "b": 2}, "n": 2},
-            doc! {"_id": {"a": 1}, "n": 1}
-        ]
-    );
+    let out = run(bson!([{"$group": {"_id": {"a": "$a", "b": "$b"}, "n": {"$sum": 1}}}]), docs);
+    assert_eq!(out, vec![doc! {"_id": {"a": 1, "b": 2}, "n": 2}, doc! {"_id": {"a": 1}, "n": 1}]);
 }
 
 #[test]
 fn group_sum_widens() {
     let docs = vec![doc! {"v": i32::MAX}, doc! {"v": 1}];
     assert_eq!(
-        run(
-            bson!([{"$group": {"_id": null, "s": {"$sum": "$v"}}}]),
-            docs
-        ),
+        run(bson!([{"$group": {"_id": null, "s": {"$sum": "$v"}}}]), docs),
         vec![doc! {"_id": null, "s": i64::from(i32::MAX) + 1}]
     );
     let docs = vec![doc! {"v": i64::MAX}, doc! {"v": 1}];
-    let out = run(
-        bson!([{"$group": {"_id": null, "s": {"$sum": "$v"}}}]),
-        docs,
-    );
+    let out = run(bson!([{"$group": {"_id": null, "s": {"$sum": "$v"}}}]), docs);
     assert!(matches!(out[0].get("s"), Some(Bson::Double(_))));
-    let out = run(
-        bson!([{"$group": {"_id": null, "s": {"$sum": "$v"}, "a": {"$avg": "$v"}}}]),
-        vec![doc! {"v": "x"}],
-    );
+    let out = run(bson!([{"$group": {"_id": null, "s": {"$sum": "$v"}, "a": {"$avg": "$v"}}}]), vec![doc! {"v": "x"}]);
     assert_eq!(out, vec![doc! {"_id": null, "s": 0, "a": null}]);
 }
 
@@ -416,197 +273,73 @@ fn group_errors() {
         bson!({"_id": null, "a.b": {"$sum": 1}}),
         bson!({"_id": null, "n": {"$count": 1}}),
     ] {
-        assert_eq!(
-            parse_err(bson!([{"$group": bad.clone()}])).code,
-            ErrorCode::BadValue,
-            "{bad}"
-        );
+        assert_eq!(parse_err(bson!([{"$group": bad.clone()}])).code, ErrorCode::BadValue, "{bad}");
     }
-    assert_eq!(
-        parse_err(bson!([{"$group": 1}])).code,
-        ErrorCode::FailedToParse
-    );
+    assert_eq!(parse_err(bson!([{"$group": 1}])).code, ErrorCode::FailedToParse);
 }
 
 #[test]
 fn add_fields_set_and_unset_stages() {
     let docs = vec![doc! {"_id": 1, "a": 2, "b": 3}];
     assert_eq!(
-        run(
-            bson!([{"$addFields": {"c": {"$multiply": ["$a", "$b"]}}}, {"$set": {"a": "$$REMOVE"}}]),
-            docs.clone()
-        ),
+        run(bson!([{"$addFields": {"c": {"$multiply": ["$a", "$b"]}}}, {"$set": {"a": "$$REMOVE"}}]), docs.clone()),
         vec![doc! {"_id": 1, "b": 3, "c": 6}]
     );
-    assert_eq!(
-        run(bson!([{"$unset": "a"}]), docs.clone()),
-        vec![doc! {"_id": 1, "b": 3}]
-    );
-    assert_eq!(
-        run(bson!([{"$unset": ["a", "_id"]}]), docs),
-        vec![doc! {"b": 3}]
-    );
-    assert_eq!(
-        parse_err(bson!([{"$unset": 1}])).code,
-        ErrorCode::FailedToParse
-    );
-    assert_eq!(
-        parse_err(bson!([{"$unset": [1]}])).code,
-        ErrorCode::FailedToParse
-    );
+    assert_eq!(run(bson!([{"$unset": "a"}]), docs.clone()), vec![doc! {"_id": 1, "b": 3}]);
+    assert_eq!(run(bson!([{"$unset": ["a", "_id"]}]), docs), vec![doc! {"b": 3}]);
+    assert_eq!(parse_err(bson!([{"$unset": 1}])).code, ErrorCode::FailedToParse);
+    assert_eq!(parse_err(bson!([{"$unset": [1]}])).code, ErrorCode::FailedToParse);
 }
 
 #[test]
 fn arithmetic_operators() {
     let d = doc! {"i": 2, "l": 3i64, "f": 0.5, "s": "x", "t": DateTime::from_millis(1000)};
-    assert_eq!(
-        eval(bson!({"$add": ["$i", "$l"]}), d.clone()),
-        Some(bson!(5i64))
-    );
-    assert_eq!(
-        eval(bson!({"$add": ["$i", "$f"]}), d.clone()),
-        Some(bson!(2.5))
-    );
-    assert_eq!(
-        eval(bson!({"$add": [i32::MAX, 1]}), d.clone()),
-        Some(bson!(i64::from(i32::MAX) + 1))
-    );
-    assert_eq!(
-        eval(bson!({"$add": ["$t", 500]}), d.clone()),
-        Some(Bson::DateTime(DateTime::from_millis(1500)))
-    );
-    assert_eq!(
-        eval(bson!({"$add": ["$i", "$nope"]}), d.clone()),
-        Some(Bson::Null)
-    );
+    assert_eq!(eval(bson!({"$add": ["$i", "$l"]}), d.clone()), Some(bson!(5i64)));
+    assert_eq!(eval(bson!({"$add": ["$i", "$f"]}), d.clone()), Some(bson!(2.5)));
+    assert_eq!(eval(bson!({"$add": [i32::MAX, 1]}), d.clone()), Some(bson!(i64::from(i32::MAX) + 1)));
+    assert_eq!(eval(bson!({"$add": ["$t", 500]}), d.clone()), Some(Bson::DateTime(DateTime::from_millis(1500))));
+    assert_eq!(eval(bson!({"$add": ["$i", "$nope"]}), d.clone()), Some(Bson::Null));
     assert_eq!(eval(bson!({"$add": []}), d.clone()), Some(bson!(0)));
-    assert_eq!(
-        eval(bson!({"$subtract": ["$i", "$f"]}), d.clone()),
-        Some(bson!(1.5))
-    );
-    assert_eq!(
-        eval(bson!({"$subtract": ["$t", "$t"]}), d.clone()),
-        Some(bson!(0i64))
-    );
-    assert_eq!(
-        eval(bson!({"$subtract": ["$t", 1]}), d.clone()),
-        Some(Bson::DateTime(DateTime::from_millis(999)))
-    );
-    assert_eq!(
-        eval(bson!({"$multiply": ["$i", "$l", 2]}), d.clone()),
-        Some(bson!(12i64))
-    );
-    assert_eq!(
-        eval(bson!({"$multiply": ["$i", null]}), d.clone()),
-        Some(Bson::Null)
-    );
-    assert_eq!(
-        eval(bson!({"$divide": ["$i", 4]}), d.clone()),
-        Some(bson!(0.5))
-    );
-    assert_eq!(
-        eval(bson!({"$divide": [null, 4]}), d.clone()),
-        Some(Bson::Null)
-    );
-    assert_eq!(
-        eval_err(bson!({"$add": ["$s", 1]}), d.clone()).code,
-        ErrorCode::TypeMismatch
-    );
-    assert_eq!(
-        eval_err(bson!({"$add": ["$t", "$t"]}), d.clone()).code,
-        ErrorCode::TypeMismatch
-    );
-    assert_eq!(
-        eval_err(bson!({"$subtract": ["$s", 1]}), d.clone()).code,
-        ErrorCode::TypeMismatch
-    );
-    assert_eq!(
-        eval_err(bson!({"$multiply": ["$s", 1]}), d.clone()).code,
-        ErrorCode::TypeMismatch
-    );
-    assert_eq!(
-        eval_err(bson!({"$divide": ["$s", 1]}), d.clone()).code,
-        ErrorCode::TypeMismatch
-    );
+    assert_eq!(eval(bson!({"$subtract": ["$i", "$f"]}), d.clone()), Some(bson!(1.5)));
+    assert_eq!(eval(bson!({"$subtract": ["$t", "$t"]}), d.clone()), Some(bson!(0i64)));
+    assert_eq!(eval(bson!({"$subtract": ["$t", 1]}), d.clone()), Some(Bson::DateTime(DateTime::from_millis(999))));
+    assert_eq!(eval(bson!({"$multiply": ["$i", "$l", 2]}), d.clone()), Some(bson!(12i64)));
+    assert_eq!(eval(bson!({"$multiply": ["$i", null]}), d.clone()), Some(Bson::Null));
+    assert_eq!(eval(bson!({"$divide": ["$i", 4]}), d.clone()), Some(bson!(0.5)));
+    assert_eq!(eval(bson!({"$divide": [null, 4]}), d.clone()), Some(Bson::Null));
+    assert_eq!(eval_err(bson!({"$add": ["$s", 1]}), d.clone()).code, ErrorCode::TypeMismatch);
+    assert_eq!(eval_err(bson!({"$add": ["$t", "$t"]}), d.clone()).code, ErrorCode::TypeMismatch);
+    assert_eq!(eval_err(bson!({"$subtract": ["$s", 1]}), d.clone()).code, ErrorCode::TypeMismatch);
+    assert_eq!(eval_err(bson!({"$multiply": ["$s", 1]}), d.clone()).code, ErrorCode::TypeMismatch);
+    assert_eq!(eval_err(bson!({"$divide": ["$s", 1]}), d.clone()).code, ErrorCode::TypeMismatch);
     let err = eval_err(bson!({"$divide": [1, 0]}), d);
     assert_eq!(err.message, "can't $divide by zero");
-    assert_eq!(
-        parse_err(bson!([{"$project": {"v": {"$subtract": [1]}}}])).code,
-        ErrorCode::BadValue
-    );
+    assert_eq!(parse_err(bson!([{"$project": {"v": {"$subtract": [1]}}}])).code, ErrorCode::BadValue);
 }
 
 #[test]
 fn string_operators() {
     let d = doc! {"a": "Hello", "n": 5};
-    assert_eq!(
-        eval(bson!({"$concat": ["$a", " ", "world"]}), d.clone()),
-        Some(bson!("Hello world"))
-    );
-    assert_eq!(
-        eval(bson!({"$concat": ["$a", "$nope"]}), d.clone()),
-        Some(Bson::Null)
-    );
-    assert_eq!(
-        eval_err(bson!({"$concat": ["$a", "$n"]}), d.clone()).code,
-        ErrorCode::TypeMismatch
-    );
-    assert_eq!(
-        eval(bson!({"$toUpper": "$a"}), d.clone()),
-        Some(bson!("HELLO"))
-    );
-    assert_eq!(
-        eval(bson!({"$toLower": ["$a"]}), d.clone()),
-        Some(bson!("hello"))
-    );
-    assert_eq!(
-        eval(bson!({"$toLower": "$nope"}), d.clone()),
-        Some(bson!(""))
-    );
+    assert_eq!(eval(bson!({"$concat": ["$a", " ", "world"]}), d.clone()), Some(bson!("Hello world")));
+    assert_eq!(eval(bson!({"$concat": ["$a", "$nope"]}), d.clone()), Some(Bson::Null));
+    assert_eq!(eval_err(bson!({"$concat": ["$a", "$n"]}), d.clone()).code, ErrorCode::TypeMismatch);
+    assert_eq!(eval(bson!({"$toUpper": "$a"}), d.clone()), Some(bson!("HELLO")));
+    assert_eq!(eval(bson!({"$toLower": ["$a"]}), d.clone()), Some(bson!("hello")));
+    assert_eq!(eval(bson!({"$toLower": "$nope"}), d.clone()), Some(bson!("")));
     assert_eq!(eval(bson!({"$toUpper": "$n"}), d.clone()), Some(bson!("5")));
-    assert_eq!(
-        eval_err(bson!({"$toUpper": [[1]]}), d).code,
-        ErrorCode::TypeMismatch
-    );
+    assert_eq!(eval_err(bson!({"$toUpper": [[1]]}), d).code, ErrorCode::TypeMismatch);
 }
 
 #[test]
 fn conditional_operators() {
     let d = doc! {"a": 5, "z": 0, "n": null};
-    assert_eq!(
-        eval(
-            bson!({"$cond": [{"$gt": ["$a", 3]}, "big", "small"]}),
-            d.clone()
-        ),
-        Some(bson!("big"))
-    );
-    assert_eq!(
-        eval(
-            bson!({"$cond": {"if": "$z", "then": 1, "else": 2}}),
-            d.clone()
-        ),
-        Some(bson!(2))
-    );
-    assert_eq!(
-        eval(bson!({"$cond": ["$nope", 1, "$nope"]}), d.clone()),
-        None
-    );
-    assert_eq!(
-        eval(bson!({"$ifNull": ["$n", "$nope", "dflt"]}), d.clone()),
-        Some(bson!("dflt"))
-    );
-    assert_eq!(
-        eval(bson!({"$ifNull": ["$a", "dflt"]}), d.clone()),
-        Some(bson!(5))
-    );
-    assert_eq!(
-        parse_err(bson!([{"$project": {"v": {"$ifNull": ["$a"]}}}])).code,
-        ErrorCode::BadValue
-    );
-    assert_eq!(
-        parse_err(bson!([{"$project": {"v": {"$cond": [1, 2]}}}])).code,
-        ErrorCode::BadValue
-    );
+    assert_eq!(eval(bson!({"$cond": [{"$gt": ["$a", 3]}, "big", "small"]}), d.clone()), Some(bson!("big")));
+    assert_eq!(eval(bson!({"$cond": {"if": "$z", "then": 1, "else": 2}}), d.clone()), Some(bson!(2)));
+    assert_eq!(eval(bson!({"$cond": ["$nope", 1, "$nope"]}), d.clone()), None);
+    assert_eq!(eval(bson!({"$ifNull": ["$n", "$nope", "dflt"]}), d.clone()), Some(bson!("dflt")));
+    assert_eq!(eval(bson!({"$ifNull": ["$a", "dflt"]}), d.clone()), Some(bson!(5)));
+    assert_eq!(parse_err(bson!([{"$project": {"v": {"$ifNull": ["$a"]}}}])).code, ErrorCode::BadValue);
+    assert_eq!(parse_err(bson!([{"$project": {"v": {"$cond": [1, 2]}}}])).code, ErrorCode::BadValue);
 }
 
 #[test]
@@ -636,59 +369,20 @@ fn comparison_and_boolean_operators() {
 fn array_and_type_operators() {
     let d = doc! {"a": [10, 20, 30], "s": "x"};
     assert_eq!(eval(bson!({"$size": "$a"}), d.clone()), Some(bson!(3)));
-    assert_eq!(
-        eval_err(bson!({"$size": "$s"}), d.clone()).code,
-        ErrorCode::TypeMismatch
-    );
-    assert_eq!(
-        eval_err(bson!({"$size": "$nope"}), d.clone()).code,
-        ErrorCode::TypeMismatch
-    );
-    assert_eq!(
-        eval(bson!({"$arrayElemAt": ["$a", 1]}), d.clone()),
-        Some(bson!(20))
-    );
-    assert_eq!(
-        eval(bson!({"$arrayElemAt": ["$a", -1]}), d.clone()),
-        Some(bson!(30))
-    );
+    assert_eq!(eval_err(bson!({"$size": "$s"}), d.clone()).code, ErrorCode::TypeMismatch);
+    assert_eq!(eval_err(bson!({"$size": "$nope"}), d.clone()).code, ErrorCode::TypeMismatch);
+    assert_eq!(eval(bson!({"$arrayElemAt": ["$a", 1]}), d.clone()), Some(bson!(20)));
+    assert_eq!(eval(bson!({"$arrayElemAt": ["$a", -1]}), d.clone()), Some(bson!(30)));
     assert_eq!(eval(bson!({"$arrayElemAt": ["$a", 5]}), d.clone()), None);
-    assert_eq!(
-        eval(bson!({"$arrayElemAt": ["$nope", 0]}), d.clone()),
-        Some(Bson::Null)
-    );
-    assert_eq!(
-        eval_err(bson!({"$arrayElemAt": ["$s", 0]}), d.clone()).code,
-        ErrorCode::TypeMismatch
-    );
-    assert_eq!(
-        eval_err(bson!({"$arrayElemAt": ["$a", "x"]}), d.clone()).code,
-        ErrorCode::TypeMismatch
-    );
-    assert_eq!(
-        eval_err(bson!({"$arrayElemAt": ["$a", 1.5]}), d.clone()).code,
-        ErrorCode::BadValue
-    );
-    assert_eq!(
-        eval(bson!({"$in": [20.0, "$a"]}), d.clone()),
-        Some(bson!(true))
-    );
-    assert_eq!(
-        eval(bson!({"$in": [21, "$a"]}), d.clone()),
-        Some(bson!(false))
-    );
-    assert_eq!(
-        eval_err(bson!({"$in": [1, "$s"]}), d.clone()).code,
-        ErrorCode::TypeMismatch
-    );
-    assert_eq!(
-        eval(bson!({"$type": "$a"}), d.clone()),
-        Some(bson!("array"))
-    );
-    assert_eq!(
-        eval(bson!({"$type": "$nope"}), d.clone()),
-        Some(bson!("missing"))
-    );
+    assert_eq!(eval(bson!({"$arrayElemAt": ["$nope", 0]}), d.clone()), Some(Bson::Null));
+    assert_eq!(eval_err(bson!({"$arrayElemAt": ["$s", 0]}), d.clone()).code, ErrorCode::TypeMismatch);
+    assert_eq!(eval_err(bson!({"$arrayElemAt": ["$a", "x"]}), d.clone()).code, ErrorCode::TypeMismatch);
+    assert_eq!(eval_err(bson!({"$arrayElemAt": ["$a", 1.5]}), d.clone()).code, ErrorCode::BadValue);
+    assert_eq!(eval(bson!({"$in": [20.0, "$a"]}), d.clone()), Some(bson!(true)));
+    assert_eq!(eval(bson!({"$in": [21, "$a"]}), d.clone()), Some(bson!(false)));
+    assert_eq!(eval_err(bson!({"$in": [1, "$s"]}), d.clone()).code, ErrorCode::TypeMismatch);
+    assert_eq!(eval(bson!({"$type": "$a"}), d.clone()), Some(bson!("array")));
+    assert_eq!(eval(bson!({"$type": "$nope"}), d.clone()), Some(bson!("missing")));
     assert_eq!(eval(bson!({"$type": 1i64}), d), Some(bson!("long")));
 }
 
@@ -704,8 +398,5 @@ fn unknown_expression_operator() {
 #[test]
 fn errors_after_skip_are_not_swallowed() {
     let stages = bson!([{"$project": {"v": {"$size": "$a"}}}, {"$skip": 1}]);
-    assert_eq!(
-        run_err(stages, vec![doc! {"a": 1}, doc! {"a": [1]}]).code,
-        ErrorCode::TypeMismatch
-    );
+    assert_eq!(run_err(stages, vec![doc! {"a": 1}, doc! {"a": [1]}]).code, ErrorCode::TypeMismatch);
 }

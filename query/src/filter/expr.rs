@@ -36,9 +36,7 @@ pub(crate) struct FieldPath {
 
 impl FieldPath {
     pub(crate) fn new(dotted: &str) -> Self {
-        Self {
-            parts: dotted.split('.').map(str::to_owned).collect(),
-        }
+        Self { parts: dotted.split('.').map(str::to_owned).collect() }
     }
 }
 
@@ -86,17 +84,11 @@ impl InList {
         values.sort_by(compare_values);
         values.dedup_by(|a, b| compare_values(a, b) == Ordering::Equal);
         let has_null = values.iter().any(|v| matches!(v, Bson::Null));
-        Self {
-            sorted: values,
-            has_null,
-            regexes,
-        }
+        Self { sorted: values, has_null, regexes }
     }
 
     fn contains(&self, v: &Bson) -> bool {
-        self.sorted
-            .binary_search_by(|probe| compare_values(probe, v))
-            .is_ok()
+        self.sorted.binary_search_by(|probe| compare_values(probe, v)).is_ok()
     }
 }
 
@@ -110,11 +102,7 @@ impl Expr {
             Expr::Const(b) => *b,
             Expr::Path { path, test } => {
                 let found = path::visit(doc, &path.parts, test.leaf_arrays(), &mut |v| {
-                    if test.matches(v) {
-                        ControlFlow::Break(())
-                    } else {
-                        ControlFlow::Continue(())
-                    }
+                    if test.matches(v) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
                 });
                 found.is_break()
             }
@@ -142,9 +130,9 @@ impl Test {
             Test::Exists => v.is_some(),
             Test::Type(set) => v.is_some_and(|v| set.contains(v)),
             Test::Regex(re) => v.is_some_and(|v| re.matches_value(v)),
-            Test::Mod { divisor, remainder } => v
-                .and_then(truncate_to_i64)
-                .is_some_and(|n| n.wrapping_rem(*divisor) == *remainder),
+            Test::Mod { divisor, remainder } => {
+                v.and_then(truncate_to_i64).is_some_and(|n| n.wrapping_rem(*divisor) == *remainder)
+            }
             Test::Size(n) => matches!(v, Some(Bson::Array(a)) if a.len() as i64 == *n),
             Test::ElemMatchObject(filter) => match v {
                 Some(Bson::Array(a)) => a.iter().any(|e| match e {
@@ -206,10 +194,7 @@ pub(crate) fn is_nan(v: &Bson) -> bool {
     match v {
         Bson::Double(f) => f.is_nan(),
         Bson::Decimal128(d) => {
-            matches!(
-                crate::keystring::decimal::decode(d),
-                crate::keystring::decimal::Decimal::NaN
-            )
+            matches!(crate::keystring::decimal::decode(d), crate::keystring::decimal::Decimal::NaN)
         }
         _ => false,
     }
@@ -224,30 +209,17 @@ pub(crate) fn truncate_to_i64(v: &Bson) -> Option<i64> {
         Bson::Double(f) => {
             let t = f.trunc();
             // -2^63 is representable; 2^63 is not.
-            (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0)
-                .contains(&t)
-                .then_some(t as i64)
+            (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&t).then_some(t as i64)
         }
         Bson::Decimal128(d) => match decode(d) {
-            Decimal::Finite {
-                neg,
-                coefficient,
-                exponent,
-            } => {
+            Decimal::Finite { neg, coefficient, exponent } => {
                 let magnitude = if exponent >= 0 {
-                    10u128
-                        .checked_pow(exponent.unsigned_abs())?
-                        .checked_mul(coefficient)?
+                    10u128.checked_pow(exponent.unsigned_abs())?.checked_mul(coefficient)?
                 } else {
-                    10u128
-                        .checked_pow(exponent.unsigned_abs())
-                        .map_or(0, |p| coefficient / p)
+                    10u128.checked_pow(exponent.unsigned_abs()).map_or(0, |p| coefficient / p)
                 };
-                let signed = if neg {
-                    0i128.checked_sub_unsigned(magnitude)?
-                } else {
-                    i128::try_from(magnitude).ok()?
-                };
+                let signed =
+                    if neg { 0i128.checked_sub_unsigned(magnitude)? } else { i128::try_from(magnitude).ok()? };
                 i64::try_from(signed).ok()
             }
             _ => None,
@@ -258,8 +230,5 @@ pub(crate) fn truncate_to_i64(v: &Bson) -> Option<i64> {
 
 /// An array seen as the document `{"0": e0, "1": e1, ...}`, as `$elemMatch` sees nested arrays.
 fn array_as_document(a: &[Bson]) -> Document {
-    a.iter()
-        .enumerate()
-        .map(|(i, e)| (i.to_string(), e.clone()))
-        .collect()
+    a.iter().enumerate().map(|(i, e)| (i.to_string(), e.clone())).collect()
 }

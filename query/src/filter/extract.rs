@@ -73,16 +73,8 @@ impl KeyRange {
     }
 
     fn intersect(&mut self, lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>>) {
-        self.lower = tighter(
-            std::mem::replace(&mut self.lower, Bound::Unbounded),
-            lower,
-            true,
-        );
-        self.upper = tighter(
-            std::mem::replace(&mut self.upper, Bound::Unbounded),
-            upper,
-            false,
-        );
+        self.lower = tighter(std::mem::replace(&mut self.lower, Bound::Unbounded), lower, true);
+        self.upper = tighter(std::mem::replace(&mut self.upper, Bound::Unbounded), upper, false);
     }
 }
 
@@ -96,11 +88,7 @@ fn tighter(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>, lower: bool) -> Bound<Vec<u8>> 
         (_, None) => a,
         (Some(ka), Some(kb)) if ka == kb => {
             // Equal keys: an exclusive bound is the tighter one.
-            if matches!(a, Bound::Excluded(_)) {
-                a
-            } else {
-                b
-            }
+            if matches!(a, Bound::Excluded(_)) { a } else { b }
         }
         (Some(ka), Some(kb)) => {
             if (ka > kb) == lower {
@@ -117,10 +105,7 @@ fn tighter(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>, lower: bool) -> Bound<Vec<u8>> 
 /// only matches values of its own type bracket, so a one-sided bound is closed off at the edge
 /// of the bracket (`{_id: {$gt: 5}}` gives `(5, end of numbers)`).
 pub fn id_range(filter: &Document) -> Option<KeyRange> {
-    let mut range = KeyRange {
-        lower: Bound::Unbounded,
-        upper: Bound::Unbounded,
-    };
+    let mut range = KeyRange { lower: Bound::Unbounded, upper: Bound::Unbounded };
     let mut constrained = false;
     for (key, value) in conjuncts(filter) {
         if key != "_id" {
@@ -179,10 +164,7 @@ fn bracket(v: &Bson) -> Bounds {
         _ => (v.clone(), v.clone()),
     };
     let first = |b: &Bson| encode(b)[0];
-    (
-        Bound::Included(vec![first(&lo)]),
-        Bound::Excluded(vec![first(&hi) + 1]),
-    )
+    (Bound::Included(vec![first(&lo)]), Bound::Excluded(vec![first(&hi) + 1]))
 }
 
 /// The equalities of a filter as a document, to seed the document an upsert inserts:
@@ -217,9 +199,7 @@ pub fn equality_fields(filter: &Document) -> Result<Document, QueryError> {
                 let message = if prior == &key {
                     format!("cannot infer query fields to set, path '{key}' is matched twice")
                 } else {
-                    format!(
-                        "cannot infer query fields to set, both paths '{prior}' and '{key}' are matched"
-                    )
+                    format!("cannot infer query fields to set, both paths '{prior}' and '{key}' are matched")
                 };
                 return Err(QueryError::new(ErrorCode::NotSingleValueField, message));
             }
@@ -238,9 +218,7 @@ fn set_path(doc: &mut Document, path: &str, value: Bson) {
             doc.insert(path, value);
         }
         Some((head, rest)) => {
-            let child = doc
-                .entry(head.to_owned())
-                .or_insert_with(|| Bson::Document(Document::new()));
+            let child = doc.entry(head.to_owned()).or_insert_with(|| Bson::Document(Document::new()));
             if let Bson::Document(d) = child {
                 set_path(d, rest, value);
             }

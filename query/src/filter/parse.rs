@@ -31,9 +31,7 @@ enum Clause {
 
 pub(crate) fn parse_filter(filter: &Document, depth: usize) -> Result<Expr, QueryError> {
     if depth > MAX_DEPTH {
-        return Err(QueryError::bad_value(format!(
-            "exceeded maximum query tree depth of {MAX_DEPTH}"
-        )));
+        return Err(QueryError::bad_value(format!("exceeded maximum query tree depth of {MAX_DEPTH}")));
     }
     let mut children = Vec::with_capacity(filter.len());
     for (key, value) in filter {
@@ -63,17 +61,13 @@ fn parse_top_level(key: &str, value: &Bson, depth: usize) -> Result<Option<Expr>
             return Err(QueryError::bad_value(format!("{key} must be an array")));
         };
         if items.is_empty() {
-            return Err(QueryError::bad_value(
-                "$and/$or/$nor must be a nonempty array",
-            ));
+            return Err(QueryError::bad_value("$and/$or/$nor must be a nonempty array"));
         }
         items
             .iter()
             .map(|item| match item {
                 Bson::Document(d) => parse_filter(d, depth + 1),
-                _ => Err(QueryError::bad_value(
-                    "$or/$and/$nor entries need to be full objects",
-                )),
+                _ => Err(QueryError::bad_value("$or/$and/$nor entries need to be full objects")),
             })
             .collect()
     };
@@ -85,15 +79,10 @@ fn parse_top_level(key: &str, value: &Bson, depth: usize) -> Result<Option<Expr>
         "$alwaysTrue" => Expr::Const(true),
         "$alwaysFalse" => Expr::Const(false),
         "$where" | "$text" | "$expr" | "$jsonSchema" | "$sampleRate" => {
-            return Err(QueryError::new(
-                ErrorCode::NotImplemented,
-                format!("{key} is not supported by Shoal yet"),
-            ));
+            return Err(QueryError::new(ErrorCode::NotImplemented, format!("{key} is not supported by Shoal yet")));
         }
         _ => {
-            return Err(QueryError::bad_value(format!(
-                "unknown top level operator: {key}"
-            )));
+            return Err(QueryError::bad_value(format!("unknown top level operator: {key}")));
         }
     }))
 }
@@ -101,9 +90,7 @@ fn parse_top_level(key: &str, value: &Bson, depth: usize) -> Result<Option<Expr>
 /// Whether an object in value position is a set of operators rather than a value to equal.
 /// DBRefs (`{$ref, $id, $db}`) are values.
 pub(crate) fn is_operator_document(d: &Document) -> bool {
-    d.keys()
-        .next()
-        .is_some_and(|k| k.starts_with('$') && !matches!(k.as_str(), "$ref" | "$id" | "$db"))
+    d.keys().next().is_some_and(|k| k.starts_with('$') && !matches!(k.as_str(), "$ref" | "$id" | "$db"))
 }
 
 fn parse_field(path: &str, value: &Bson, depth: usize) -> Result<Expr, QueryError> {
@@ -111,43 +98,22 @@ fn parse_field(path: &str, value: &Bson, depth: usize) -> Result<Expr, QueryErro
     let clauses = match value {
         Bson::Document(d) if is_operator_document(d) => parse_operators(d, depth)?,
         Bson::RegularExpression(r) => {
-            vec![Clause::Test(Test::Regex(Box::new(Pattern::new(
-                r.pattern.as_str(),
-                r.options.as_str(),
-            )?)))]
+            vec![Clause::Test(Test::Regex(Box::new(Pattern::new(r.pattern.as_str(), r.options.as_str())?)))]
         }
         other => vec![Clause::Test(equality(other)?)],
     };
-    Ok(and(clauses
-        .into_iter()
-        .map(|c| clause_to_expr(&path, c))
-        .collect()))
+    Ok(and(clauses.into_iter().map(|c| clause_to_expr(&path, c)).collect()))
 }
 
 fn clause_to_expr(path: &FieldPath, clause: Clause) -> Expr {
     match clause {
-        Clause::Test(test) => Expr::Path {
-            path: path.clone(),
-            test,
-        },
-        Clause::NotTest(test) => Expr::Not(Box::new(Expr::Path {
-            path: path.clone(),
-            test,
-        })),
-        Clause::Not(inner) => Expr::Not(Box::new(and(inner
-            .into_iter()
-            .map(|c| clause_to_expr(path, c))
-            .collect()))),
+        Clause::Test(test) => Expr::Path { path: path.clone(), test },
+        Clause::NotTest(test) => Expr::Not(Box::new(Expr::Path { path: path.clone(), test })),
+        Clause::Not(inner) => Expr::Not(Box::new(and(inner.into_iter().map(|c| clause_to_expr(path, c)).collect()))),
         Clause::All(tests) if tests.is_empty() => Expr::Const(false),
-        Clause::All(tests) => Expr::And(
-            tests
-                .into_iter()
-                .map(|test| Expr::Path {
-                    path: path.clone(),
-                    test,
-                })
-                .collect(),
-        ),
+        Clause::All(tests) => {
+            Expr::And(tests.into_iter().map(|test| Expr::Path { path: path.clone(), test }).collect())
+        }
     }
 }
 
@@ -155,9 +121,7 @@ fn clause_to_test(clause: Clause) -> Test {
     match clause {
         Clause::Test(test) => test,
         Clause::NotTest(test) => Test::Not(Box::new(test)),
-        Clause::Not(inner) => Test::Not(Box::new(Test::And(
-            inner.into_iter().map(clause_to_test).collect(),
-        ))),
+        Clause::Not(inner) => Test::Not(Box::new(Test::And(inner.into_iter().map(clause_to_test).collect()))),
         // An empty $all matches nothing; an empty conjunction negated is exactly that.
         Clause::All(tests) if tests.is_empty() => Test::Not(Box::new(Test::And(Vec::new()))),
         Clause::All(tests) => Test::And(tests),
@@ -178,9 +142,7 @@ fn comparable(value: &Bson) -> Result<Bson, QueryError> {
 /// The operators of one field: `{$gt: 1, $lt: 5}`.
 fn parse_operators(ops: &Document, depth: usize) -> Result<Vec<Clause>, QueryError> {
     if depth > MAX_DEPTH {
-        return Err(QueryError::bad_value(format!(
-            "exceeded maximum query tree depth of {MAX_DEPTH}"
-        )));
+        return Err(QueryError::bad_value(format!("exceeded maximum query tree depth of {MAX_DEPTH}")));
     }
     let mut clauses = Vec::with_capacity(ops.len());
     let mut regex_done = false;
@@ -220,12 +182,9 @@ fn parse_operators(ops: &Document, depth: usize) -> Result<Vec<Clause>, QueryErr
                 Clause::Test(Test::Regex(Box::new(parse_regex_operator(ops)?)))
             }
             "$comment" => continue,
-            "$near" | "$nearSphere" | "$geoWithin" | "$geoIntersects" | "$within"
-            | "$bitsAllSet" | "$bitsAllClear" | "$bitsAnySet" | "$bitsAnyClear" => {
-                return Err(QueryError::new(
-                    ErrorCode::NotImplemented,
-                    format!("{op} is not supported by Shoal yet"),
-                ));
+            "$near" | "$nearSphere" | "$geoWithin" | "$geoIntersects" | "$within" | "$bitsAllSet" | "$bitsAllClear"
+            | "$bitsAnySet" | "$bitsAnyClear" => {
+                return Err(QueryError::new(ErrorCode::NotImplemented, format!("{op} is not supported by Shoal yet")));
             }
             _ => return Err(QueryError::bad_value(format!("unknown operator: {op}"))),
         };
@@ -236,9 +195,7 @@ fn parse_operators(ops: &Document, depth: usize) -> Result<Vec<Clause>, QueryErr
 
 fn comparison(op: CmpOp, name: &str, arg: &Bson) -> Result<Test, QueryError> {
     if matches!(arg, Bson::RegularExpression(_)) {
-        return Err(QueryError::bad_value(format!(
-            "Can't have RegEx as arg to {name}"
-        )));
+        return Err(QueryError::bad_value(format!("Can't have RegEx as arg to {name}")));
     }
     Ok(Test::Cmp(op, comparable(arg)?))
 }
@@ -264,16 +221,12 @@ fn in_list(op: &str, arg: &Bson) -> Result<InList, QueryError> {
     let mut regexes = Vec::new();
     for item in items {
         match item {
-            Bson::RegularExpression(r) => {
-                regexes.push(Pattern::new(r.pattern.as_str(), r.options.as_str())?)
-            }
+            Bson::RegularExpression(r) => regexes.push(Pattern::new(r.pattern.as_str(), r.options.as_str())?),
             Bson::Document(d) if is_operator_document(d) => {
                 return Err(QueryError::bad_value(format!("cannot nest $ under {op}")));
             }
             Bson::Undefined => {
-                return Err(QueryError::bad_value(
-                    "InMatchExpression equality cannot be undefined",
-                ));
+                return Err(QueryError::bad_value("InMatchExpression equality cannot be undefined"));
             }
             other => values.push(other.clone()),
         }
@@ -294,9 +247,7 @@ fn parse_regex_operator(ops: &Document) -> Result<Pattern, QueryError> {
             // Only flags given in both places conflict; an empty `$options` defers to the literal.
             let options = options.filter(|o| !o.is_empty());
             if options.is_some() && !r.options.as_str().is_empty() {
-                return Err(QueryError::bad_value(
-                    "options set in both $regex and $options",
-                ));
+                return Err(QueryError::bad_value("options set in both $regex and $options"));
             }
             Pattern::new(r.pattern.as_str(), options.unwrap_or(r.options.as_str()))
         }
@@ -314,13 +265,8 @@ fn parse_mod(arg: &Bson) -> Result<Test, QueryError> {
         _ => return Err(QueryError::bad_value("malformed mod, too many elements")),
     }
     let operand = |v: &Bson, what: &str| -> Result<i64, QueryError> {
-        if !matches!(
-            v,
-            Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_)
-        ) {
-            return Err(QueryError::bad_value(format!(
-                "malformed mod, {what} not a number"
-            )));
+        if !matches!(v, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_)) {
+            return Err(QueryError::bad_value(format!("malformed mod, {what} not a number")));
         }
         super::expr::truncate_to_i64(v).ok_or_else(|| {
             QueryError::bad_value(format!(
@@ -337,19 +283,14 @@ fn parse_mod(arg: &Bson) -> Result<Test, QueryError> {
 }
 
 fn parse_size(arg: &Bson) -> Result<i64, QueryError> {
-    if !matches!(
-        arg,
-        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_)
-    ) {
+    if !matches!(arg, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_)) {
         return Err(QueryError::bad_value("$size needs a number"));
     }
     let n = super::expr::truncate_to_i64(arg)
         .filter(|n| crate::order::values_equal(&Bson::Int64(*n), arg))
         .ok_or_else(|| QueryError::bad_value(format!("$size must be a whole number, got {arg}")))?;
     if n < 0 {
-        return Err(QueryError::bad_value(format!(
-            "$size may not be negative, got {n}"
-        )));
+        return Err(QueryError::bad_value(format!("$size may not be negative, got {n}")));
     }
     Ok(n)
 }
@@ -358,27 +299,22 @@ fn parse_all(arg: &Bson, depth: usize) -> Result<Clause, QueryError> {
     let Bson::Array(items) = arg else {
         return Err(QueryError::bad_value("$all needs an array"));
     };
-    let is_elem_match = |v: &Bson| matches!(v, Bson::Document(d) if d.keys().next().map(String::as_str) == Some("$elemMatch"));
+    let is_elem_match =
+        |v: &Bson| matches!(v, Bson::Document(d) if d.keys().next().map(String::as_str) == Some("$elemMatch"));
     let elem_match_form = items.first().is_some_and(is_elem_match);
     let mut tests = Vec::with_capacity(items.len());
     for item in items {
         if elem_match_form != is_elem_match(item) {
-            return Err(QueryError::bad_value(
-                "$all/$elemMatch has to be consistent",
-            ));
+            return Err(QueryError::bad_value("$all/$elemMatch has to be consistent"));
         }
         let test = match item {
-            Bson::Document(d) if elem_match_form => parse_elem_match(
-                d.get("$elemMatch").expect("checked by is_elem_match"),
-                depth,
-            )?,
+            Bson::Document(d) if elem_match_form => {
+                parse_elem_match(d.get("$elemMatch").expect("checked by is_elem_match"), depth)?
+            }
             Bson::Document(d) if is_operator_document(d) => {
                 return Err(QueryError::bad_value("no $ expressions in $all"));
             }
-            Bson::RegularExpression(r) => Test::Regex(Box::new(Pattern::new(
-                r.pattern.as_str(),
-                r.options.as_str(),
-            )?)),
+            Bson::RegularExpression(r) => Test::Regex(Box::new(Pattern::new(r.pattern.as_str(), r.options.as_str())?)),
             other => equality(other)?,
         };
         tests.push(test);
@@ -408,9 +344,7 @@ fn parse_elem_match(arg: &Bson, depth: usize) -> Result<Test, QueryError> {
         });
     if value_form {
         let clauses = parse_operators(d, depth + 1)?;
-        Ok(Test::ElemMatchValue(
-            clauses.into_iter().map(clause_to_test).collect(),
-        ))
+        Ok(Test::ElemMatchValue(clauses.into_iter().map(clause_to_test).collect()))
     } else {
         Ok(Test::ElemMatchObject(Box::new(parse_filter(d, depth + 1)?)))
     }
@@ -418,10 +352,9 @@ fn parse_elem_match(arg: &Bson, depth: usize) -> Result<Test, QueryError> {
 
 fn parse_not(arg: &Bson, depth: usize) -> Result<Vec<Clause>, QueryError> {
     match arg {
-        Bson::RegularExpression(r) => Ok(vec![Clause::Test(Test::Regex(Box::new(Pattern::new(
-            r.pattern.as_str(),
-            r.options.as_str(),
-        )?)))]),
+        Bson::RegularExpression(r) => {
+            Ok(vec![Clause::Test(Test::Regex(Box::new(Pattern::new(r.pattern.as_str(), r.options.as_str())?)))])
+        }
         Bson::Document(d) if d.is_empty() => Err(QueryError::bad_value("$not cannot be empty")),
         Bson::Document(d) => parse_operators(d, depth + 1),
         _ => Err(QueryError::bad_value("$not needs a regex or a document")),

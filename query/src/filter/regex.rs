@@ -31,9 +31,7 @@ const REGEX_SIZE_LIMIT_BYTES: usize = 4 << 20;
 impl Pattern {
     pub(crate) fn new(source: &str, options: &str) -> Result<Self, QueryError> {
         if source.contains('\0') {
-            return Err(QueryError::bad_value(
-                "Regular expression cannot contain an embedded null byte",
-            ));
+            return Err(QueryError::bad_value("Regular expression cannot contain an embedded null byte"));
         }
         let mut builder = regex::RegexBuilder::new(&translate(source)?);
         for flag in options.chars() {
@@ -45,33 +43,22 @@ impl Pattern {
                 // PCRE runs in UTF-8 mode anyway; drivers may send it.
                 'u' => &mut builder,
                 other => {
-                    return Err(QueryError::bad_value(format!(
-                        "invalid flag in regex options: {other}"
-                    )));
+                    return Err(QueryError::bad_value(format!("invalid flag in regex options: {other}")));
                 }
             };
         }
         builder.size_limit(REGEX_SIZE_LIMIT_BYTES);
         let compiled = builder.build().map_err(|e| {
-            QueryError::bad_value(format!(
-                "Regular expression is invalid: {}",
-                one_line(&e.to_string())
-            ))
+            QueryError::bad_value(format!("Regular expression is invalid: {}", one_line(&e.to_string())))
         })?;
-        Ok(Self {
-            source: source.to_owned(),
-            options: options.to_owned(),
-            compiled,
-        })
+        Ok(Self { source: source.to_owned(), options: options.to_owned(), compiled })
     }
 
     /// MongoDB's `RegexMatchExpression::matchesSingleElement`.
     pub(crate) fn matches_value(&self, v: &Bson) -> bool {
         match v {
             Bson::String(s) | Bson::Symbol(s) => self.compiled.is_match(s),
-            Bson::RegularExpression(r) => {
-                r.pattern.as_str() == self.source && r.options.as_str() == self.options
-            }
+            Bson::RegularExpression(r) => r.pattern.as_str() == self.source && r.options.as_str() == self.options,
             _ => false,
         }
     }
@@ -79,11 +66,7 @@ impl Pattern {
 
 fn one_line(s: &str) -> String {
     // The crate's messages draw the pattern over several lines; keep them on one.
-    s.split('\n')
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
+    s.split('\n').map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
 /// Rewrites PCRE-only spellings into the `regex` crate's syntax (see the module header).
@@ -109,9 +92,7 @@ fn translate(source: &str) -> Result<String, QueryError> {
             ('\\', _) => {
                 after_quantifier = false;
                 let Some(e) = chars.next() else {
-                    return Err(QueryError::bad_value(
-                        "Regular expression is invalid: \\ at end of pattern",
-                    ));
+                    return Err(QueryError::bad_value("Regular expression is invalid: \\ at end of pattern"));
                 };
                 match e {
                     'Q' => {
@@ -185,14 +166,8 @@ fn translate(source: &str) -> Result<String, QueryError> {
                 // A counted repetition `{n}`, `{n,}`, `{n,m}` is a quantifier too.
                 let body: String = chars.clone().take_while(|&ch| ch != '}').collect();
                 let counted = chars.clone().nth(body.len()) == Some('}')
-                    && body
-                        .split_once(',')
-                        .map_or(body.as_str(), |(n, _)| n)
-                        .parse::<u32>()
-                        .is_ok()
-                    && body
-                        .split_once(',')
-                        .is_none_or(|(_, m)| m.is_empty() || m.parse::<u32>().is_ok());
+                    && body.split_once(',').map_or(body.as_str(), |(n, _)| n).parse::<u32>().is_ok()
+                    && body.split_once(',').is_none_or(|(_, m)| m.is_empty() || m.parse::<u32>().is_ok());
                 out.push('{');
                 if counted {
                     out.push_str(&body);
@@ -215,9 +190,7 @@ mod tests {
     use super::*;
 
     fn is_match(pattern: &str, options: &str, s: &str) -> bool {
-        Pattern::new(pattern, options)
-            .expect("valid pattern")
-            .matches_value(&Bson::String(s.into()))
+        Pattern::new(pattern, options).expect("valid pattern").matches_value(&Bson::String(s.into()))
     }
 
     #[test]
@@ -248,21 +221,13 @@ mod tests {
 
     #[test]
     fn unsupported_features_are_refused() {
-        for p in [
-            r"(a)\1", "a(?=b)", "(?<!a)b", "a*+", "(?>a)", "a{2}+", "a{1,}+",
-        ] {
+        for p in [r"(a)\1", "a(?=b)", "(?<!a)b", "a*+", "(?>a)", "a{2}+", "a{1,}+"] {
             let err = Pattern::new(p, "").expect_err(p);
             assert_eq!(err.code, shoal_proto::ErrorCode::BadValue, "{p}");
-            assert!(
-                err.message.starts_with("Regular expression is invalid"),
-                "{p}: {}",
-                err.message
-            );
+            assert!(err.message.starts_with("Regular expression is invalid"), "{p}: {}", err.message);
         }
         assert!(Pattern::new("a\0", "").is_err());
-        for ok in [
-            r"a+?b", r"\++", "(?i)a+", "[+]+", "a?b+", "a{2}?", "a{2}b+", r"\{2}+",
-        ] {
+        for ok in [r"a+?b", r"\++", "(?i)a+", "[+]+", "a?b+", "a{2}?", "a{2}b+", r"\{2}+"] {
             assert!(Pattern::new(ok, "").is_ok(), "{ok}");
         }
     }

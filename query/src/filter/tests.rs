@@ -7,18 +7,13 @@ use shoal_proto::ErrorCode;
 use super::*;
 
 fn m(filter: Document, doc: Document) -> bool {
-    Filter::parse(&filter)
-        .unwrap_or_else(|e| panic!("{filter} should parse: {e}"))
-        .matches(&doc)
+    Filter::parse(&filter).unwrap_or_else(|e| panic!("{filter} should parse: {e}")).matches(&doc)
 }
 
 /// The ids of the documents a filter matches, from a list of `{_id: n, ...}` documents.
 fn ids(filter: Document, docs: &[Document]) -> Vec<i32> {
     let f = Filter::parse(&filter).unwrap_or_else(|e| panic!("{filter} should parse: {e}"));
-    docs.iter()
-        .filter(|d| f.matches(d))
-        .map(|d| d.get_i32("_id").expect("test docs have int _id"))
-        .collect()
+    docs.iter().filter(|d| f.matches(d)).map(|d| d.get_i32("_id").expect("test docs have int _id")).collect()
 }
 
 fn err(filter: Document) -> QueryError {
@@ -32,11 +27,7 @@ fn dec(s: &str) -> Bson {
 #[test]
 fn empty_filter_matches_everything() {
     assert!(m(doc! {}, doc! {"a": 1}));
-    assert!(
-        Filter::parse(&doc! {"$comment": "x"})
-            .expect("parses")
-            .is_match_all()
-    );
+    assert!(Filter::parse(&doc! {"$comment": "x"}).expect("parses").is_match_all());
 }
 
 #[test]
@@ -83,15 +74,9 @@ fn null_matches_missing_but_not_undefined() {
     assert_eq!(ids(doc! {"a": {"$gte": null}}, &docs), vec![2, 6, 7]);
     assert_eq!(ids(doc! {"a": {"$gt": null}}, &docs), Vec::<i32>::new());
     assert_eq!(ids(doc! {"a.b": null}, &docs), vec![1, 2, 3, 4, 5, 6]);
-    assert_eq!(
-        ids(doc! {"a.b": {"$exists": false}}, &docs),
-        vec![1, 2, 3, 5, 6, 7, 8]
-    );
+    assert_eq!(ids(doc! {"a.b": {"$exists": false}}, &docs), vec![1, 2, 3, 5, 6, 7, 8]);
     assert_eq!(ids(doc! {"a": {"$exists": false}}, &docs), vec![6]);
-    assert_eq!(
-        ids(doc! {"a": {"$nin": [null, 4]}}, &docs),
-        vec![1, 4, 5, 8]
-    );
+    assert_eq!(ids(doc! {"a": {"$nin": [null, 4]}}, &docs), vec![1, 4, 5, 8]);
 }
 
 #[test]
@@ -99,17 +84,11 @@ fn comparisons_stay_in_their_type_bracket() {
     assert!(m(doc! {"a": {"$gt": 5}}, doc! {"a": 6i64}));
     assert!(!m(doc! {"a": {"$gt": 5}}, doc! {"a": "6"}));
     assert!(!m(doc! {"a": {"$lt": 5}}, doc! {"a": null}));
-    assert!(m(
-        doc! {"a": {"$gte": 5, "$lte": 5}},
-        doc! {"a": dec("5.0")}
-    ));
+    assert!(m(doc! {"a": {"$gte": 5, "$lte": 5}}, doc! {"a": dec("5.0")}));
     assert!(m(doc! {"a": {"$lt": "b"}}, doc! {"a": "a"}));
     assert!(!m(doc! {"a": {"$lt": "b"}}, doc! {"a": 1}));
     assert!(m(doc! {"a": {"$gt": 1, "$lt": 5}}, doc! {"a": [0, 10]}));
-    assert!(!m(
-        doc! {"a": {"$elemMatch": {"$gt": 1, "$lt": 5}}},
-        doc! {"a": [0, 10]}
-    ));
+    assert!(!m(doc! {"a": {"$elemMatch": {"$gt": 1, "$lt": 5}}}, doc! {"a": [0, 10]}));
     assert!(m(doc! {"a": {"$lt": [2]}}, doc! {"a": [1]}));
     assert!(m(doc! {"a": {"$gt": {"b": 1}}}, doc! {"a": {"b": 2}}));
     // MinKey and MaxKey operands compare with every bracket, missing fields included.
@@ -118,10 +97,7 @@ fn comparisons_stay_in_their_type_bracket() {
     assert!(m(doc! {"a": {"$gt": Bson::MinKey}}, doc! {}));
     assert!(!m(doc! {"a": {"$lt": Bson::MinKey}}, doc! {"a": 1}));
     assert!(!m(doc! {"a": {"$eq": Bson::MaxKey}}, doc! {"a": 1}));
-    assert!(m(
-        doc! {"a": {"$lte": Bson::MaxKey}},
-        doc! {"a": Bson::MaxKey}
-    ));
+    assert!(m(doc! {"a": {"$lte": Bson::MaxKey}}, doc! {"a": Bson::MaxKey}));
 }
 
 #[test]
@@ -132,10 +108,7 @@ fn nan_compares_only_to_nan() {
     assert!(m(doc! {"a": {"$gte": f64::NAN}}, nan.clone()));
     assert!(!m(doc! {"a": {"$lt": 0}}, nan.clone()));
     assert!(!m(doc! {"a": {"$gt": f64::NAN}}, doc! {"a": 1}));
-    assert!(!m(
-        doc! {"a": {"$lte": f64::NAN}},
-        doc! {"a": f64::NEG_INFINITY}
-    ));
+    assert!(!m(doc! {"a": {"$lte": f64::NAN}}, doc! {"a": f64::NEG_INFINITY}));
 }
 
 #[test]
@@ -162,18 +135,9 @@ fn in_with_values_arrays_and_regexes() {
     ));
     assert!(!m(doc! {"a": {"$in": []}}, doc! {"a": 1}));
     let e = err(doc! {"a": {"$in": 1}});
-    assert_eq!(
-        (e.code, e.message.as_str()),
-        (ErrorCode::BadValue, "$in needs an array")
-    );
-    assert_eq!(
-        err(doc! {"a": {"$nin": {"x": 1}}}).message,
-        "$nin needs an array"
-    );
-    assert_eq!(
-        err(doc! {"a": {"$in": [{"$gt": 1}]}}).message,
-        "cannot nest $ under $in"
-    );
+    assert_eq!((e.code, e.message.as_str()), (ErrorCode::BadValue, "$in needs an array"));
+    assert_eq!(err(doc! {"a": {"$nin": {"x": 1}}}).message, "$nin needs an array");
+    assert_eq!(err(doc! {"a": {"$in": [{"$gt": 1}]}}).message, "cannot nest $ under $in");
 }
 
 #[test]
@@ -188,13 +152,7 @@ fn logical_operators() {
     assert!(!m(doc! {"$alwaysFalse": 1}, d.clone()));
     for op in ["$and", "$or", "$nor"] {
         let e = err(doc! {op: []});
-        assert_eq!(
-            (e.code, e.message.as_str()),
-            (
-                ErrorCode::BadValue,
-                "$and/$or/$nor must be a nonempty array"
-            )
-        );
+        assert_eq!((e.code, e.message.as_str()), (ErrorCode::BadValue, "$and/$or/$nor must be a nonempty array"));
         assert_eq!(err(doc! {op: [1]}).code, ErrorCode::BadValue);
         assert_eq!(err(doc! {op: {"a": 1}}).code, ErrorCode::BadValue);
     }
@@ -207,32 +165,17 @@ fn not_operator() {
     assert!(m(doc! {"a": {"$not": {"$gt": 5}}}, doc! {}));
     assert!(!m(doc! {"a": {"$not": {"$gt": 5}}}, doc! {"a": [1, 6]}));
     assert!(m(doc! {"a": {"$not": {"$gt": 1, "$lt": 5}}}, doc! {"a": 7}));
-    assert!(!m(
-        doc! {"a": {"$not": {"$gt": 1, "$lt": 5}}},
-        doc! {"a": 3}
-    ));
+    assert!(!m(doc! {"a": {"$not": {"$gt": 1, "$lt": 5}}}, doc! {"a": 3}));
     let re = Bson::RegularExpression(bson::Regex {
         pattern: "^a".try_into().expect("no NUL"),
         options: "".try_into().expect("no NUL"),
     });
     assert!(m(doc! {"a": {"$not": re.clone()}}, doc! {"a": "bc"}));
     assert!(!m(doc! {"a": {"$not": re}}, doc! {"a": "abc"}));
-    assert!(m(
-        doc! {"a": {"$not": {"$regex": "^A", "$options": "i"}}},
-        doc! {"a": "bc"}
-    ));
-    assert!(!m(
-        doc! {"a": {"$not": {"$not": {"$gt": 5}}}},
-        doc! {"a": 3}
-    ));
-    assert_eq!(
-        err(doc! {"a": {"$not": {}}}).message,
-        "$not cannot be empty"
-    );
-    assert_eq!(
-        err(doc! {"a": {"$not": 5}}).message,
-        "$not needs a regex or a document"
-    );
+    assert!(m(doc! {"a": {"$not": {"$regex": "^A", "$options": "i"}}}, doc! {"a": "bc"}));
+    assert!(!m(doc! {"a": {"$not": {"$not": {"$gt": 5}}}}, doc! {"a": 3}));
+    assert_eq!(err(doc! {"a": {"$not": {}}}).message, "$not cannot be empty");
+    assert_eq!(err(doc! {"a": {"$not": 5}}).message, "$not needs a regex or a document");
 }
 
 #[test]
@@ -242,10 +185,7 @@ fn exists() {
     assert!(!m(doc! {"a": {"$exists": true}}, doc! {"b": 1}));
     assert!(m(doc! {"a": {"$exists": false}}, doc! {"b": 1}));
     assert!(m(doc! {"a": {"$exists": 0}}, doc! {}));
-    assert!(m(
-        doc! {"a.b": {"$exists": true}},
-        doc! {"a": [{"c": 1}, {"b": 1}]}
-    ));
+    assert!(m(doc! {"a.b": {"$exists": true}}, doc! {"a": [{"c": 1}, {"b": 1}]}));
     assert!(!m(doc! {"a.b": {"$exists": true}}, doc! {"a": [1, 2]}));
     assert!(m(doc! {"a.b": {"$exists": false}}, doc! {"a": [1, 2]}));
 }
@@ -264,38 +204,20 @@ fn type_operator() {
     assert!(m(doc! {"a": {"$type": "null"}}, doc! {"a": null}));
     assert!(!m(doc! {"a": {"$type": "null"}}, doc! {}));
     assert!(!m(doc! {"a": {"$type": "double"}}, doc! {"a": 1}));
-    assert_eq!(
-        err(doc! {"a": {"$type": "foo"}}).message,
-        "Unknown type name alias: foo"
-    );
+    assert_eq!(err(doc! {"a": {"$type": "foo"}}).message, "Unknown type name alias: foo");
     assert_eq!(err(doc! {"a": {"$type": 100}}).code, ErrorCode::BadValue);
     assert_eq!(err(doc! {"a": {"$type": 2.5}}).code, ErrorCode::BadValue);
-    assert_eq!(
-        err(doc! {"a": {"$type": []}}).code,
-        ErrorCode::FailedToParse
-    );
-    assert_eq!(
-        err(doc! {"a": {"$type": {"x": 1}}}).code,
-        ErrorCode::TypeMismatch
-    );
+    assert_eq!(err(doc! {"a": {"$type": []}}).code, ErrorCode::FailedToParse);
+    assert_eq!(err(doc! {"a": {"$type": {"x": 1}}}).code, ErrorCode::TypeMismatch);
 }
 
 #[test]
 fn regex_operator() {
     assert!(m(doc! {"a": {"$regex": "^ab"}}, doc! {"a": "abc"}));
-    assert!(m(
-        doc! {"a": {"$regex": "^AB", "$options": "i"}},
-        doc! {"a": "abc"}
-    ));
-    assert!(m(
-        doc! {"a": {"$options": "i", "$regex": "^AB"}},
-        doc! {"a": "abc"}
-    ));
+    assert!(m(doc! {"a": {"$regex": "^AB", "$options": "i"}}, doc! {"a": "abc"}));
+    assert!(m(doc! {"a": {"$options": "i", "$regex": "^AB"}}, doc! {"a": "abc"}));
     assert!(m(doc! {"a": {"$regex": "b"}}, doc! {"a": ["x", "abc"]}));
-    assert!(m(
-        doc! {"a": {"$regex": "b"}},
-        doc! {"a": Bson::Symbol("b".into())}
-    ));
+    assert!(m(doc! {"a": {"$regex": "b"}}, doc! {"a": Bson::Symbol("b".into())}));
     assert!(!m(doc! {"a": {"$regex": "1"}}, doc! {"a": 1}));
     let re = |p: &str, o: &str| {
         Bson::RegularExpression(bson::Regex {
@@ -305,48 +227,23 @@ fn regex_operator() {
     };
     assert!(m(doc! {"a": re("^x$", "m")}, doc! {"a": "y\nx"}));
     assert!(m(doc! {"a": {"$regex": re("^X", "i")}}, doc! {"a": "xy"}));
-    assert!(m(
-        doc! {"a": {"$regex": re("^X", "i"), "$options": ""}},
-        doc! {"a": "xy"}
-    ));
-    assert!(m(
-        doc! {"a": {"$regex": re("^X", ""), "$options": "i"}},
-        doc! {"a": "xy"}
-    ));
+    assert!(m(doc! {"a": {"$regex": re("^X", "i"), "$options": ""}}, doc! {"a": "xy"}));
+    assert!(m(doc! {"a": {"$regex": re("^X", ""), "$options": "i"}}, doc! {"a": "xy"}));
     // A regex stored as a value matches the same regex, and $eq compares regex values.
     assert!(m(doc! {"a": re("^x", "")}, doc! {"a": re("^x", "")}));
-    assert!(m(
-        doc! {"a": {"$eq": re("^x", "")}},
-        doc! {"a": re("^x", "")}
-    ));
+    assert!(m(doc! {"a": {"$eq": re("^x", "")}}, doc! {"a": re("^x", "")}));
     assert!(!m(doc! {"a": {"$eq": re("^x", "")}}, doc! {"a": "xyz"}));
-    assert_eq!(
-        err(doc! {"a": {"$options": "i"}}).message,
-        "$options needs a $regex"
-    );
-    assert_eq!(
-        err(doc! {"a": {"$regex": 5}}).message,
-        "$regex has to be a string"
-    );
+    assert_eq!(err(doc! {"a": {"$options": "i"}}).message, "$options needs a $regex");
+    assert_eq!(err(doc! {"a": {"$regex": 5}}).message, "$regex has to be a string");
     assert_eq!(
         err(doc! {"a": {"$regex": re("x", "i"), "$options": "m"}}).message,
         "options set in both $regex and $options"
     );
-    assert_eq!(
-        err(doc! {"a": {"$regex": "x", "$options": "q"}}).message,
-        "invalid flag in regex options: q"
-    );
+    assert_eq!(err(doc! {"a": {"$regex": "x", "$options": "q"}}).message, "invalid flag in regex options: q");
     let e = err(doc! {"a": {"$regex": "(a)\\1"}});
     assert_eq!(e.code, ErrorCode::BadValue);
-    assert!(
-        e.message.starts_with("Regular expression is invalid"),
-        "{}",
-        e.message
-    );
-    assert_eq!(
-        err(doc! {"a": {"$ne": re("x", "")}}).code,
-        ErrorCode::BadValue
-    );
+    assert!(e.message.starts_with("Regular expression is invalid"), "{}", e.message);
+    assert_eq!(err(doc! {"a": {"$ne": re("x", "")}}).code, ErrorCode::BadValue);
 }
 
 #[test]
@@ -360,38 +257,14 @@ fn mod_operator() {
     assert!(!m(doc! {"a": {"$mod": [4, 1]}}, doc! {"a": f64::NAN}));
     assert!(!m(doc! {"a": {"$mod": [4, 0]}}, doc! {"a": 1e30}));
     assert!(m(doc! {"a": {"$mod": [4, 1]}}, doc! {"a": [2, 9]}));
-    assert_eq!(
-        err(doc! {"a": {"$mod": 4}}).message,
-        "malformed mod, needs to be an array"
-    );
-    assert_eq!(
-        err(doc! {"a": {"$mod": [4]}}).message,
-        "malformed mod, not enough elements"
-    );
-    assert_eq!(
-        err(doc! {"a": {"$mod": [4, 1, 2]}}).message,
-        "malformed mod, too many elements"
-    );
-    assert_eq!(
-        err(doc! {"a": {"$mod": ["4", 1]}}).message,
-        "malformed mod, divisor not a number"
-    );
-    assert_eq!(
-        err(doc! {"a": {"$mod": [4, "1"]}}).message,
-        "malformed mod, remainder not a number"
-    );
-    assert_eq!(
-        err(doc! {"a": {"$mod": [0, 1]}}).message,
-        "divisor cannot be 0"
-    );
-    assert_eq!(
-        err(doc! {"a": {"$mod": [f64::NAN, 1]}}).code,
-        ErrorCode::BadValue
-    );
-    assert_eq!(
-        err(doc! {"a": {"$mod": [1e300, 1]}}).code,
-        ErrorCode::BadValue
-    );
+    assert_eq!(err(doc! {"a": {"$mod": 4}}).message, "malformed mod, needs to be an array");
+    assert_eq!(err(doc! {"a": {"$mod": [4]}}).message, "malformed mod, not enough elements");
+    assert_eq!(err(doc! {"a": {"$mod": [4, 1, 2]}}).message, "malformed mod, too many elements");
+    assert_eq!(err(doc! {"a": {"$mod": ["4", 1]}}).message, "malformed mod, divisor not a number");
+    assert_eq!(err(doc! {"a": {"$mod": [4, "1"]}}).message, "malformed mod, remainder not a number");
+    assert_eq!(err(doc! {"a": {"$mod": [0, 1]}}).message, "divisor cannot be 0");
+    assert_eq!(err(doc! {"a": {"$mod": [f64::NAN, 1]}}).code, ErrorCode::BadValue);
+    assert_eq!(err(doc! {"a": {"$mod": [1e300, 1]}}).code, ErrorCode::BadValue);
 }
 
 #[test]
@@ -401,14 +274,8 @@ fn size_operator() {
     assert!(m(doc! {"a": {"$size": 2.0}}, doc! {"a": [1, 2]}));
     assert!(!m(doc! {"a": {"$size": 2}}, doc! {"a": [[1, 2]]}));
     assert!(!m(doc! {"a": {"$size": 1}}, doc! {"a": 1}));
-    assert!(m(
-        doc! {"a.b": {"$size": 1}},
-        doc! {"a": [{"b": [1]}, {"b": 2}]}
-    ));
-    assert_eq!(
-        err(doc! {"a": {"$size": "2"}}).message,
-        "$size needs a number"
-    );
+    assert!(m(doc! {"a.b": {"$size": 1}}, doc! {"a": [{"b": [1]}, {"b": 2}]}));
+    assert_eq!(err(doc! {"a": {"$size": "2"}}).message, "$size needs a number");
     assert_eq!(err(doc! {"a": {"$size": -1}}).code, ErrorCode::BadValue);
     assert_eq!(err(doc! {"a": {"$size": 1.5}}).code, ErrorCode::BadValue);
 }
@@ -429,10 +296,7 @@ fn all_operator() {
         err(doc! {"a": {"$all": [{"$elemMatch": {"b": 1}}, 1]}}).message,
         "$all/$elemMatch has to be consistent"
     );
-    assert_eq!(
-        err(doc! {"a": {"$all": [{"$gt": 1}]}}).message,
-        "no $ expressions in $all"
-    );
+    assert_eq!(err(doc! {"a": {"$all": [{"$gt": 1}]}}).message, "no $ expressions in $all");
 }
 
 #[test]
@@ -441,77 +305,32 @@ fn elem_match() {
     assert!(m(doc! {"a": {"$elemMatch": {"b": 1, "c": 2}}}, d.clone()));
     assert!(!m(doc! {"a": {"$elemMatch": {"b": 1, "c": 1}}}, d.clone()));
     assert!(m(doc! {"a.b": 1, "a.c": 1}, d.clone()));
-    assert!(m(
-        doc! {"a": {"$elemMatch": {"$or": [{"b": 5}, {"c": 1}]}}},
-        d.clone()
-    ));
-    assert!(m(
-        doc! {"a": {"$elemMatch": {"$gte": 2, "$lt": 3}}},
-        doc! {"a": [1, 2.5]}
-    ));
-    assert!(m(
-        doc! {"a": {"$elemMatch": {"$ne": null}}},
-        doc! {"a": [[]]}
-    ));
-    assert!(!m(
-        doc! {"a": {"$elemMatch": {"$eq": null}}},
-        doc! {"a": null}
-    ));
-    assert!(m(
-        doc! {"a": {"$elemMatch": {"$not": {"$gt": 5}}}},
-        doc! {"a": [6, 3]}
-    ));
-    assert!(!m(
-        doc! {"a": {"$elemMatch": {"$not": {"$gt": 5}}}},
-        doc! {"a": [6, 7]}
-    ));
-    assert!(m(
-        doc! {"a": {"$elemMatch": {"$elemMatch": {"$gt": 1}}}},
-        doc! {"a": [[0], [2]]}
-    ));
+    assert!(m(doc! {"a": {"$elemMatch": {"$or": [{"b": 5}, {"c": 1}]}}}, d.clone()));
+    assert!(m(doc! {"a": {"$elemMatch": {"$gte": 2, "$lt": 3}}}, doc! {"a": [1, 2.5]}));
+    assert!(m(doc! {"a": {"$elemMatch": {"$ne": null}}}, doc! {"a": [[]]}));
+    assert!(!m(doc! {"a": {"$elemMatch": {"$eq": null}}}, doc! {"a": null}));
+    assert!(m(doc! {"a": {"$elemMatch": {"$not": {"$gt": 5}}}}, doc! {"a": [6, 3]}));
+    assert!(!m(doc! {"a": {"$elemMatch": {"$not": {"$gt": 5}}}}, doc! {"a": [6, 7]}));
+    assert!(m(doc! {"a": {"$elemMatch": {"$elemMatch": {"$gt": 1}}}}, doc! {"a": [[0], [2]]}));
     assert!(m(doc! {"a": {"$elemMatch": {"0": 5}}}, doc! {"a": [[5]]}));
     assert!(m(doc! {"a": {"$elemMatch": {}}}, doc! {"a": [{"x": 1}]}));
     assert!(!m(doc! {"a": {"$elemMatch": {}}}, doc! {"a": [1]}));
-    assert!(m(
-        doc! {"a.b": {"$elemMatch": {"$gt": 1}}},
-        doc! {"a": [{"b": [0, 2]}]}
-    ));
-    assert_eq!(
-        err(doc! {"a": {"$elemMatch": 1}}).message,
-        "$elemMatch needs an Object"
-    );
+    assert!(m(doc! {"a.b": {"$elemMatch": {"$gt": 1}}}, doc! {"a": [{"b": [0, 2]}]}));
+    assert_eq!(err(doc! {"a": {"$elemMatch": 1}}).message, "$elemMatch needs an Object");
 }
 
 #[test]
 fn parse_errors() {
     let e = err(doc! {"a": {"$foo": 1}});
-    assert_eq!(
-        (e.code, e.message.as_str()),
-        (ErrorCode::BadValue, "unknown operator: $foo")
-    );
-    assert_eq!(
-        err(doc! {"a": {"$gt": 1, "b": 1}}).message,
-        "unknown operator: b"
-    );
-    assert_eq!(
-        err(doc! {"$foo": 1}).message,
-        "unknown top level operator: $foo"
-    );
+    assert_eq!((e.code, e.message.as_str()), (ErrorCode::BadValue, "unknown operator: $foo"));
+    assert_eq!(err(doc! {"a": {"$gt": 1, "b": 1}}).message, "unknown operator: b");
+    assert_eq!(err(doc! {"$foo": 1}).message, "unknown top level operator: $foo");
     for op in ["$where", "$text", "$expr", "$jsonSchema"] {
         assert_eq!(err(doc! {op: "x"}).code, ErrorCode::NotImplemented, "{op}");
     }
-    assert_eq!(
-        err(doc! {"a": {"$near": [0, 0]}}).code,
-        ErrorCode::NotImplemented
-    );
-    assert_eq!(
-        err(doc! {"a": Bson::Undefined}).message,
-        "cannot compare to undefined"
-    );
-    assert_eq!(
-        err(doc! {"a": {"$in": [Bson::Undefined]}}).code,
-        ErrorCode::BadValue
-    );
+    assert_eq!(err(doc! {"a": {"$near": [0, 0]}}).code, ErrorCode::NotImplemented);
+    assert_eq!(err(doc! {"a": Bson::Undefined}).message, "cannot compare to undefined");
+    assert_eq!(err(doc! {"a": {"$in": [Bson::Undefined]}}).code, ErrorCode::BadValue);
     // A document nested past the depth limit is refused, not a stack overflow.
     let mut deep = doc! {"a": 1};
     for _ in 0..200 {
@@ -522,27 +341,15 @@ fn parse_errors() {
 
 #[test]
 fn dbref_objects_are_values() {
-    assert!(m(
-        doc! {"a": {"$ref": "c", "$id": 1}},
-        doc! {"a": {"$ref": "c", "$id": 1}}
-    ));
+    assert!(m(doc! {"a": {"$ref": "c", "$id": 1}}, doc! {"a": {"$ref": "c", "$id": 1}}));
 }
 
 #[test]
 fn id_equality_finds_point_lookups() {
     assert_eq!(id_equality(&doc! {"_id": 5, "a": 1}), Some(&Bson::Int32(5)));
-    assert_eq!(
-        id_equality(&doc! {"_id": {"$eq": "x"}}),
-        Some(&Bson::String("x".into()))
-    );
-    assert_eq!(
-        id_equality(&doc! {"$and": [{"a": 1}, {"_id": 7}]}),
-        Some(&Bson::Int32(7))
-    );
-    assert_eq!(
-        id_equality(&doc! {"_id": {"k": 1}}),
-        Some(&Bson::Document(doc! {"k": 1}))
-    );
+    assert_eq!(id_equality(&doc! {"_id": {"$eq": "x"}}), Some(&Bson::String("x".into())));
+    assert_eq!(id_equality(&doc! {"$and": [{"a": 1}, {"_id": 7}]}), Some(&Bson::Int32(7)));
+    assert_eq!(id_equality(&doc! {"_id": {"k": 1}}), Some(&Bson::Document(doc! {"k": 1})));
     assert_eq!(id_equality(&doc! {"_id": {"$gt": 5}}), None);
     assert_eq!(id_equality(&doc! {"_id": {"$eq": 5, "$ne": 6}}), None);
     assert_eq!(id_equality(&doc! {"$or": [{"_id": 1}, {"_id": 2}]}), None);
@@ -563,11 +370,7 @@ fn id_range_brackets_one_sided_bounds() {
     let r = id_range(&doc! {"_id": {"$lt": "m"}}).expect("constrained");
     assert!(r.contains(&encode(&Bson::String(String::new()))));
     assert!(!r.contains(&encode(&Bson::Int32(1))));
-    assert!(
-        id_range(&doc! {"_id": {"$gt": 5}, "$and": [{"_id": {"$lt": "a"}}]})
-            .expect("constrained")
-            .is_empty()
-    );
+    assert!(id_range(&doc! {"_id": {"$gt": 5}, "$and": [{"_id": {"$lt": "a"}}]}).expect("constrained").is_empty());
     assert!(!id_range(&doc! {"_id": 3}).expect("constrained").is_empty());
     let r = id_range(&doc! {"_id": {"$gt": Bson::MinKey}}).expect("constrained");
     assert!(r.contains(&encode(&Bson::Boolean(true))));
@@ -583,16 +386,10 @@ fn equality_fields_seed_upserts() {
         "g": {"$in": [5]}, "h": {"$in": [5, 6]}, "$or": [{"i": 7}],
     })
     .expect("no conflicts");
-    assert_eq!(
-        got,
-        doc! {"a": 1, "b": {"c": 2}, "d": 3, "f": 4, "g": 5, "i": 7}
-    );
+    assert_eq!(got, doc! {"a": 1, "b": {"c": 2}, "d": 3, "f": 4, "g": 5, "i": 7});
     let e = equality_fields(&doc! {"a": 1, "$and": [{"a": 2}]}).expect_err("twice");
     assert_eq!(e.code, ErrorCode::NotSingleValueField);
     let e = equality_fields(&doc! {"a": 1, "a.b": 2}).expect_err("prefix");
     assert_eq!(e.code, ErrorCode::NotSingleValueField);
-    assert_eq!(
-        equality_fields(&doc! {"a.b": 1, "a.c": 2}).expect("siblings"),
-        doc! {"a": {"b": 1, "c": 2}}
-    );
+    assert_eq!(equality_fields(&doc! {"a.b": 1, "a.c": 2}).expect("siblings"), doc! {"a": {"b": 1, "c": 2}});
 }

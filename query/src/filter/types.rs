@@ -50,9 +50,7 @@ impl TypeSet {
             other => set.add(other)?,
         }
         if set.codes.is_empty() && !set.any_number {
-            return Err(QueryError::failed_to_parse(
-                "$type must match at least one type",
-            ));
+            return Err(QueryError::failed_to_parse("$type must match at least one type"));
         }
         Ok(set)
     }
@@ -65,20 +63,15 @@ impl TypeSet {
                     .iter()
                     .find(|(alias, _)| alias == name)
                     .map(|(_, code)| *code)
-                    .ok_or_else(|| {
-                        QueryError::bad_value(format!("Unknown type name alias: {name}"))
-                    })?;
+                    .ok_or_else(|| QueryError::bad_value(format!("Unknown type name alias: {name}")))?;
                 self.codes.push(code);
             }
             Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
-                let whole = truncate_to_i64(item)
-                    .filter(|n| crate::order::values_equal(&Bson::Int64(*n), item));
+                let whole = truncate_to_i64(item).filter(|n| crate::order::values_equal(&Bson::Int64(*n), item));
                 let code = whole
                     .and_then(|n| i32::try_from(n).ok())
                     .filter(|n| ALIASES.iter().any(|(_, code)| code == n))
-                    .ok_or_else(|| {
-                        QueryError::bad_value(format!("Invalid numerical type code: {item}"))
-                    })?;
+                    .ok_or_else(|| QueryError::bad_value(format!("Invalid numerical type code: {item}")))?;
                 self.codes.push(code);
             }
             other => {
@@ -91,10 +84,7 @@ impl TypeSet {
     }
 
     pub(crate) fn contains(&self, v: &Bson) -> bool {
-        let is_number = matches!(
-            v,
-            Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_)
-        );
+        let is_number = matches!(v, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_));
         (self.any_number && is_number) || self.codes.contains(&type_code(v))
     }
 }

@@ -15,14 +15,8 @@ const EXPONENT_BIAS: i32 = 6176;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Decimal {
     NaN,
-    Infinity {
-        neg: bool,
-    },
-    Finite {
-        neg: bool,
-        coefficient: u128,
-        exponent: i32,
-    },
+    Infinity { neg: bool },
+    Finite { neg: bool, coefficient: u128, exponent: i32 },
 }
 
 pub(crate) fn decode(value: &Decimal128) -> Decimal {
@@ -42,18 +36,9 @@ pub(crate) fn decode(value: &Decimal128) -> Decimal {
     } else {
         ((bits >> 113) & 0x3FFF, bits & ((1u128 << 113) - 1))
     };
-    let coefficient = if coefficient > MAX_COEFFICIENT {
-        0
-    } else {
-        coefficient
-    };
-    let exponent =
-        i32::try_from(exponent_bits).expect("14-bit exponent fits in i32") - EXPONENT_BIAS;
-    Decimal::Finite {
-        neg,
-        coefficient,
-        exponent,
-    }
+    let coefficient = if coefficient > MAX_COEFFICIENT { 0 } else { coefficient };
+    let exponent = i32::try_from(exponent_bits).expect("14-bit exponent fits in i32") - EXPONENT_BIAS;
+    Decimal::Finite { neg, coefficient, exponent }
 }
 
 /// Removes trailing decimal zeros from a nonzero coefficient, so that equal values have one
@@ -79,40 +64,15 @@ mod tests {
 
     #[test]
     fn decodes_finite_and_special_values() {
-        assert_eq!(
-            dec("1"),
-            Decimal::Finite {
-                neg: false,
-                coefficient: 1,
-                exponent: 0
-            }
-        );
-        assert_eq!(
-            dec("-1.50"),
-            Decimal::Finite {
-                neg: true,
-                coefficient: 150,
-                exponent: -2
-            }
-        );
-        assert_eq!(
-            dec("1E+6111"),
-            Decimal::Finite {
-                neg: false,
-                coefficient: 1,
-                exponent: 6111
-            }
-        );
+        assert_eq!(dec("1"), Decimal::Finite { neg: false, coefficient: 1, exponent: 0 });
+        assert_eq!(dec("-1.50"), Decimal::Finite { neg: true, coefficient: 150, exponent: -2 });
+        assert_eq!(dec("1E+6111"), Decimal::Finite { neg: false, coefficient: 1, exponent: 6111 });
         assert_eq!(dec("NaN"), Decimal::NaN);
         assert_eq!(dec("-Infinity"), Decimal::Infinity { neg: true });
         assert_eq!(dec("Infinity"), Decimal::Infinity { neg: false });
         assert_eq!(
             dec("9999999999999999999999999999999999"),
-            Decimal::Finite {
-                neg: false,
-                coefficient: MAX_COEFFICIENT,
-                exponent: 0
-            }
+            Decimal::Finite { neg: false, coefficient: MAX_COEFFICIENT, exponent: 0 }
         );
     }
 
@@ -121,25 +81,11 @@ mod tests {
         // Large-coefficient form (combination bits 11 but not infinity/NaN).
         let bits: u128 = (0b011u128 << 125) | (6176u128 << 111) | 12345;
         let d = decode(&Decimal128::from_bytes(bits.to_le_bytes()));
-        assert_eq!(
-            d,
-            Decimal::Finite {
-                neg: false,
-                coefficient: 0,
-                exponent: 0
-            }
-        );
+        assert_eq!(d, Decimal::Finite { neg: false, coefficient: 0, exponent: 0 });
         // Coefficient above 10^34 - 1 in the ordinary form.
         let bits: u128 = (6176u128 << 113) | (MAX_COEFFICIENT + 1);
         let d = decode(&Decimal128::from_bytes(bits.to_le_bytes()));
-        assert_eq!(
-            d,
-            Decimal::Finite {
-                neg: false,
-                coefficient: 0,
-                exponent: 0
-            }
-        );
+        assert_eq!(d, Decimal::Finite { neg: false, coefficient: 0, exponent: 0 });
     }
 
     #[test]

@@ -43,12 +43,7 @@ enum Magnitude {
     /// A big integer whose bits from below the leading one down to bit `low` are the fraction.
     Big { exponent: i32, n: BigUint, low: u64 },
     /// A non-dyadic decimal: its first 113 significant bits, and the decimal for ties.
-    Inexact {
-        exponent: i32,
-        top: u128,
-        coefficient: u128,
-        decimal_exponent: i32,
-    },
+    Inexact { exponent: i32, top: u128, coefficient: u128, decimal_exponent: i32 },
 }
 
 pub(super) fn encode_number(v: &Bson, out: &mut Vec<u8>) {
@@ -57,11 +52,7 @@ pub(super) fn encode_number(v: &Bson, out: &mut Vec<u8>) {
         Bson::Int64(i) => (*i < 0, integer(u128::from(i.unsigned_abs()))),
         Bson::Double(f) if f.is_nan() => return out.push(NAN),
         Bson::Double(f) if f.is_infinite() => {
-            return out.push(if *f < 0.0 {
-                NEGATIVE_INFINITY
-            } else {
-                POSITIVE_INFINITY
-            });
+            return out.push(if *f < 0.0 { NEGATIVE_INFINITY } else { POSITIVE_INFINITY });
         }
         Bson::Double(f) => {
             let (mantissa, exp2) = split_double(*f);
@@ -71,17 +62,9 @@ pub(super) fn encode_number(v: &Bson, out: &mut Vec<u8>) {
         Bson::Decimal128(d) => match decimal::decode(d) {
             Decimal::NaN => return out.push(NAN),
             Decimal::Infinity { neg } => {
-                return out.push(if neg {
-                    NEGATIVE_INFINITY
-                } else {
-                    POSITIVE_INFINITY
-                });
+                return out.push(if neg { NEGATIVE_INFINITY } else { POSITIVE_INFINITY });
             }
-            Decimal::Finite {
-                neg,
-                coefficient,
-                exponent,
-            } => (neg, decimal_magnitude(coefficient, exponent)),
+            Decimal::Finite { neg, coefficient, exponent } => (neg, decimal_magnitude(coefficient, exponent)),
         },
         _ => unreachable!("encode_number is only called on numbers"),
     };
@@ -102,19 +85,13 @@ fn integer(n: u128) -> Option<Magnitude> {
         return None;
     }
     let exponent = 127 - n.leading_zeros() as i32;
-    Some(Magnitude::Exact {
-        exponent,
-        m: n >> n.trailing_zeros(),
-    })
+    Some(Magnitude::Exact { exponent, m: n >> n.trailing_zeros() })
 }
 
 /// Multiplies an exact magnitude by `2^exp2`.
 fn scale(mag: Magnitude, exp2: i32) -> Magnitude {
     match mag {
-        Magnitude::Exact { exponent, m } => Magnitude::Exact {
-            exponent: exponent + exp2,
-            m,
-        },
+        Magnitude::Exact { exponent, m } => Magnitude::Exact { exponent: exponent + exp2, m },
         other => other,
     }
 }
@@ -152,18 +129,9 @@ fn decimal_magnitude(coefficient: u128, exponent: i32) -> Option<Magnitude> {
     let mut num = BigUint::from_u128(c);
     num.shl(shift);
     let (q, _) = num.div_small_quotient(&den);
-    let (exp2, top) = if q >> (INEXACT_FRACTION_BITS + 1) != 0 {
-        (e0, q >> 1)
-    } else {
-        (e0 - 1, q)
-    };
+    let (exp2, top) = if q >> (INEXACT_FRACTION_BITS + 1) != 0 { (e0, q >> 1) } else { (e0 - 1, q) };
     let exponent = i32::try_from(exp2).expect("decimal magnitudes stay above 2^-20600");
-    Some(Magnitude::Inexact {
-        exponent,
-        top,
-        coefficient: c,
-        decimal_exponent: e,
-    })
+    Some(Magnitude::Inexact { exponent, top, coefficient: c, decimal_exponent: e })
 }
 
 fn push_magnitude(mag: &Magnitude, out: &mut Vec<u8>) {
@@ -206,12 +174,7 @@ fn push_magnitude(mag: &Magnitude, out: &mut Vec<u8>) {
                 out.push(group << 1 | u8::from(pos > *low));
             }
         }
-        Magnitude::Inexact {
-            exponent,
-            top,
-            coefficient,
-            decimal_exponent,
-        } => {
+        Magnitude::Inexact { exponent, top, coefficient, decimal_exponent } => {
             push_exponent(*exponent, out);
             let mut aligned = top << (128 - INEXACT_FRACTION_BITS);
             for _ in 0..INEXACT_FRACTION_BITS / 7 {
@@ -265,14 +228,8 @@ mod tests {
         assert_eq!(encode(&dec("0.5")), encode(&Bson::Double(0.5)));
         assert_eq!(encode(&dec("-1.25")), encode(&Bson::Double(-1.25)));
         assert_eq!(encode(&dec("1E+3")), encode(&Bson::Int32(1000)));
-        assert_eq!(
-            encode(&dec("9223372036854775807")),
-            encode(&Bson::Int64(i64::MAX))
-        );
-        assert_eq!(
-            encode(&dec("0.0078125")),
-            encode(&Bson::Double(1.0 / 128.0))
-        );
+        assert_eq!(encode(&dec("9223372036854775807")), encode(&Bson::Int64(i64::MAX)));
+        assert_eq!(encode(&dec("0.0078125")), encode(&Bson::Double(1.0 / 128.0)));
         assert!(encode(&dec("5E-324")) > encode(&Bson::Double(5e-324)));
         assert!(encode(&dec("1E+300")) > encode(&Bson::Double(f64::from_bits(0x7E37E43C8800759B))));
     }

@@ -19,11 +19,7 @@ use crate::order::{compare_values, values_equal};
 /// MongoDB refuses to pad an array past this many elements when a write names a far index.
 pub(crate) const ARRAY_PAD_ELEMENTS_MAX: usize = 1_500_000;
 
-pub(super) fn apply_all(
-    ops: &[FieldUpdate],
-    doc: &mut Document,
-    ctx: &UpdateContext,
-) -> Result<bool> {
+pub(super) fn apply_all(ops: &[FieldUpdate], doc: &mut Document, ctx: &UpdateContext) -> Result<bool> {
     let original_id = doc.get("_id").cloned();
     let moved = read_renames(ops, doc, original_id.as_ref())?;
     let mut changed = false;
@@ -39,9 +35,7 @@ pub(super) fn apply_all(
                 .map_or("_id", |p| p.dotted.as_str());
             return Err(QueryError::new(
                 ErrorCode::ImmutableField,
-                format!(
-                    "Performing an update on the path '{path}' would modify the immutable field '_id'"
-                ),
+                format!("Performing an update on the path '{path}' would modify the immutable field '_id'"),
             ));
         }
         (None, Some(_)) => check_id_value(doc)?,
@@ -63,21 +57,11 @@ fn apply_one(
         Op::Set(v) => set(doc, path, v.clone()),
         Op::SetOnInsert(v) if ctx.is_upsert_insert => set(doc, path, v.clone()),
         Op::SetOnInsert(_) => Ok(false),
-        Op::Unset => {
-            Ok(parent_existing(doc, &path.parts).is_some_and(|mut p| p.remove(path.last())))
-        }
+        Op::Unset => Ok(parent_existing(doc, &path.parts).is_some_and(|mut p| p.remove(path.last()))),
         Op::Inc(n) | Op::Mul(n) => {
-            let (name, is_inc) = if matches!(fu.op, Op::Inc(_)) {
-                ("$inc", true)
-            } else {
-                ("$mul", false)
-            };
+            let (name, is_inc) = if matches!(fu.op, Op::Inc(_)) { ("$inc", true) } else { ("$mul", false) };
             rewrite(doc, path, true, |old| match old {
-                None => Ok(Some(if is_inc {
-                    n.clone()
-                } else {
-                    arith::zero_like(n)
-                })),
+                None => Ok(Some(if is_inc { n.clone() } else { arith::zero_like(n) })),
                 Some(old) if !parse::is_number(old) => Err(QueryError::type_mismatch(format!(
                     "Cannot apply {name} to a value of non-numeric type. {} has the field '{}' of \
                      non-numeric type {}",
@@ -86,23 +70,14 @@ fn apply_one(
                     display::type_name(old)
                 ))),
                 Some(old) => {
-                    let result = if is_inc {
-                        arith::add(old, n)
-                    } else {
-                        arith::multiply(old, n)
-                    };
-                    result
-                        .map(Some)
-                        .map_err(|e| e.into_error(name, old, &id_doc(id)))
+                    let result = if is_inc { arith::add(old, n) } else { arith::multiply(old, n) };
+                    result.map(Some).map_err(|e| e.into_error(name, old, &id_doc(id)))
                 }
             })
         }
         Op::Min(v) | Op::Max(v) => {
-            let wanted = if matches!(fu.op, Op::Min(_)) {
-                std::cmp::Ordering::Less
-            } else {
-                std::cmp::Ordering::Greater
-            };
+            let wanted =
+                if matches!(fu.op, Op::Min(_)) { std::cmp::Ordering::Less } else { std::cmp::Ordering::Greater };
             rewrite(doc, path, true, |old| {
                 Ok(match old {
                     Some(old) if compare_values(v, old) != wanted => None,
@@ -114,10 +89,7 @@ fn apply_one(
             let value = if *timestamp {
                 let secs = ctx.now.timestamp_millis().div_euclid(1000);
                 // A zero increment means "fill in on insert" to MongoDB, so never write one.
-                Bson::Timestamp(Timestamp {
-                    time: u32::try_from(secs.max(0)).unwrap_or(u32::MAX),
-                    increment: 1,
-                })
+                Bson::Timestamp(Timestamp { time: u32::try_from(secs.max(0)).unwrap_or(u32::MAX), increment: 1 })
             } else {
                 Bson::DateTime(ctx.now)
             };
@@ -134,34 +106,21 @@ fn apply_one(
             Some(v) => set(doc, path, v.clone()),
             None => Ok(false),
         },
-        Op::Push(spec) => rewrite(doc, path, true, |old| {
-            arrays::push(old, spec, path.last(), &id_doc(id))
-        }),
-        Op::AddToSet(values) => rewrite(doc, path, true, |old| {
-            arrays::add_to_set(old, values, path.last())
-        }),
-        Op::Pop { first } => rewrite(doc, path, false, |old| {
-            arrays::pop(old, *first, &path.dotted)
-        }),
+        Op::Push(spec) => rewrite(doc, path, true, |old| arrays::push(old, spec, path.last(), &id_doc(id))),
+        Op::AddToSet(values) => rewrite(doc, path, true, |old| arrays::add_to_set(old, values, path.last())),
+        Op::Pop { first } => rewrite(doc, path, false, |old| arrays::pop(old, *first, &path.dotted)),
         Op::Pull(cond) => rewrite(doc, path, false, |old| arrays::pull(old, cond)),
         Op::PullAll(values) => rewrite(doc, path, false, |old| arrays::pull_all(old, values)),
     }
 }
 
 fn id_doc(id: Option<&Bson>) -> String {
-    id.map_or_else(
-        || "{}".to_string(),
-        |id| format!("{{{}}}", display::element("_id", id)),
-    )
+    id.map_or_else(|| "{}".to_string(), |id| format!("{{{}}}", display::element("_id", id)))
 }
 
 /// Reads every `$rename` source before anything is written, so each moved value is the one the
 /// document held when the update began.
-fn read_renames<'o>(
-    ops: &'o [FieldUpdate],
-    doc: &Document,
-    id: Option<&Bson>,
-) -> Result<HashMap<&'o str, Bson>> {
+fn read_renames<'o>(ops: &'o [FieldUpdate], doc: &Document, id: Option<&Bson>) -> Result<HashMap<&'o str, Bson>> {
     let mut moved = HashMap::new();
     let in_doc = || id.map_or_else(|| "no id".to_string(), |id| display::element("_id", id));
     for fu in ops {
@@ -191,10 +150,7 @@ fn read_renames<'o>(
 }
 
 /// The value at `parts` without traversing arrays; `Err(name)` names an array met on the way.
-fn lookup_no_arrays<'d>(
-    doc: &'d Document,
-    parts: &[String],
-) -> std::result::Result<Option<&'d Bson>, String> {
+fn lookup_no_arrays<'d>(doc: &'d Document, parts: &[String]) -> std::result::Result<Option<&'d Bson>, String> {
     let mut cur = doc;
     for (i, part) in parts.iter().enumerate() {
         let Some(v) = cur.get(part) else {
@@ -214,10 +170,7 @@ fn lookup_no_arrays<'d>(
 
 fn set(doc: &mut Document, path: &FieldPath, value: Bson) -> Result<bool> {
     let mut parent = parent_for_write(doc, &path.parts)?;
-    if parent
-        .get(path.last())
-        .is_some_and(|old| identical(old, &value))
-    {
+    if parent.get(path.last()).is_some_and(|old| identical(old, &value)) {
         return Ok(false);
     }
     parent.set(path.last(), value)?;
@@ -232,11 +185,7 @@ fn rewrite(
     create: bool,
     f: impl FnOnce(Option<&Bson>) -> Result<Option<Bson>>,
 ) -> Result<bool> {
-    let parent = if create {
-        Some(parent_for_write(doc, &path.parts)?)
-    } else {
-        parent_existing(doc, &path.parts)
-    };
+    let parent = if create { Some(parent_for_write(doc, &path.parts)?) } else { parent_existing(doc, &path.parts) };
     let Some(mut parent) = parent else {
         return Ok(false);
     };
@@ -267,19 +216,14 @@ fn array_index(part: &str) -> Option<usize> {
 fn cannot_create(field: &str, in_name: &str, in_value: &Bson) -> QueryError {
     QueryError::new(
         ErrorCode::PathNotViable,
-        format!(
-            "Cannot create field '{field}' in element {{{}}}",
-            display::element(in_name, in_value)
-        ),
+        format!("Cannot create field '{field}' in element {{{}}}", display::element(in_name, in_value)),
     )
 }
 
 /// Grows `a` with nulls so that index `idx` is the next free slot or already exists.
 fn pad(a: &mut Vec<Bson>, idx: usize) -> Result<()> {
     if idx > ARRAY_PAD_ELEMENTS_MAX && idx >= a.len() {
-        return Err(QueryError::bad_value(format!(
-            "can't backfill more than {ARRAY_PAD_ELEMENTS_MAX} elements"
-        )));
+        return Err(QueryError::bad_value(format!("can't backfill more than {ARRAY_PAD_ELEMENTS_MAX} elements")));
     }
     while a.len() < idx {
         a.push(Bson::Null);
@@ -338,9 +282,7 @@ fn parent_for_write<'d, 'p>(root: &'d mut Document, parts: &'p [String]) -> Resu
     for i in 0..parts.len().saturating_sub(1) {
         let (part, next) = (&parts[i], &parts[i + 1]);
         let slot: &'d mut Bson = match cur {
-            Parent::Doc(d) => d
-                .entry(part.clone())
-                .or_insert_with(|| Bson::Document(Document::new())),
+            Parent::Doc(d) => d.entry(part.clone()).or_insert_with(|| Bson::Document(Document::new())),
             Parent::Arr(a, name) => {
                 let Some(idx) = array_index(part) else {
                     return Err(cannot_create(part, name, &Bson::Array(a.clone())));
@@ -388,15 +330,10 @@ pub(super) fn set_seed(seed: &mut Document, dotted: &str, value: &Bson) -> Resul
 /// `_id` values MongoDB refuses to store.
 pub(super) fn check_id_value(doc: &Document) -> Result<()> {
     match doc.get("_id") {
-        Some(v @ (Bson::Array(_) | Bson::RegularExpression(_) | Bson::Undefined)) => {
-            Err(QueryError::new(
-                ErrorCode::InvalidIdField,
-                format!(
-                    "The '_id' value cannot be of type {}",
-                    display::type_name(v)
-                ),
-            ))
-        }
+        Some(v @ (Bson::Array(_) | Bson::RegularExpression(_) | Bson::Undefined)) => Err(QueryError::new(
+            ErrorCode::InvalidIdField,
+            format!("The '_id' value cannot be of type {}", display::type_name(v)),
+        )),
         _ => Ok(()),
     }
 }
@@ -418,16 +355,11 @@ pub(super) fn identical(a: &Bson, b: &Bson) -> bool {
     match (a, b) {
         (Bson::Double(x), Bson::Double(y)) => x.to_bits() == y.to_bits(),
         (Bson::Document(x), Bson::Document(y)) => identical_docs(x, y),
-        (Bson::Array(x), Bson::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| identical(a, b))
-        }
+        (Bson::Array(x), Bson::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| identical(a, b)),
         _ => a == b,
     }
 }
 
 pub(crate) fn identical_docs(x: &Document, y: &Document) -> bool {
-    x.len() == y.len()
-        && x.iter()
-            .zip(y.iter())
-            .all(|((k1, v1), (k2, v2))| k1 == k2 && identical(v1, v2))
+    x.len() == y.len() && x.iter().zip(y.iter()).all(|((k1, v1), (k2, v2))| k1 == k2 && identical(v1, v2))
 }

@@ -28,10 +28,9 @@ impl ArithError {
                     "Failed to apply {op} operations to current value ({shown}) for document {id_doc}"
                 ))
             }
-            ArithError::Decimal => QueryError::new(
-                ErrorCode::NotImplemented,
-                format!("{op} on Decimal128 values is not supported yet"),
-            ),
+            ArithError::Decimal => {
+                QueryError::new(ErrorCode::NotImplemented, format!("{op} on Decimal128 values is not supported yet"))
+            }
         }
     }
 }
@@ -75,12 +74,8 @@ fn combine(
             // Two int32 operands never overflow an int64.
             None => Bson::Int64(i64_op(i64::from(*p), i64::from(*q)).ok_or(ArithError::Overflow)?),
         },
-        (Num::I32(p), Num::I64(q)) => {
-            Bson::Int64(i64_op(i64::from(*p), *q).ok_or(ArithError::Overflow)?)
-        }
-        (Num::I64(p), Num::I32(q)) => {
-            Bson::Int64(i64_op(*p, i64::from(*q)).ok_or(ArithError::Overflow)?)
-        }
+        (Num::I32(p), Num::I64(q)) => Bson::Int64(i64_op(i64::from(*p), *q).ok_or(ArithError::Overflow)?),
+        (Num::I64(p), Num::I32(q)) => Bson::Int64(i64_op(*p, i64::from(*q)).ok_or(ArithError::Overflow)?),
         (Num::I64(p), Num::I64(q)) => Bson::Int64(i64_op(*p, *q).ok_or(ArithError::Overflow)?),
     })
 }
@@ -118,28 +113,14 @@ mod tests {
 
     #[test]
     fn widening_rules() {
-        assert!(matches!(
-            add(&Bson::Int32(1), &Bson::Int32(2)),
-            Ok(Bson::Int32(3))
-        ));
+        assert!(matches!(add(&Bson::Int32(1), &Bson::Int32(2)), Ok(Bson::Int32(3))));
         assert!(
             matches!(add(&Bson::Int32(i32::MAX), &Bson::Int32(1)), Ok(Bson::Int64(x)) if x == i64::from(i32::MAX) + 1)
         );
-        assert!(matches!(
-            add(&Bson::Int64(i64::MAX), &Bson::Int32(1)),
-            Err(ArithError::Overflow)
-        ));
-        assert!(
-            matches!(add(&Bson::Int32(1), &Bson::Double(0.5)), Ok(Bson::Double(x)) if x == 1.5)
-        );
-        assert!(matches!(
-            multiply(&Bson::Int32(i32::MAX), &Bson::Int32(2)),
-            Ok(Bson::Int64(_))
-        ));
-        assert!(matches!(
-            multiply(&Bson::Int64(i64::MAX), &Bson::Int64(2)),
-            Err(ArithError::Overflow)
-        ));
+        assert!(matches!(add(&Bson::Int64(i64::MAX), &Bson::Int32(1)), Err(ArithError::Overflow)));
+        assert!(matches!(add(&Bson::Int32(1), &Bson::Double(0.5)), Ok(Bson::Double(x)) if x == 1.5));
+        assert!(matches!(multiply(&Bson::Int32(i32::MAX), &Bson::Int32(2)), Ok(Bson::Int64(_))));
+        assert!(matches!(multiply(&Bson::Int64(i64::MAX), &Bson::Int64(2)), Err(ArithError::Overflow)));
         assert!(matches!(zero_like(&Bson::Int64(5)), Bson::Int64(0)));
     }
 

@@ -12,12 +12,7 @@ use super::{PullCond, PushSort, PushSpec};
 use crate::error::{QueryError, Result};
 use crate::order::{compare_values, values_equal};
 
-pub(super) fn push(
-    old: Option<&Bson>,
-    spec: &PushSpec,
-    field: &str,
-    id_doc: &str,
-) -> Result<Option<Bson>> {
+pub(super) fn push(old: Option<&Bson>, spec: &PushSpec, field: &str, id_doc: &str) -> Result<Option<Bson>> {
     let mut arr = match old {
         None => Vec::new(),
         Some(Bson::Array(a)) => a.clone(),
@@ -104,16 +99,10 @@ pub(super) fn pull(old: Option<&Bson>, cond: &PullCond) -> Result<Option<Bson>> 
     match old {
         None => Ok(None),
         Some(Bson::Array(a)) => {
-            let kept: Vec<Bson> = a
-                .iter()
-                .filter(|e| !pull_matches(cond, e))
-                .cloned()
-                .collect();
+            let kept: Vec<Bson> = a.iter().filter(|e| !pull_matches(cond, e)).cloned().collect();
             Ok((kept.len() != a.len()).then_some(Bson::Array(kept)))
         }
-        Some(_) => Err(QueryError::bad_value(
-            "Cannot apply $pull to a non-array value",
-        )),
+        Some(_) => Err(QueryError::bad_value("Cannot apply $pull to a non-array value")),
     }
 }
 
@@ -129,15 +118,9 @@ pub(super) fn pull_all(old: Option<&Bson>, values: &[Bson]) -> Result<Option<Bso
     match old {
         None => Ok(None),
         Some(Bson::Array(a)) => {
-            let kept: Vec<Bson> = a
-                .iter()
-                .filter(|e| !values.iter().any(|v| values_equal(e, v)))
-                .cloned()
-                .collect();
+            let kept: Vec<Bson> = a.iter().filter(|e| !values.iter().any(|v| values_equal(e, v))).cloned().collect();
             Ok((kept.len() != a.len()).then_some(Bson::Array(kept)))
         }
-        Some(_) => Err(QueryError::bad_value(
-            "Cannot apply $pullAll to a non-array value",
-        )),
+        Some(_) => Err(QueryError::bad_value("Cannot apply $pullAll to a non-array value")),
     }
 }

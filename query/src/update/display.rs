@@ -147,10 +147,7 @@ mod tests {
         assert_eq!(element("a", &Bson::String("x".into())), "a: \"x\"");
         assert_eq!(value(&Bson::Double(2.0)), "2.0");
         assert_eq!(value(&Bson::Double(2.5)), "2.5");
-        assert_eq!(
-            value(&bson::bson!({"a": [1, {"b": null}]})),
-            "{ a: [ 1, { b: null } ] }"
-        );
+        assert_eq!(value(&bson::bson!({"a": [1, {"b": null}]})), "{ a: [ 1, { b: null } ] }");
         assert_eq!(value(&bson::bson!([])), "[]");
         assert_eq!(document(&doc! {"_id": 1, "a": "x"}), "{ _id: 1, a: \"x\" }");
         assert_eq!(type_name(&Bson::Int64(1)), "long");

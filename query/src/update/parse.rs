@@ -37,20 +37,8 @@ pub(super) fn operators(u: &Document) -> Result<Vec<FieldUpdate>> {
             match name.as_str() {
                 "$rename" => {
                     let (from, to) = rename(field, value)?;
-                    updates.push((
-                        seq,
-                        FieldUpdate {
-                            path: from.clone(),
-                            op: Op::RenameFrom { to: to.clone() },
-                        },
-                    ));
-                    updates.push((
-                        seq + 1,
-                        FieldUpdate {
-                            path: to,
-                            op: Op::RenameTo { from },
-                        },
-                    ));
+                    updates.push((seq, FieldUpdate { path: from.clone(), op: Op::RenameFrom { to: to.clone() } }));
+                    updates.push((seq + 1, FieldUpdate { path: to, op: Op::RenameTo { from } }));
                 }
                 _ => {
                     let path = parse_path(field)?;
@@ -99,21 +87,13 @@ fn operator(name: &str, field: &str, value: &Bson) -> Result<Op> {
         "$unset" => Op::Unset,
         "$inc" | "$mul" => {
             if !is_number(value) {
-                let verb = if name == "$inc" {
-                    "increment"
-                } else {
-                    "multiply"
-                };
+                let verb = if name == "$inc" { "increment" } else { "multiply" };
                 return Err(QueryError::type_mismatch(format!(
                     "Cannot {verb} with non-numeric argument: {{{}}}",
                     display::element(field, value)
                 )));
             }
-            if name == "$inc" {
-                Op::Inc(value.clone())
-            } else {
-                Op::Mul(value.clone())
-            }
+            if name == "$inc" { Op::Inc(value.clone()) } else { Op::Mul(value.clone()) }
         }
         "$min" => Op::Min(value.clone()),
         "$max" => Op::Max(value.clone()),
@@ -136,10 +116,7 @@ fn operator(name: &str, field: &str, value: &Bson) -> Result<Op> {
 }
 
 pub(super) fn is_number(v: &Bson) -> bool {
-    matches!(
-        v,
-        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_)
-    )
+    matches!(v, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_))
 }
 
 /// The value of a numeric `Bson` as f64, for parse-time checks of small integral arguments.
@@ -186,16 +163,11 @@ pub(super) fn parse_path(dotted: &str) -> Result<FieldPath> {
         if part.starts_with('$') {
             return Err(QueryError::new(
                 ErrorCode::DollarPrefixedFieldName,
-                format!(
-                    "The dollar ($) prefixed field '{part}' in '{dotted}' is not valid for storage."
-                ),
+                format!("The dollar ($) prefixed field '{part}' in '{dotted}' is not valid for storage."),
             ));
         }
     }
-    Ok(FieldPath {
-        dotted: dotted.to_string(),
-        parts,
-    })
+    Ok(FieldPath { dotted: dotted.to_string(), parts })
 }
 
 fn rename(field: &str, value: &Bson) -> Result<(FieldPath, FieldPath)> {
@@ -205,19 +177,12 @@ fn rename(field: &str, value: &Bson) -> Result<(FieldPath, FieldPath)> {
             display::element(field, value)
         )));
     };
-    let dynamic = |p: &str| {
-        p.split('.')
-            .any(|c| c == "$" || (c.starts_with("$[") && c.ends_with(']')))
-    };
+    let dynamic = |p: &str| p.split('.').any(|c| c == "$" || (c.starts_with("$[") && c.ends_with(']')));
     if dynamic(field) {
-        return Err(QueryError::bad_value(format!(
-            "The source field for $rename may not be dynamic: {field}"
-        )));
+        return Err(QueryError::bad_value(format!("The source field for $rename may not be dynamic: {field}")));
     }
     if dynamic(to) {
-        return Err(QueryError::bad_value(format!(
-            "The destination field for $rename may not be dynamic: {to}"
-        )));
+        return Err(QueryError::bad_value(format!("The destination field for $rename may not be dynamic: {to}")));
     }
     let from = parse_path(field)?;
     let to_path = parse_path(to)?;
@@ -250,9 +215,7 @@ fn current_date(field: &str, value: &Bson) -> Result<Op> {
             let mut timestamp = None;
             for (k, v) in d {
                 if k != "$type" {
-                    return Err(QueryError::bad_value(format!(
-                        "Unrecognized $currentDate option: {k}"
-                    )));
+                    return Err(QueryError::bad_value(format!("Unrecognized $currentDate option: {k}")));
                 }
                 timestamp = match v {
                     Bson::String(s) if s == "date" => Some(false),
@@ -260,9 +223,7 @@ fn current_date(field: &str, value: &Bson) -> Result<Op> {
                     _ => return Err(bad_type()),
                 };
             }
-            timestamp
-                .map(|timestamp| Op::CurrentDate { timestamp })
-                .ok_or_else(bad_type)
+            timestamp.map(|timestamp| Op::CurrentDate { timestamp }).ok_or_else(bad_type)
         }
         other => Err(QueryError::bad_value(format!(
             "{} is not valid type for $currentDate. Please use a boolean ('true') or a $type \
@@ -276,20 +237,10 @@ fn push(value: &Bson) -> Result<PushSpec> {
     let mods = match value {
         Bson::Document(d) if d.contains_key("$each") => d,
         other => {
-            return Ok(PushSpec {
-                each: vec![other.clone()],
-                slice: None,
-                sort: None,
-                position: None,
-            });
+            return Ok(PushSpec { each: vec![other.clone()], slice: None, sort: None, position: None });
         }
     };
-    let mut spec = PushSpec {
-        each: Vec::new(),
-        slice: None,
-        sort: None,
-        position: None,
-    };
+    let mut spec = PushSpec { each: Vec::new(), slice: None, sort: None, position: None };
     for (k, v) in mods {
         match k.as_str() {
             "$each" => match v {
@@ -319,9 +270,7 @@ fn push(value: &Bson) -> Result<PushSpec> {
             }
             "$sort" => spec.sort = Some(push_sort(v)?),
             other => {
-                return Err(QueryError::bad_value(format!(
-                    "Unrecognized clause in $push: {other}"
-                )));
+                return Err(QueryError::bad_value(format!("Unrecognized clause in $push: {other}")));
             }
         }
     }
@@ -332,23 +281,13 @@ fn push_sort(v: &Bson) -> Result<PushSort> {
     match v {
         Bson::Document(d) => {
             if d.is_empty() {
-                return Err(QueryError::bad_value(
-                    "The $sort pattern is empty when it should be a set of fields.",
-                ));
+                return Err(QueryError::bad_value("The $sort pattern is empty when it should be a set of fields."));
             }
-            if d.values()
-                .any(|dir| !matches!(as_f64(dir), Some(x) if x == 1.0 || x == -1.0))
-            {
-                return Err(QueryError::bad_value(
-                    "The $sort element value must be either 1 or -1",
-                ));
+            if d.values().any(|dir| !matches!(as_f64(dir), Some(x) if x == 1.0 || x == -1.0)) {
+                return Err(QueryError::bad_value("The $sort element value must be either 1 or -1"));
             }
-            if d.keys()
-                .any(|k| k.is_empty() || k.starts_with('$') || k.split('.').any(str::is_empty))
-            {
-                return Err(QueryError::bad_value(
-                    "The $sort field is a dotted field but has an empty part",
-                ));
+            if d.keys().any(|k| k.is_empty() || k.starts_with('$') || k.split('.').any(str::is_empty)) {
+                return Err(QueryError::bad_value("The $sort field is a dotted field but has an empty part"));
             }
             Ok(PushSort::Pattern(SortSpec::parse(d)?))
         }
@@ -390,10 +329,7 @@ fn pop(value: &Bson) -> Result<Op> {
     match as_f64(value) {
         Some(1.0) => Ok(Op::Pop { first: false }),
         Some(-1.0) => Ok(Op::Pop { first: true }),
-        _ => Err(QueryError::failed_to_parse(format!(
-            "$pop expects 1 or -1, found: {}",
-            display::value(value)
-        ))),
+        _ => Err(QueryError::failed_to_parse(format!("$pop expects 1 or -1, found: {}", display::value(value)))),
     }
 }
 
@@ -402,16 +338,12 @@ fn pull(value: &Bson) -> Result<PullCond> {
         Bson::Document(d) => {
             let operator_object = d.keys().next().is_some_and(|k| k.starts_with('$'));
             if operator_object {
-                Ok(PullCond::Wrapped(Filter::parse(
-                    &bson::doc! { "v": value.clone() },
-                )?))
+                Ok(PullCond::Wrapped(Filter::parse(&bson::doc! { "v": value.clone() })?))
             } else {
                 Ok(PullCond::Object(Filter::parse(d)?))
             }
         }
-        Bson::RegularExpression(_) => Ok(PullCond::Wrapped(Filter::parse(
-            &bson::doc! { "v": value.clone() },
-        )?)),
+        Bson::RegularExpression(_) => Ok(PullCond::Wrapped(Filter::parse(&bson::doc! { "v": value.clone() })?)),
         other => Ok(PullCond::Equal(other.clone())),
     }
 }
@@ -453,10 +385,7 @@ fn check_conflicts(sorted: &[(usize, FieldUpdate)]) -> Result<()> {
             let later = if a.0 > b.0 { &a.1.path } else { &b.1.path };
             return Err(QueryError::new(
                 ErrorCode::ConflictingUpdateOperators,
-                format!(
-                    "Updating the path '{}' would create a conflict at '{}'",
-                    later.dotted, a.1.path.dotted
-                ),
+                format!("Updating the path '{}' would create a conflict at '{}'", later.dotted, a.1.path.dotted),
             ));
         }
     }

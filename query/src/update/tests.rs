@@ -6,19 +6,13 @@ use bson::{Timestamp, bson, doc};
 const NOW_MS: i64 = 1_700_000_123_456;
 
 fn ctx() -> UpdateContext {
-    UpdateContext {
-        now: DateTime::from_millis(NOW_MS),
-        is_upsert_insert: false,
-    }
+    UpdateContext { now: DateTime::from_millis(NOW_MS), is_upsert_insert: false }
 }
 
 /// Applies `u` to `doc`, returning the result and whether it changed.
 fn run(doc: Document, u: Document) -> (Document, bool) {
     let mut doc = doc;
-    let changed = UpdateSpec::parse(&u)
-        .unwrap()
-        .apply(&mut doc, &ctx())
-        .unwrap();
+    let changed = UpdateSpec::parse(&u).unwrap().apply(&mut doc, &ctx()).unwrap();
     (doc, changed)
 }
 
@@ -28,10 +22,7 @@ fn upd(doc: Document, u: Document) -> Document {
 
 fn apply_err(doc: Document, u: Document) -> QueryError {
     let mut d = doc.clone();
-    let err = UpdateSpec::parse(&u)
-        .unwrap()
-        .apply(&mut d, &ctx())
-        .unwrap_err();
+    let err = UpdateSpec::parse(&u).unwrap().apply(&mut d, &ctx()).unwrap_err();
     assert_eq!(d, doc, "a failed update must leave the document alone");
     err
 }
@@ -53,45 +44,22 @@ fn set_creates_paths_and_reports_changes() {
     let (d, changed) = run(doc! {"_id": 1, "a": 1}, doc! {"$set": {"a": 1.0}});
     assert!(changed);
     assert_eq!(d.get("a"), Some(&Bson::Double(1.0)));
-    assert_eq!(
-        upd(doc! {"_id": 1}, doc! {"$set": {"x.y.z": 1}}),
-        doc! {"_id": 1, "x": {"y": {"z": 1}}}
-    );
+    assert_eq!(upd(doc! {"_id": 1}, doc! {"$set": {"x.y.z": 1}}), doc! {"_id": 1, "x": {"y": {"z": 1}}});
 }
 
 #[test]
 fn new_fields_are_created_in_path_order() {
-    let d = upd(
-        doc! {"_id": 1, "m": 0},
-        doc! {"$set": {"b": 1, "a": 1, "c.2": 1, "c.10": 1}},
-    );
+    let d = upd(doc! {"_id": 1, "m": 0}, doc! {"$set": {"b": 1, "a": 1, "c.2": 1, "c.10": 1}});
     assert_eq!(keys(&d), vec!["_id", "m", "a", "b", "c"]);
-    assert_eq!(
-        d.get_document("c")
-            .map(|c| c.keys().cloned().collect::<Vec<_>>())
-            .unwrap(),
-        vec!["2", "10"]
-    );
+    assert_eq!(d.get_document("c").map(|c| c.keys().cloned().collect::<Vec<_>>()).unwrap(), vec!["2", "10"]);
 }
 
 #[test]
 fn numeric_components_index_and_pad_arrays() {
-    assert_eq!(
-        upd(doc! {"a": [1, 2]}, doc! {"$set": {"a.1": 9}}),
-        doc! {"a": [1, 9]}
-    );
-    assert_eq!(
-        upd(doc! {"a": [1]}, doc! {"$set": {"a.3": 9}}),
-        doc! {"a": [1, null, null, 9]}
-    );
-    assert_eq!(
-        upd(doc! {"a": [{"b": 1}]}, doc! {"$set": {"a.0.b": 2}}),
-        doc! {"a": [{"b": 2}]}
-    );
-    assert_eq!(
-        upd(doc! {"a": []}, doc! {"$set": {"a.1.b": 2}}),
-        doc! {"a": [null, {"b": 2}]}
-    );
+    assert_eq!(upd(doc! {"a": [1, 2]}, doc! {"$set": {"a.1": 9}}), doc! {"a": [1, 9]});
+    assert_eq!(upd(doc! {"a": [1]}, doc! {"$set": {"a.3": 9}}), doc! {"a": [1, null, null, 9]});
+    assert_eq!(upd(doc! {"a": [{"b": 1}]}, doc! {"$set": {"a.0.b": 2}}), doc! {"a": [{"b": 2}]});
+    assert_eq!(upd(doc! {"a": []}, doc! {"$set": {"a.1.b": 2}}), doc! {"a": [null, {"b": 2}]});
     let err = apply_err(doc! {"a": [1]}, doc! {"$set": {"a.99999999": 1}});
     assert_eq!(err.code, ErrorCode::BadValue);
 }
@@ -103,26 +71,17 @@ fn paths_through_scalars_are_not_viable() {
     assert_eq!(err.message, "Cannot create field 'b' in element {a: 1}");
     let err = apply_err(doc! {"a": [1, 2]}, doc! {"$set": {"a.x": 1}});
     assert_eq!(err.code, ErrorCode::PathNotViable);
-    assert_eq!(
-        err.message,
-        "Cannot create field 'x' in element {a: [ 1, 2 ]}"
-    );
+    assert_eq!(err.message, "Cannot create field 'x' in element {a: [ 1, 2 ]}");
     let err = apply_err(doc! {"a": [1]}, doc! {"$inc": {"a.0.b": 1}});
     assert_eq!(err.message, "Cannot create field 'b' in element {0: 1}");
 }
 
 #[test]
 fn unset_removes_and_nulls_array_elements() {
-    let (d, changed) = run(
-        doc! {"_id": 1, "a": 1, "b": {"c": 1, "d": 2}},
-        doc! {"$unset": {"a": "", "b.c": 1}},
-    );
+    let (d, changed) = run(doc! {"_id": 1, "a": 1, "b": {"c": 1, "d": 2}}, doc! {"$unset": {"a": "", "b.c": 1}});
     assert!(changed);
     assert_eq!(d, doc! {"_id": 1, "b": {"d": 2}});
-    assert_eq!(
-        upd(doc! {"a": [1, 2, 3]}, doc! {"$unset": {"a.1": 1}}),
-        doc! {"a": [1, null, 3]}
-    );
+    assert_eq!(upd(doc! {"a": [1, 2, 3]}, doc! {"$unset": {"a.1": 1}}), doc! {"a": [1, null, 3]});
     let (d, changed) = run(doc! {"a": 1}, doc! {"$unset": {"x.y": 1, "a.b": 1}});
     assert!(!changed);
     assert_eq!(d, doc! {"a": 1});
@@ -132,18 +91,9 @@ fn unset_removes_and_nulls_array_elements() {
 fn inc_type_promotion() {
     assert_eq!(upd(doc! {"a": 1}, doc! {"$inc": {"a": 2}}), doc! {"a": 3});
     assert_eq!(upd(doc! {}, doc! {"$inc": {"a": 2i64}}), doc! {"a": 2i64});
-    assert_eq!(
-        upd(doc! {"a": i32::MAX}, doc! {"$inc": {"a": 1}}),
-        doc! {"a": i64::from(i32::MAX) + 1}
-    );
-    assert_eq!(
-        upd(doc! {"a": 1}, doc! {"$inc": {"a": 0.5}}),
-        doc! {"a": 1.5}
-    );
-    assert_eq!(
-        upd(doc! {"a": 1i64}, doc! {"$inc": {"a": 1}}),
-        doc! {"a": 2i64}
-    );
+    assert_eq!(upd(doc! {"a": i32::MAX}, doc! {"$inc": {"a": 1}}), doc! {"a": i64::from(i32::MAX) + 1});
+    assert_eq!(upd(doc! {"a": 1}, doc! {"$inc": {"a": 0.5}}), doc! {"a": 1.5});
+    assert_eq!(upd(doc! {"a": 1i64}, doc! {"$inc": {"a": 1}}), doc! {"a": 2i64});
     let (_, changed) = run(doc! {"a": 1}, doc! {"$inc": {"a": 0}});
     assert!(!changed);
     let err = apply_err(doc! {"_id": 1, "a": i64::MAX}, doc! {"$inc": {"a": 1}});
@@ -164,10 +114,7 @@ fn inc_errors() {
     );
     let err = parse_err(doc! {"$inc": {"a": "x"}});
     assert_eq!(err.code, ErrorCode::TypeMismatch);
-    assert_eq!(
-        err.message,
-        "Cannot increment with non-numeric argument: {a: \"x\"}"
-    );
+    assert_eq!(err.message, "Cannot increment with non-numeric argument: {a: \"x\"}");
 }
 
 #[test]
@@ -175,24 +122,12 @@ fn mul_rules() {
     assert_eq!(upd(doc! {"a": 3}, doc! {"$mul": {"a": 2}}), doc! {"a": 6});
     assert_eq!(upd(doc! {}, doc! {"$mul": {"a": 2.5}}), doc! {"a": 0.0});
     assert_eq!(upd(doc! {}, doc! {"$mul": {"a": 2i64}}), doc! {"a": 0i64});
-    assert_eq!(
-        upd(doc! {"a": i32::MAX}, doc! {"$mul": {"a": 2}}),
-        doc! {"a": i64::from(i32::MAX) * 2}
-    );
-    assert_eq!(
-        apply_err(doc! {"a": i64::MAX}, doc! {"$mul": {"a": 2}}).code,
-        ErrorCode::BadValue
-    );
+    assert_eq!(upd(doc! {"a": i32::MAX}, doc! {"$mul": {"a": 2}}), doc! {"a": i64::from(i32::MAX) * 2});
+    assert_eq!(apply_err(doc! {"a": i64::MAX}, doc! {"$mul": {"a": 2}}).code, ErrorCode::BadValue);
     let err = apply_err(doc! {"_id": 1, "a": [1]}, doc! {"$mul": {"a": 2}});
     assert_eq!(err.code, ErrorCode::TypeMismatch);
-    assert!(
-        err.message
-            .starts_with("Cannot apply $mul to a value of non-numeric type.")
-    );
-    assert_eq!(
-        parse_err(doc! {"$mul": {"a": null}}).code,
-        ErrorCode::TypeMismatch
-    );
+    assert!(err.message.starts_with("Cannot apply $mul to a value of non-numeric type."));
+    assert_eq!(parse_err(doc! {"$mul": {"a": null}}).code, ErrorCode::TypeMismatch);
 }
 
 #[test]
@@ -205,61 +140,34 @@ fn min_and_max() {
     let (_, changed) = run(doc! {"a": 5}, doc! {"$min": {"a": 5.0}});
     assert!(!changed);
     // Compared in the BSON order: a string is above every number.
-    assert_eq!(
-        upd(doc! {"a": 5}, doc! {"$max": {"a": "s"}}),
-        doc! {"a": "s"}
-    );
+    assert_eq!(upd(doc! {"a": 5}, doc! {"$max": {"a": "s"}}), doc! {"a": "s"});
 }
 
 #[test]
 fn rename_moves_values() {
-    let d = upd(
-        doc! {"_id": 1, "a": 1, "z": 0},
-        doc! {"$rename": {"a": "b.c"}},
-    );
+    let d = upd(doc! {"_id": 1, "a": 1, "z": 0}, doc! {"$rename": {"a": "b.c"}});
     assert_eq!(d, doc! {"_id": 1, "z": 0, "b": {"c": 1}});
     let (d, changed) = run(doc! {"_id": 1}, doc! {"$rename": {"a": "b"}});
     assert!(!changed);
     assert_eq!(d, doc! {"_id": 1});
     // Swapping two fields in one update reads both before writing.
-    let d = upd(
-        doc! {"a": 1, "b": 2},
-        doc! {"$rename": {"a": "t"}, "$set": {"x": 0}},
-    );
+    let d = upd(doc! {"a": 1, "b": 2}, doc! {"$rename": {"a": "t"}, "$set": {"x": 0}});
     assert_eq!(d, doc! {"b": 2, "t": 1, "x": 0});
 }
 
 #[test]
 fn rename_errors() {
-    let err = apply_err(
-        doc! {"_id": 1, "a": [{"b": 1}]},
-        doc! {"$rename": {"a.b": "c"}},
-    );
+    let err = apply_err(doc! {"_id": 1, "a": [{"b": 1}]}, doc! {"$rename": {"a.b": "c"}});
     assert_eq!(err.code, ErrorCode::BadValue);
     assert_eq!(
         err.message,
         "The source field cannot be an array element, 'a.b' in doc with _id: 1 has an array field called 'a'"
     );
-    let err = apply_err(
-        doc! {"_id": 1, "a": 1, "c": []},
-        doc! {"$rename": {"a": "c.d"}},
-    );
-    assert!(
-        err.message
-            .starts_with("The destination field cannot be an array element")
-    );
-    assert_eq!(
-        parse_err(doc! {"$rename": {"a": 1}}).code,
-        ErrorCode::BadValue
-    );
-    assert_eq!(
-        parse_err(doc! {"$rename": {"a": "a"}}).code,
-        ErrorCode::BadValue
-    );
-    assert_eq!(
-        parse_err(doc! {"$rename": {"a": "a.b"}}).code,
-        ErrorCode::BadValue
-    );
+    let err = apply_err(doc! {"_id": 1, "a": 1, "c": []}, doc! {"$rename": {"a": "c.d"}});
+    assert!(err.message.starts_with("The destination field cannot be an array element"));
+    assert_eq!(parse_err(doc! {"$rename": {"a": 1}}).code, ErrorCode::BadValue);
+    assert_eq!(parse_err(doc! {"$rename": {"a": "a"}}).code, ErrorCode::BadValue);
+    assert_eq!(parse_err(doc! {"$rename": {"a": "a.b"}}).code, ErrorCode::BadValue);
     let err = apply_err(doc! {"_id": 1, "a": 2}, doc! {"$rename": {"a": "_id"}});
     assert_eq!(err.code, ErrorCode::ImmutableField);
 }
@@ -276,90 +184,33 @@ fn set_on_insert_only_on_upsert_inserts() {
 
 #[test]
 fn current_date_uses_the_given_time() {
-    let d = upd(
-        doc! {},
-        doc! {"$currentDate": {"a": true, "b": {"$type": "date"}, "c": {"$type": "timestamp"}}},
-    );
-    assert_eq!(
-        d.get("a"),
-        Some(&Bson::DateTime(DateTime::from_millis(NOW_MS)))
-    );
-    assert_eq!(
-        d.get("b"),
-        Some(&Bson::DateTime(DateTime::from_millis(NOW_MS)))
-    );
-    assert_eq!(
-        d.get("c"),
-        Some(&Bson::Timestamp(Timestamp {
-            time: (NOW_MS / 1000) as u32,
-            increment: 1
-        }))
-    );
-    assert_eq!(
-        parse_err(doc! {"$currentDate": {"a": {"$type": "x"}}}).code,
-        ErrorCode::BadValue
-    );
-    assert_eq!(
-        parse_err(doc! {"$currentDate": {"a": 1}}).code,
-        ErrorCode::BadValue
-    );
-    assert_eq!(
-        parse_err(doc! {"$currentDate": {"a": {"$typo": "date"}}}).code,
-        ErrorCode::BadValue
-    );
+    let d = upd(doc! {}, doc! {"$currentDate": {"a": true, "b": {"$type": "date"}, "c": {"$type": "timestamp"}}});
+    assert_eq!(d.get("a"), Some(&Bson::DateTime(DateTime::from_millis(NOW_MS))));
+    assert_eq!(d.get("b"), Some(&Bson::DateTime(DateTime::from_millis(NOW_MS))));
+    assert_eq!(d.get("c"), Some(&Bson::Timestamp(Timestamp { time: (NOW_MS / 1000) as u32, increment: 1 })));
+    assert_eq!(parse_err(doc! {"$currentDate": {"a": {"$type": "x"}}}).code, ErrorCode::BadValue);
+    assert_eq!(parse_err(doc! {"$currentDate": {"a": 1}}).code, ErrorCode::BadValue);
+    assert_eq!(parse_err(doc! {"$currentDate": {"a": {"$typo": "date"}}}).code, ErrorCode::BadValue);
 }
 
 #[test]
 fn push_plain_and_with_modifiers() {
     assert_eq!(upd(doc! {}, doc! {"$push": {"a": 1}}), doc! {"a": [1]});
+    assert_eq!(upd(doc! {"a": [1]}, doc! {"$push": {"a": [2]}}), doc! {"a": [1, [2]]});
+    assert_eq!(upd(doc! {"a": [1]}, doc! {"$push": {"a": {"$each": [2, 3]}}}), doc! {"a": [1, 2, 3]});
+    assert_eq!(upd(doc! {"a": [1, 2]}, doc! {"$push": {"a": {"$each": [9], "$position": 1}}}), doc! {"a": [1, 9, 2]});
+    assert_eq!(upd(doc! {"a": [1, 2]}, doc! {"$push": {"a": {"$each": [9], "$position": -1}}}), doc! {"a": [1, 9, 2]});
+    assert_eq!(upd(doc! {"a": [1, 2]}, doc! {"$push": {"a": {"$each": [9], "$position": 100}}}), doc! {"a": [1, 2, 9]});
     assert_eq!(
-        upd(doc! {"a": [1]}, doc! {"$push": {"a": [2]}}),
-        doc! {"a": [1, [2]]}
-    );
-    assert_eq!(
-        upd(doc! {"a": [1]}, doc! {"$push": {"a": {"$each": [2, 3]}}}),
-        doc! {"a": [1, 2, 3]}
-    );
-    assert_eq!(
-        upd(
-            doc! {"a": [1, 2]},
-            doc! {"$push": {"a": {"$each": [9], "$position": 1}}}
-        ),
-        doc! {"a": [1, 9, 2]}
-    );
-    assert_eq!(
-        upd(
-            doc! {"a": [1, 2]},
-            doc! {"$push": {"a": {"$each": [9], "$position": -1}}}
-        ),
-        doc! {"a": [1, 9, 2]}
-    );
-    assert_eq!(
-        upd(
-            doc! {"a": [1, 2]},
-            doc! {"$push": {"a": {"$each": [9], "$position": 100}}}
-        ),
-        doc! {"a": [1, 2, 9]}
-    );
-    assert_eq!(
-        upd(
-            doc! {"a": [5, 1]},
-            doc! {"$push": {"a": {"$each": [3, 4], "$sort": 1, "$slice": 3}}}
-        ),
+        upd(doc! {"a": [5, 1]}, doc! {"$push": {"a": {"$each": [3, 4], "$sort": 1, "$slice": 3}}}),
         doc! {"a": [1, 3, 4]}
     );
     assert_eq!(
-        upd(
-            doc! {"a": [5, 1]},
-            doc! {"$push": {"a": {"$each": [3], "$sort": -1, "$slice": -2}}}
-        ),
+        upd(doc! {"a": [5, 1]}, doc! {"$push": {"a": {"$each": [3], "$sort": -1, "$slice": -2}}}),
         doc! {"a": [3, 1]}
     );
     assert_eq!(
-        upd(
-            doc! {"a": [{"s": 2}, {"s": 1}]},
-            doc! {"$push": {"a": {"$each": [{"s": 0}], "$sort": {"s": 1}}}}
-        ),
+        upd(doc! {"a": [{"s": 2}, {"s": 1}]}, doc! {"$push": {"a": {"$each": [{"s": 0}], "$sort": {"s": 1}}}}),
         doc! {"a": [{"s": 0}, {"s": 1}, {"s": 2}]}
     );
     let (_, changed) = run(doc! {"a": [1]}, doc! {"$push": {"a": {"$each": []}}});
@@ -370,10 +221,7 @@ fn push_plain_and_with_modifiers() {
 fn push_errors() {
     let err = apply_err(doc! {"_id": 1, "a": 1}, doc! {"$push": {"a": 2}});
     assert_eq!(err.code, ErrorCode::BadValue);
-    assert_eq!(
-        err.message,
-        "The field 'a' must be an array but is of type int in document {_id: 1}"
-    );
+    assert_eq!(err.message, "The field 'a' must be an array but is of type int in document {_id: 1}");
     for bad in [
         doc! {"$push": {"a": {"$each": 1}}},
         doc! {"$push": {"a": {"$each": [1], "$slice": "x"}}},
@@ -389,92 +237,44 @@ fn push_errors() {
 
 #[test]
 fn add_to_set() {
-    assert_eq!(
-        upd(doc! {"a": [1, 2]}, doc! {"$addToSet": {"a": 2}}),
-        doc! {"a": [1, 2]}
-    );
-    assert_eq!(
-        upd(doc! {"a": [1, 2]}, doc! {"$addToSet": {"a": 2.0}}),
-        doc! {"a": [1, 2]}
-    );
-    assert_eq!(
-        upd(doc! {}, doc! {"$addToSet": {"a": {"$each": [1, 1, 3]}}}),
-        doc! {"a": [1, 3]}
-    );
-    assert_eq!(
-        upd(doc! {"a": []}, doc! {"$addToSet": {"a": {"b": 1}}}),
-        doc! {"a": [{"b": 1}]}
-    );
+    assert_eq!(upd(doc! {"a": [1, 2]}, doc! {"$addToSet": {"a": 2}}), doc! {"a": [1, 2]});
+    assert_eq!(upd(doc! {"a": [1, 2]}, doc! {"$addToSet": {"a": 2.0}}), doc! {"a": [1, 2]});
+    assert_eq!(upd(doc! {}, doc! {"$addToSet": {"a": {"$each": [1, 1, 3]}}}), doc! {"a": [1, 3]});
+    assert_eq!(upd(doc! {"a": []}, doc! {"$addToSet": {"a": {"b": 1}}}), doc! {"a": [{"b": 1}]});
     let err = apply_err(doc! {"a": 1}, doc! {"$addToSet": {"a": 2}});
-    assert_eq!(
-        err.message,
-        "Cannot apply $addToSet to non-array field. Field named 'a' has non-array type int"
-    );
-    assert_eq!(
-        parse_err(doc! {"$addToSet": {"a": {"$each": 1}}}).code,
-        ErrorCode::BadValue
-    );
-    assert_eq!(
-        parse_err(doc! {"$addToSet": {"a": {"$each": [1], "x": 1}}}).code,
-        ErrorCode::BadValue
-    );
+    assert_eq!(err.message, "Cannot apply $addToSet to non-array field. Field named 'a' has non-array type int");
+    assert_eq!(parse_err(doc! {"$addToSet": {"a": {"$each": 1}}}).code, ErrorCode::BadValue);
+    assert_eq!(parse_err(doc! {"$addToSet": {"a": {"$each": [1], "x": 1}}}).code, ErrorCode::BadValue);
 }
 
 #[test]
 fn pop() {
-    assert_eq!(
-        upd(doc! {"a": [1, 2, 3]}, doc! {"$pop": {"a": 1}}),
-        doc! {"a": [1, 2]}
-    );
-    assert_eq!(
-        upd(doc! {"a": [1, 2, 3]}, doc! {"$pop": {"a": -1i64}}),
-        doc! {"a": [2, 3]}
-    );
+    assert_eq!(upd(doc! {"a": [1, 2, 3]}, doc! {"$pop": {"a": 1}}), doc! {"a": [1, 2]});
+    assert_eq!(upd(doc! {"a": [1, 2, 3]}, doc! {"$pop": {"a": -1i64}}), doc! {"a": [2, 3]});
     let (_, changed) = run(doc! {"a": []}, doc! {"$pop": {"a": 1}});
     assert!(!changed);
     let (_, changed) = run(doc! {}, doc! {"$pop": {"a": 1}});
     assert!(!changed);
     let err = apply_err(doc! {"a": {"b": 1}}, doc! {"$pop": {"a.b": 1}});
     assert_eq!(err.code, ErrorCode::TypeMismatch);
-    assert_eq!(
-        err.message,
-        "Path 'a.b' contains an element of non-array type 'int'"
-    );
-    assert_eq!(
-        parse_err(doc! {"$pop": {"a": 2}}).code,
-        ErrorCode::FailedToParse
-    );
+    assert_eq!(err.message, "Path 'a.b' contains an element of non-array type 'int'");
+    assert_eq!(parse_err(doc! {"$pop": {"a": 2}}).code, ErrorCode::FailedToParse);
 }
 
 #[test]
 fn pull_by_value() {
-    assert_eq!(
-        upd(doc! {"a": [1, 2, 1.0, 3]}, doc! {"$pull": {"a": 1}}),
-        doc! {"a": [2, 3]}
-    );
-    assert_eq!(
-        upd(doc! {"a": [[1], [2]]}, doc! {"$pull": {"a": [1]}}),
-        doc! {"a": [[2]]}
-    );
+    assert_eq!(upd(doc! {"a": [1, 2, 1.0, 3]}, doc! {"$pull": {"a": 1}}), doc! {"a": [2, 3]});
+    assert_eq!(upd(doc! {"a": [[1], [2]]}, doc! {"$pull": {"a": [1]}}), doc! {"a": [[2]]});
     let (_, changed) = run(doc! {"a": [2]}, doc! {"$pull": {"a": 1}});
     assert!(!changed);
-    assert_eq!(
-        apply_err(doc! {"a": 1}, doc! {"$pull": {"a": 1}}).code,
-        ErrorCode::BadValue
-    );
+    assert_eq!(apply_err(doc! {"a": 1}, doc! {"$pull": {"a": 1}}).code, ErrorCode::BadValue);
 }
 
 #[test]
 fn pull_by_condition() {
+    assert_eq!(upd(doc! {"a": [1, 5, 7, 3]}, doc! {"$pull": {"a": {"$gte": 5}}}), doc! {"a": [1, 3]});
     assert_eq!(
-        upd(doc! {"a": [1, 5, 7, 3]}, doc! {"$pull": {"a": {"$gte": 5}}}),
-        doc! {"a": [1, 3]}
-    );
-    assert_eq!(
-        upd(
-            doc! {"a": [{"b": 1, "c": 1}, {"b": 2}, 5]},
-            doc! {"$pull": {"a": {"b": 1}}}
-        ),
+        upd(doc! {"a": [{"b": 1, "c": 1}, {"b": 2}, 5]}, doc! {"$pull": {"a": {"b": 1}}}),
         doc! {"a": [{"b": 2}, 5]}
     );
     assert_eq!(
@@ -488,18 +288,9 @@ fn pull_by_condition() {
 
 #[test]
 fn pull_all() {
-    assert_eq!(
-        upd(doc! {"a": [1, 2, 3, 2]}, doc! {"$pullAll": {"a": [2, 3]}}),
-        doc! {"a": [1]}
-    );
-    assert_eq!(
-        parse_err(doc! {"$pullAll": {"a": 1}}).code,
-        ErrorCode::BadValue
-    );
-    assert_eq!(
-        apply_err(doc! {"a": 1}, doc! {"$pullAll": {"a": [1]}}).code,
-        ErrorCode::BadValue
-    );
+    assert_eq!(upd(doc! {"a": [1, 2, 3, 2]}, doc! {"$pullAll": {"a": [2, 3]}}), doc! {"a": [1]});
+    assert_eq!(parse_err(doc! {"$pullAll": {"a": 1}}).code, ErrorCode::BadValue);
+    assert_eq!(apply_err(doc! {"a": 1}, doc! {"$pullAll": {"a": [1]}}).code, ErrorCode::BadValue);
 }
 
 #[test]
@@ -510,38 +301,15 @@ fn parse_errors() {
         err.message,
         "Unknown modifier: $foo. Expected a valid update modifier or pipeline-style update specified as an array"
     );
-    assert_eq!(
-        parse_err(doc! {"$set": {"a": 1}, "b": 1}).code,
-        ErrorCode::FailedToParse
-    );
+    assert_eq!(parse_err(doc! {"$set": {"a": 1}, "b": 1}).code, ErrorCode::FailedToParse);
     assert_eq!(parse_err(doc! {"$set": 1}).code, ErrorCode::FailedToParse);
     assert_eq!(parse_err(doc! {"$set": {"": 1}}).code, ErrorCode::BadValue);
-    assert_eq!(
-        parse_err(doc! {"$set": {"a..b": 1}}).code,
-        ErrorCode::BadValue
-    );
-    assert_eq!(
-        parse_err(doc! {"$set": {"a.$": 1}}).code,
-        ErrorCode::NotImplemented
-    );
-    assert_eq!(
-        parse_err(doc! {"$set": {"a.$[]": 1}}).code,
-        ErrorCode::NotImplemented
-    );
-    assert_eq!(
-        parse_err(doc! {"$set": {"a.$b": 1}}).code,
-        ErrorCode::DollarPrefixedFieldName
-    );
-    assert_eq!(
-        UpdateSpec::parse_value(&bson!([{"$set": {"a": 1}}]))
-            .unwrap_err()
-            .code,
-        ErrorCode::NotImplemented
-    );
-    assert_eq!(
-        UpdateSpec::parse_value(&bson!(1)).unwrap_err().code,
-        ErrorCode::FailedToParse
-    );
+    assert_eq!(parse_err(doc! {"$set": {"a..b": 1}}).code, ErrorCode::BadValue);
+    assert_eq!(parse_err(doc! {"$set": {"a.$": 1}}).code, ErrorCode::NotImplemented);
+    assert_eq!(parse_err(doc! {"$set": {"a.$[]": 1}}).code, ErrorCode::NotImplemented);
+    assert_eq!(parse_err(doc! {"$set": {"a.$b": 1}}).code, ErrorCode::DollarPrefixedFieldName);
+    assert_eq!(UpdateSpec::parse_value(&bson!([{"$set": {"a": 1}}])).unwrap_err().code, ErrorCode::NotImplemented);
+    assert_eq!(UpdateSpec::parse_value(&bson!(1)).unwrap_err().code, ErrorCode::FailedToParse);
     // Empty operator documents are accepted (MongoDB 5.0+).
     assert!(UpdateSpec::parse(&doc! {"$set": {}}).is_ok());
 }
@@ -550,24 +318,12 @@ fn parse_errors() {
 fn conflicting_paths() {
     let err = parse_err(doc! {"$set": {"a": 1}, "$inc": {"a": 1}});
     assert_eq!(err.code, ErrorCode::ConflictingUpdateOperators);
-    assert_eq!(
-        err.message,
-        "Updating the path 'a' would create a conflict at 'a'"
-    );
+    assert_eq!(err.message, "Updating the path 'a' would create a conflict at 'a'");
     let err = parse_err(doc! {"$set": {"a": 1}, "$unset": {"a.b": 1}});
-    assert_eq!(
-        err.message,
-        "Updating the path 'a.b' would create a conflict at 'a'"
-    );
+    assert_eq!(err.message, "Updating the path 'a.b' would create a conflict at 'a'");
     let err = parse_err(doc! {"$set": {"a.b": 1}, "$unset": {"a": 1}});
-    assert_eq!(
-        err.message,
-        "Updating the path 'a' would create a conflict at 'a'"
-    );
-    assert_eq!(
-        parse_err(doc! {"$rename": {"a": "b"}, "$set": {"b": 1}}).code,
-        ErrorCode::ConflictingUpdateOperators
-    );
+    assert_eq!(err.message, "Updating the path 'a' would create a conflict at 'a'");
+    assert_eq!(parse_err(doc! {"$rename": {"a": "b"}, "$set": {"b": 1}}).code, ErrorCode::ConflictingUpdateOperators);
     assert!(UpdateSpec::parse(&doc! {"$set": {"a.b": 1, "a.c": 1, "ab": 1}}).is_ok());
 }
 
@@ -575,19 +331,10 @@ fn conflicting_paths() {
 fn id_is_immutable() {
     let err = apply_err(doc! {"_id": 1, "a": 1}, doc! {"$set": {"_id": 2}});
     assert_eq!(err.code, ErrorCode::ImmutableField);
-    assert_eq!(
-        err.message,
-        "Performing an update on the path '_id' would modify the immutable field '_id'"
-    );
+    assert_eq!(err.message, "Performing an update on the path '_id' would modify the immutable field '_id'");
     let err = apply_err(doc! {"_id": {"x": 1}}, doc! {"$set": {"_id.x": 2}});
-    assert_eq!(
-        err.message,
-        "Performing an update on the path '_id.x' would modify the immutable field '_id'"
-    );
-    assert_eq!(
-        apply_err(doc! {"_id": 1}, doc! {"$unset": {"_id": 1}}).code,
-        ErrorCode::ImmutableField
-    );
+    assert_eq!(err.message, "Performing an update on the path '_id.x' would modify the immutable field '_id'");
+    assert_eq!(apply_err(doc! {"_id": 1}, doc! {"$unset": {"_id": 1}}).code, ErrorCode::ImmutableField);
     // Setting the same value is fine.
     let (_, changed) = run(doc! {"_id": 1}, doc! {"$set": {"_id": 1}});
     assert!(!changed);
@@ -631,17 +378,9 @@ fn upserts() {
     assert_eq!(keys(&d), vec!["_id", "b", "a"]);
     // A different _id than the query's is refused.
     let spec = UpdateSpec::parse(&doc! {"$set": {"_id": 2}}).unwrap();
-    assert_eq!(
-        upsert_document(&doc! {"_id": 1}, &spec, &ctx())
-            .unwrap_err()
-            .code,
-        ErrorCode::ImmutableField
-    );
+    assert_eq!(upsert_document(&doc! {"_id": 1}, &spec, &ctx()).unwrap_err().code, ErrorCode::ImmutableField);
     let spec = UpdateSpec::parse(&doc! {"$set": {"_id": [1]}}).unwrap();
-    assert_eq!(
-        upsert_document(&doc! {}, &spec, &ctx()).unwrap_err().code,
-        ErrorCode::InvalidIdField
-    );
+    assert_eq!(upsert_document(&doc! {}, &spec, &ctx()).unwrap_err().code, ErrorCode::InvalidIdField);
 }
 
 #[test]

@@ -10,30 +10,45 @@ use crate::state::{ConnContext, RouterState};
 
 pub async fn insert(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     cmd.collection()?;
-    let reply = state.shards.client().insert(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?;
+    let reply =
+        state.shards.client().insert(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?;
     forward::write_reply(reply.into_inner(), false)
 }
 
 pub async fn update(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     cmd.collection()?;
-    let reply = state.shards.client().update(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?;
+    let reply =
+        state.shards.client().update(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?;
     forward::write_reply(reply.into_inner(), true)
 }
 
 pub async fn delete(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     cmd.collection()?;
-    let reply = state.shards.client().delete(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?;
+    let reply =
+        state.shards.client().delete(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?;
     forward::write_reply(reply.into_inner(), false)
 }
 
 pub async fn find(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     cmd.collection()?;
-    let reply = state.shards.client().find(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?.into_inner();
+    let reply = state
+        .shards
+        .client()
+        .find(forward::request(cmd)?)
+        .await
+        .map_err(|s| state.shards.status_error(&s))?
+        .into_inner();
     first_batch(state, reply)
 }
 
 pub async fn aggregate(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    let reply = state.shards.client().aggregate(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?.into_inner();
+    let reply = state
+        .shards
+        .client()
+        .aggregate(forward::request(cmd)?)
+        .await
+        .map_err(|s| state.shards.status_error(&s))?
+        .into_inner();
     first_batch(state, reply)
 }
 
@@ -48,7 +63,13 @@ fn first_batch(state: &RouterState, reply: shoal_proto::shard::CursorReply) -> H
 
 /// Commands whose reply is one document computed by the shard.
 pub async fn single_reply(state: &RouterState, cmd: &Command) -> HandlerResult {
-    let reply = state.shards.client().command(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?.into_inner();
+    let reply = state
+        .shards
+        .client()
+        .command(forward::request(cmd)?)
+        .await
+        .map_err(|s| state.shards.status_error(&s))?
+        .into_inner();
     if let Some(e) = reply.error {
         return Err(e.into());
     }

@@ -14,29 +14,59 @@ pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
     let body = Document::try_from(cmd.body.as_ref())?;
     let id = match body.get("getMore") {
         Some(Bson::Int64(id)) => *id,
-        Some(other) => return Err(CommandError::type_mismatch(format!("BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'", type_name(other)))),
-        None => return Err(CommandError::new(ErrorCode::FailedToParse, "getMore requires a cursor id")),
+        Some(other) => {
+            return Err(CommandError::type_mismatch(format!(
+                "BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'",
+                type_name(other)
+            )));
+        }
+        None => {
+            return Err(CommandError::new(ErrorCode::FailedToParse, "getMore requires a cursor id"));
+        }
     };
     let coll = match body.get("collection") {
         Some(Bson::String(c)) => c.clone(),
-        Some(other) => return Err(CommandError::type_mismatch(format!("BSON field 'getMore.collection' is the wrong type '{}', expected type 'string'", type_name(other)))),
-        None => return Err(CommandError::new(ErrorCode::Location40414, "BSON field 'getMore.collection' is missing but a required field")),
+        Some(other) => {
+            return Err(CommandError::type_mismatch(format!(
+                "BSON field 'getMore.collection' is the wrong type '{}', expected type 'string'",
+                type_name(other)
+            )));
+        }
+        None => {
+            return Err(CommandError::new(
+                ErrorCode::Location40414,
+                "BSON field 'getMore.collection' is missing but a required field",
+            ));
+        }
     };
     let batch_size = match body.get("batchSize") {
         None | Some(Bson::Null) => 0,
         Some(Bson::Int32(n)) if *n >= 0 => *n,
         Some(Bson::Int64(n)) if *n >= 0 => i32::try_from(*n).unwrap_or(i32::MAX),
         Some(Bson::Double(d)) if *d >= 0.0 => *d as i32,
-        Some(other) => return Err(CommandError::new(ErrorCode::BadValue, format!("Batch size for getMore must be positive, but received: {other}"))),
+        Some(other) => {
+            return Err(CommandError::new(
+                ErrorCode::BadValue,
+                format!("Batch size for getMore must be positive, but received: {other}"),
+            ));
+        }
     };
     let ns = format!("{}.{}", cmd.db, coll);
     let Some(cursor) = state.cursors.touch(id) else {
         return Err(CommandError::new(ErrorCode::CursorNotFound, format!("cursor id {id} not found")));
     };
     if cursor.ns != ns {
-        return Err(CommandError::new(ErrorCode::Unauthorized, format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}", cursor.ns)));
+        return Err(CommandError::new(
+            ErrorCode::Unauthorized,
+            format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}", cursor.ns),
+        ));
     }
-    let req = GetMoreRequest { request_id: cmd.request_id.to_string(), cursor_id: cursor.shard_cursor_id, batch_size, ns: ns.clone() };
+    let req = GetMoreRequest {
+        request_id: cmd.request_id.to_string(),
+        cursor_id: cursor.shard_cursor_id,
+        batch_size,
+        ns: ns.clone(),
+    };
     let reply = match state.shards.client().get_more(req).await {
         Ok(r) => r.into_inner(),
         Err(status) => {
@@ -66,11 +96,24 @@ pub async fn kill_cursors(state: &RouterState, _conn: &ConnContext, cmd: &Comman
             .map(|v| match v {
                 Bson::Int64(id) => Ok(*id),
                 Bson::Int32(id) => Ok(*id as i64),
-                other => Err(CommandError::type_mismatch(format!("BSON field 'killCursors.cursors' contains an element of type '{}', expected 'long'", type_name(other)))),
+                other => Err(CommandError::type_mismatch(format!(
+                    "BSON field 'killCursors.cursors' contains an element of type '{}', expected 'long'",
+                    type_name(other)
+                ))),
             })
             .collect::<Result<Vec<_>, _>>()?,
-        Some(other) => return Err(CommandError::type_mismatch(format!("BSON field 'killCursors.cursors' is the wrong type '{}', expected type 'array'", type_name(other)))),
-        None => return Err(CommandError::new(ErrorCode::Location40414, "BSON field 'killCursors.cursors' is missing but a required field")),
+        Some(other) => {
+            return Err(CommandError::type_mismatch(format!(
+                "BSON field 'killCursors.cursors' is the wrong type '{}', expected type 'array'",
+                type_name(other)
+            )));
+        }
+        None => {
+            return Err(CommandError::new(
+                ErrorCode::Location40414,
+                "BSON field 'killCursors.cursors' is missing but a required field",
+            ));
+        }
     };
     let (mut killed, mut not_found, mut shard_ids) = (Vec::new(), Vec::new(), Vec::new());
     for id in ids {

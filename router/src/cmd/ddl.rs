@@ -26,3 +26,13 @@ pub async fn list_databases(state: &RouterState, _conn: &ConnContext, cmd: &Comm
 pub async fn list_collections(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     single_reply(state, cmd).await
 }
+
+pub async fn list_indexes(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    cmd.collection()?;
+    single_reply(state, cmd).await
+}
+
+pub async fn create_indexes(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    cmd.collection()?;
+    single_reply(state, cmd).await
+}

@@ -14,7 +14,12 @@ pub fn request(cmd: &Command) -> Result<CommandRequest, CommandError> {
     let (sequence_id, sequence) = match cmd.sequences.as_slice() {
         [] => (String::new(), Vec::new()),
         [one] => (one.identifier.clone(), one.documents.clone()),
-        _ => return Err(CommandError::new(ErrorCode::BadValue, format!("{} accepts at most one document sequence", cmd.name))),
+        _ => {
+            return Err(CommandError::new(
+                ErrorCode::BadValue,
+                format!("{} accepts at most one document sequence", cmd.name),
+            ));
+        }
     };
     Ok(CommandRequest {
         request_id: cmd.request_id.to_string(),

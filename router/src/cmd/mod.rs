@@ -5,8 +5,8 @@
 //! [`CommandError`]: crate::error::CommandError
 
 pub mod crud;
-pub mod forward;
 pub mod cursor;
 pub mod ddl;
+pub mod forward;
 pub mod handshake;
 pub mod info;

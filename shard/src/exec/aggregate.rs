@@ -46,15 +46,10 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
         }
     };
     if body.contains_key("explain") {
-        return Err(ExecError::new(
-            ErrorCode::NotImplemented,
-            "explain is not supported yet",
-        ));
+        return Err(ExecError::new(ErrorCode::NotImplemented, "explain is not supported yet"));
     }
     let batch_size = match body.get("cursor") {
-        Some(Bson::Document(c)) => {
-            args::opt_non_negative(c, "aggregate.cursor", "batchSize")?.map(|b| b as usize)
-        }
+        Some(Bson::Document(c)) => args::opt_non_negative(c, "aggregate.cursor", "batchSize")?.map(|b| b as usize),
         Some(other) => return Err(args::wrong_type("aggregate", "cursor", other, "object")),
         None => {
             return Err(ExecError::new(
@@ -65,10 +60,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     };
     args::check_collation(body, "aggregate")?;
     if body.contains_key("let") {
-        return Err(ExecError::new(
-            ErrorCode::NotImplemented,
-            "aggregate option 'let' is not supported yet",
-        ));
+        return Err(ExecError::new(ErrorCode::NotImplemented, "aggregate option 'let' is not supported yet"));
     }
     let allow_disk_use = args::opt_bool(body, "aggregate", "allowDiskUse")?.unwrap_or(false);
     let pipeline = Pipeline::parse(&stages)?.with_allow_disk_use(allow_disk_use);
@@ -78,19 +70,9 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
         Some(coll) => {
             let leading = pipeline.leading_match().cloned().unwrap_or_default();
             let path = plan::choose(&coll, &leading);
-            let scan_filter = if leading.is_empty() {
-                None
-            } else {
-                Some(Filter::parse(&leading)?)
-            };
+            let scan_filter = if leading.is_empty() { None } else { Some(Filter::parse(&leading)?) };
             let failure: RefCell<Option<ExecError>> = RefCell::new(None);
-            let docs = crate::exec::scan::iter_matches(
-                &engine.store,
-                &coll,
-                &path,
-                scan_filter.as_ref(),
-                &failure,
-            );
+            let docs = crate::exec::scan::iter_matches(&engine.store, &coll, &path, scan_filter.as_ref(), &failure);
             let out = pipeline.run(docs);
             if let Some(e) = failure.into_inner() {
                 return Err(e);
@@ -104,23 +86,8 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
         queue.push_back(Bytes::from(RawDocumentBuf::try_from(&d)?.into_bytes()));
     }
     let mut source = CursorSource::Buffered(queue);
-    let (documents, exhausted) = next_batch(
-        engine,
-        &mut source,
-        batch_size.unwrap_or(crate::exec::find::FIRST_BATCH_DEFAULT_DOCS),
-    )?;
-    let cursor_id = if exhausted {
-        0
-    } else {
-        engine
-            .cursors
-            .insert(Cursor::new(ns_string.clone(), source))
-    };
-    Ok((
-        Batch {
-            documents,
-            cursor_id,
-        },
-        ns_string,
-    ))
+    let (documents, exhausted) =
+        next_batch(engine, &mut source, batch_size.unwrap_or(crate::exec::find::FIRST_BATCH_DEFAULT_DOCS))?;
+    let cursor_id = if exhausted { 0 } else { engine.cursors.insert(Cursor::new(ns_string.clone(), source)) };
+    Ok((Batch { documents, cursor_id }, ns_string))
 }

@@ -39,11 +39,7 @@ pub fn type_name(v: &Bson) -> &'static str {
     }
 }
 
-pub fn opt_document<'a>(
-    body: &'a Document,
-    cmd: &str,
-    field: &str,
-) -> ExecResult<Option<&'a Document>> {
+pub fn opt_document<'a>(body: &'a Document, cmd: &str, field: &str) -> ExecResult<Option<&'a Document>> {
     match body.get(field) {
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::Document(d)) => Ok(Some(d)),
@@ -55,9 +51,7 @@ pub fn opt_bool(body: &Document, cmd: &str, field: &str) -> ExecResult<Option<bo
     match body.get(field) {
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::Boolean(b)) => Ok(Some(*b)),
-        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => {
-            Ok(Some(as_f64(v).is_some_and(|x| x != 0.0)))
-        }
+        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => Ok(Some(as_f64(v).is_some_and(|x| x != 0.0))),
         Some(other) => Err(wrong_type(cmd, field, other, "bool")),
     }
 }
@@ -73,9 +67,7 @@ pub fn opt_non_negative(body: &Document, cmd: &str, field: &str) -> ExecResult<O
         Bson::Int64(i) => *i,
         Bson::Double(d) if d.fract() == 0.0 && d.is_finite() => *d as i64,
         Bson::Double(_) => {
-            return Err(ExecError::bad_value(format!(
-                "BSON field '{cmd}.{field}' value must be an integer"
-            )));
+            return Err(ExecError::bad_value(format!("BSON field '{cmd}.{field}' value must be an integer")));
         }
         other => return Err(wrong_type(cmd, field, other, "long")),
     };
@@ -117,9 +109,7 @@ pub fn namespace(db: &str, coll: &str) -> ExecResult<Namespace> {
 pub fn check_collation(body: &Document, cmd: &str) -> ExecResult<()> {
     match body.get("collation") {
         None | Some(Bson::Null) => Ok(()),
-        Some(Bson::Document(c)) if c.is_empty() || c.get_str("locale").ok() == Some("simple") => {
-            Ok(())
-        }
+        Some(Bson::Document(c)) if c.is_empty() || c.get_str("locale").ok() == Some("simple") => Ok(()),
         Some(Bson::Document(_)) => Err(ExecError::new(
             ErrorCode::NotImplemented,
             "collation other than {locale: \"simple\"} is not supported yet",

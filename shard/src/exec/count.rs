@@ -15,9 +15,7 @@ pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let body = &req.body;
     let coll_name = args::collection_name(body, "count")?;
     let ns = args::namespace(req.db, &coll_name)?;
-    let query = args::opt_document(body, "count", "query")?
-        .cloned()
-        .unwrap_or_default();
+    let query = args::opt_document(body, "count", "query")?.cloned().unwrap_or_default();
     let skip = args::opt_non_negative(body, "count", "skip")?.unwrap_or(0) as u64;
     // count accepts a negative limit and uses its magnitude, as MongoDB does.
     let limit = match body.get("limit") {
@@ -34,11 +32,7 @@ pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
         return Ok(doc! { "n": 0_i32 });
     };
     let path = plan::choose(&coll, &query);
-    let filter = if query.is_empty() || plan::path_implies_filter(&path, &query) {
-        None
-    } else {
-        Some(&filter)
-    };
+    let filter = if query.is_empty() || plan::path_implies_filter(&path, &query) { None } else { Some(&filter) };
     let mut seen = 0u64;
     let mut n = 0u64;
     for_each_match(&engine.store, None, &coll, &path, filter, false, |_| {
@@ -46,11 +40,7 @@ pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
         if seen > skip {
             n += 1;
         }
-        Ok(if limit.is_some_and(|l| n >= l) {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        })
+        Ok(if limit.is_some_and(|l| n >= l) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;
     Ok(doc! { "n": i32::try_from(n).map(Bson::Int32).unwrap_or(Bson::Int64(n as i64)) })
 }
@@ -62,9 +52,7 @@ pub fn distinct(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let key = match body.get("key") {
         Some(Bson::String(k)) if !k.is_empty() => k.clone(),
         Some(Bson::String(_)) => {
-            return Err(ExecError::bad_value(
-                "FieldPath cannot be constructed with empty string",
-            ));
+            return Err(ExecError::bad_value("FieldPath cannot be constructed with empty string"));
         }
         Some(other) => return Err(args::wrong_type("distinct", "key", other, "string")),
         None => {
@@ -74,9 +62,7 @@ pub fn distinct(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
             ));
         }
     };
-    let query = args::opt_document(body, "distinct", "query")?
-        .cloned()
-        .unwrap_or_default();
+    let query = args::opt_document(body, "distinct", "query")?.cloned().unwrap_or_default();
     args::check_collation(body, "distinct")?;
     let filter = Filter::parse(&query)?;
     let mut values = Vec::new();
@@ -85,32 +71,21 @@ pub fn distinct(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     if let Some(coll) = engine.store.collection(&ns.to_string()) {
         let path = plan::choose(&coll, &query);
         let parts: Vec<&str> = key.split('.').collect();
-        for_each_match(
-            &engine.store,
-            None,
-            &coll,
-            &path,
-            Some(&filter),
-            false,
-            |m| {
-                let mut found = Vec::new();
-                collect_path(&Bson::Document(m.doc), &parts, &mut found);
-                for v in found {
-                    // Equal values (1, 1.0, NumberLong(1)) are one distinct value, as in MongoDB.
-                    if seen.insert(shoal_query::keystring::encode(&v)) {
-                        bytes += 16 + bson_len(&v);
-                        if bytes > shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES {
-                            return Err(ExecError::new(
-                                ErrorCode::BSONObjectTooLarge,
-                                "distinct too big, 16mb cap",
-                            ));
-                        }
-                        values.push(v);
+        for_each_match(&engine.store, None, &coll, &path, Some(&filter), false, |m| {
+            let mut found = Vec::new();
+            collect_path(&Bson::Document(m.doc), &parts, &mut found);
+            for v in found {
+                // Equal values (1, 1.0, NumberLong(1)) are one distinct value, as in MongoDB.
+                if seen.insert(shoal_query::keystring::encode(&v)) {
+                    bytes += 16 + bson_len(&v);
+                    if bytes > shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES {
+                        return Err(ExecError::new(ErrorCode::BSONObjectTooLarge, "distinct too big, 16mb cap"));
                     }
+                    values.push(v);
                 }
-                Ok(ControlFlow::Continue(()))
-            },
-        )?;
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
     }
     values.sort_by(shoal_query::order::compare_values);
     Ok(doc! { "values": values })

@@ -9,13 +9,8 @@ use crate::error::{ExecError, ExecResult};
 use crate::exec::{Engine, Request, args};
 
 /// Options of `create` that Shoal accepts and records; others are refused rather than ignored.
-const CREATE_OPTIONS_SUPPORTED: &[&str] = &[
-    "idIndex",
-    "storageEngine",
-    "validationLevel",
-    "validationAction",
-    "comment",
-];
+const CREATE_OPTIONS_SUPPORTED: &[&str] =
+    &["idIndex", "storageEngine", "validationLevel", "validationAction", "comment"];
 
 pub fn create(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let name = args::collection_name(&req.body, "create")?;
@@ -67,10 +62,7 @@ pub fn create(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)>
     }
     let (result, seq) = engine.store.write(|txn| {
         if txn.collection(&ns.to_string()).is_some() {
-            return Ok(Err(ExecError::new(
-                ErrorCode::NamespaceExists,
-                format!("Collection {ns} already exists."),
-            )));
+            return Ok(Err(ExecError::new(ErrorCode::NamespaceExists, format!("Collection {ns} already exists."))));
         }
         txn.ensure_collection(&ns, options)?;
         Ok(Ok(()))
@@ -82,12 +74,10 @@ pub fn create(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)>
 pub fn drop(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let name = args::collection_name(&req.body, "drop")?;
     let ns = args::namespace(req.db, &name)?;
-    let (existed, seq) = engine
-        .store
-        .write(|txn| match txn.collection(&ns.to_string()) {
-            Some(coll) => txn.drop_collection(&coll).map(|()| true),
-            None => Ok(false),
-        })?;
+    let (existed, seq) = engine.store.write(|txn| match txn.collection(&ns.to_string()) {
+        Some(coll) => txn.drop_collection(&coll).map(|()| true),
+        None => Ok(false),
+    })?;
     // MongoDB 7.0 answers a drop of a missing collection with ok:1 and no `ns`.
     let reply = if existed {
         doc! { "nIndexesWas": 1, "ns": ns.to_string() }
@@ -99,8 +89,7 @@ pub fn drop(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
 
 pub fn drop_database(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let db = req.db.to_owned();
-    shoal_proto::namespace::validate_db(&db)
-        .map_err(|e| ExecError::new(ErrorCode::InvalidNamespace, e.to_string()))?;
+    shoal_proto::namespace::validate_db(&db).map_err(|e| ExecError::new(ErrorCode::InvalidNamespace, e.to_string()))?;
     let colls = engine.store.collections_in(&db);
     let ((), seq) = engine.store.write(|txn| {
         for c in &colls {
@@ -114,9 +103,7 @@ pub fn drop_database(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document
 }
 
 pub fn list_collections(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
-    let filter_doc = args::opt_document(&req.body, "listCollections", "filter")?
-        .cloned()
-        .unwrap_or_default();
+    let filter_doc = args::opt_document(&req.body, "listCollections", "filter")?.cloned().unwrap_or_default();
     let name_only = args::opt_bool(&req.body, "listCollections", "nameOnly")?.unwrap_or(false);
     let filter = Filter::parse(&filter_doc)?;
     let mut batch = Vec::new();
@@ -136,25 +123,17 @@ pub fn list_collections(engine: &Engine, req: &Request<'_>) -> ExecResult<Docume
             });
         }
     }
-    Ok(
-        doc! { "cursor": { "id": 0_i64, "ns": format!("{}.$cmd.listCollections", req.db), "firstBatch": batch } },
-    )
+    Ok(doc! { "cursor": { "id": 0_i64, "ns": format!("{}.$cmd.listCollections", req.db), "firstBatch": batch } })
 }
 
 pub fn list_databases(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
-    let filter_doc = args::opt_document(&req.body, "listDatabases", "filter")?
-        .cloned()
-        .unwrap_or_default();
+    let filter_doc = args::opt_document(&req.body, "listDatabases", "filter")?.cloned().unwrap_or_default();
     let name_only = args::opt_bool(&req.body, "listDatabases", "nameOnly")?.unwrap_or(false);
     let filter = Filter::parse(&filter_doc)?;
     let dbs = engine.store.databases();
     // Per-database sizes are not tracked yet: the store's size is split evenly so totals add up.
     let total = engine.store.disk_space_bytes() as i64;
-    let each = if dbs.is_empty() {
-        0
-    } else {
-        total / dbs.len() as i64
-    };
+    let each = if dbs.is_empty() { 0 } else { total / dbs.len() as i64 };
     let mut out = Vec::new();
     for name in dbs {
         let entry = if name_only {
@@ -172,4 +151,53 @@ pub fn list_databases(engine: &Engine, req: &Request<'_>) -> ExecResult<Document
         reply.insert("totalSizeMb", total / (1024 * 1024));
     }
     Ok(reply)
+}
+
+/// Every collection has exactly its `_id` index until secondary indexes land (issue 8).
+pub fn list_indexes(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+    let name = args::collection_name(&req.body, "listIndexes")?;
+    let ns = args::namespace(req.db, &name)?;
+    if engine.store.collection(&ns.to_string()).is_none() {
+        return Err(ExecError::new(ErrorCode::NamespaceNotFound, format!("ns does not exist: {ns}")));
+    }
+    Ok(
+        doc! { "cursor": { "id": 0_i64, "ns": format!("{ns}"), "firstBatch": [ { "v": 2, "key": { "_id": 1 }, "name": "_id_" } ] } },
+    )
+}
+
+/// `createIndexes`: the `_id` index always exists; any other index is refused until issue 8
+/// rather than pretending to build it.
+pub fn create_indexes(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
+    let name = args::collection_name(&req.body, "createIndexes")?;
+    let ns = args::namespace(req.db, &name)?;
+    let specs = match req.body.get("indexes") {
+        Some(Bson::Array(a)) if !a.is_empty() => a,
+        Some(Bson::Array(_)) => return Err(ExecError::bad_value("Must specify at least one index to create")),
+        Some(other) => return Err(args::wrong_type("createIndexes", "indexes", other, "array")),
+        None => {
+            return Err(ExecError::new(
+                ErrorCode::Location40414,
+                "BSON field 'createIndexes.indexes' is missing but a required field",
+            ));
+        }
+    };
+    for spec in specs {
+        let key = match spec {
+            Bson::Document(d) => d.get_document("key").ok(),
+            _ => None,
+        };
+        let is_id = key.is_some_and(|k| k.len() == 1 && k.get("_id").and_then(args::as_f64) == Some(1.0));
+        if !is_id {
+            return Err(ExecError::new(
+                ErrorCode::NotImplemented,
+                "secondary indexes are not supported yet (only the _id index exists)",
+            ));
+        }
+    }
+    let (created, seq) =
+        engine.store.write(|txn| txn.ensure_collection(&ns, Document::new()).map(|(_, created)| created))?;
+    Ok((
+        doc! { "numIndexesBefore": 1, "numIndexesAfter": 1, "createdCollectionAutomatically": created, "note": "all indexes already exist" },
+        seq,
+    ))
 }

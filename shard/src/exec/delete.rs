@@ -35,8 +35,7 @@ fn parse(stmt: &Document) -> ExecResult<DeleteStatement> {
             _ => {
                 return Err(ExecError::new(
                     ErrorCode::FailedToParse,
-                    "The limit field in delete objects must be 0 or 1. Got ".to_owned()
-                        + &v.to_string(),
+                    "The limit field in delete objects must be 0 or 1. Got ".to_owned() + &v.to_string(),
                 ));
             }
         },
@@ -50,11 +49,7 @@ fn parse(stmt: &Document) -> ExecResult<DeleteStatement> {
     };
     args::check_collation(stmt, "delete.deletes")?;
     let filter = Filter::parse(&filter_doc)?;
-    Ok(DeleteStatement {
-        filter_doc,
-        filter,
-        single,
-    })
+    Ok(DeleteStatement { filter_doc, filter, single })
 }
 
 pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
@@ -70,8 +65,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
                 let Some(coll) = txn.collection(&ns) else {
                     return Ok(0);
                 };
-                let matches =
-                    collect_matches(engine, txn, &coll, &s.filter_doc, &s.filter, s.single, None)?;
+                let matches = collect_matches(engine, txn, &coll, &s.filter_doc, &s.filter, s.single, None)?;
                 for m in &matches {
                     let id = m.doc.get("_id").cloned().unwrap_or(Bson::Null);
                     txn.delete(&coll, &id).map_err(InsertError::Storage)?;

@@ -41,19 +41,11 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let coll_name = args::collection_name(body, "find")?;
     let ns = args::namespace(req.db, &coll_name)?;
     let cmd = "FindCommandRequest";
-    let filter_doc = args::opt_document(body, cmd, "filter")?
-        .cloned()
-        .unwrap_or_default();
-    let sort_doc = args::opt_document(body, cmd, "sort")?
-        .cloned()
-        .unwrap_or_default();
-    let projection_doc = args::opt_document(body, cmd, "projection")?
-        .cloned()
-        .unwrap_or_default();
+    let filter_doc = args::opt_document(body, cmd, "filter")?.cloned().unwrap_or_default();
+    let sort_doc = args::opt_document(body, cmd, "sort")?.cloned().unwrap_or_default();
+    let projection_doc = args::opt_document(body, cmd, "projection")?.cloned().unwrap_or_default();
     let skip = args::opt_non_negative(body, cmd, "skip")?.unwrap_or(0) as u64;
-    let limit = args::opt_non_negative(body, cmd, "limit")?
-        .filter(|l| *l > 0)
-        .map(|l| l as u64);
+    let limit = args::opt_non_negative(body, cmd, "limit")?.filter(|l| *l > 0).map(|l| l as u64);
     let batch_size = args::opt_non_negative(body, cmd, "batchSize")?.map(|b| b as usize);
     let single_batch = args::opt_bool(body, cmd, "singleBatch")?.unwrap_or(false);
     let allow_disk_use = args::opt_bool(body, cmd, "allowDiskUse")?.unwrap_or(false);
@@ -76,33 +68,15 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     }
 
     let filter = Filter::parse(&filter_doc)?;
-    let projection = if projection_doc.is_empty() {
-        None
-    } else {
-        Some(Projection::parse(&projection_doc)?)
-    };
-    let sort = if sort_doc.is_empty() {
-        None
-    } else {
-        Some(SortSpec::parse(&sort_doc)?)
-    };
+    let projection = if projection_doc.is_empty() { None } else { Some(Projection::parse(&projection_doc)?) };
+    let sort = if sort_doc.is_empty() { None } else { Some(SortSpec::parse(&sort_doc)?) };
     let ns_string = ns.to_string();
 
     let Some(coll) = engine.store.collection(&ns_string) else {
-        return Ok((
-            Batch {
-                documents: Vec::new(),
-                cursor_id: 0,
-            },
-            ns_string,
-        ));
+        return Ok((Batch { documents: Vec::new(), cursor_id: 0 }, ns_string));
     };
     let path = plan::choose(&coll, &filter_doc);
-    let filter = if plan::path_implies_filter(&path, &filter_doc) {
-        None
-    } else {
-        Some(filter)
-    };
+    let filter = if plan::path_implies_filter(&path, &filter_doc) { None } else { Some(filter) };
     let first_batch = batch_size.unwrap_or(FIRST_BATCH_DEFAULT_DOCS);
 
     let source = match id_order(&sort_doc) {
@@ -116,19 +90,8 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
             remaining: limit,
         }),
         None => {
-            let spec = sort
-                .as_ref()
-                .ok_or_else(|| ExecError::new(ErrorCode::InternalError, "sort expected"))?;
-            let docs = sorted_matches(
-                engine,
-                &coll,
-                &path,
-                filter.as_ref(),
-                spec,
-                skip,
-                limit,
-                allow_disk_use,
-            )?;
+            let spec = sort.as_ref().ok_or_else(|| ExecError::new(ErrorCode::InternalError, "sort expected"))?;
+            let docs = sorted_matches(engine, &coll, &path, filter.as_ref(), spec, skip, limit, allow_disk_use)?;
             let mut out = VecDeque::with_capacity(docs.len());
             for d in docs {
                 out.push_back(encode(projection.as_ref(), d)?);
@@ -138,18 +101,8 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     };
     let mut cursor = Cursor::new(ns_string.clone(), source);
     let (documents, exhausted) = next_batch(engine, &mut cursor.source, first_batch)?;
-    let cursor_id = if exhausted || single_batch {
-        0
-    } else {
-        engine.cursors.insert(cursor)
-    };
-    Ok((
-        Batch {
-            documents,
-            cursor_id,
-        },
-        ns_string,
-    ))
+    let cursor_id = if exhausted || single_batch { 0 } else { engine.cursors.insert(cursor) };
+    Ok((Batch { documents, cursor_id }, ns_string))
 }
 
 /// `Some(reverse)` when the sort is empty or exactly `_id` ascending/descending: storage order.
@@ -225,20 +178,14 @@ fn encode(projection: Option<&Projection>, doc: Document) -> ExecResult<Bytes> {
 
 /// Produces up to `max_docs` documents (and at most [`BATCH_MAX_BYTES`], one always) from the
 /// cursor; returns them and whether the cursor is exhausted.
-pub fn next_batch(
-    engine: &Engine,
-    source: &mut CursorSource,
-    max_docs: usize,
-) -> ExecResult<(Vec<Bytes>, bool)> {
+pub fn next_batch(engine: &Engine, source: &mut CursorSource, max_docs: usize) -> ExecResult<(Vec<Bytes>, bool)> {
     let max_docs = if max_docs == 0 { usize::MAX } else { max_docs };
     let mut out = Vec::new();
     let mut bytes = 0usize;
     match source {
         CursorSource::Buffered(queue) => {
             while let Some(front) = queue.front() {
-                if out.len() >= max_docs
-                    || (!out.is_empty() && bytes + front.len() > BATCH_MAX_BYTES)
-                {
+                if out.len() >= max_docs || (!out.is_empty() && bytes + front.len() > BATCH_MAX_BYTES) {
                     break;
                 }
                 bytes += front.len();
@@ -252,49 +199,31 @@ pub fn next_batch(
             }
             let mut last_key: Option<Bytes> = None;
             let mut full = false;
-            let ScanCursor {
-                coll,
-                path,
-                reverse,
-                filter,
-                projection,
-                skip,
-                remaining,
-            } = scan;
-            for_each_match(
-                &engine.store,
-                None,
-                coll,
-                path,
-                filter.as_ref(),
-                *reverse,
-                |m| {
-                    if out.len() >= max_docs
-                        || (!out.is_empty() && bytes + m.raw.len() > BATCH_MAX_BYTES)
-                    {
-                        full = true;
+            let ScanCursor { coll, path, reverse, filter, projection, skip, remaining } = scan;
+            for_each_match(&engine.store, None, coll, path, filter.as_ref(), *reverse, |m| {
+                if out.len() >= max_docs || (!out.is_empty() && bytes + m.raw.len() > BATCH_MAX_BYTES) {
+                    full = true;
+                    return Ok(ControlFlow::Break(()));
+                }
+                last_key = Some(m.key.clone());
+                if *skip > 0 {
+                    *skip -= 1;
+                    return Ok(ControlFlow::Continue(()));
+                }
+                let encoded = match projection {
+                    Some(p) => encode(Some(p), m.doc)?,
+                    None => m.raw,
+                };
+                bytes += encoded.len();
+                out.push(encoded);
+                if let Some(r) = remaining {
+                    *r -= 1;
+                    if *r == 0 {
                         return Ok(ControlFlow::Break(()));
                     }
-                    last_key = Some(m.key.clone());
-                    if *skip > 0 {
-                        *skip -= 1;
-                        return Ok(ControlFlow::Continue(()));
-                    }
-                    let encoded = match projection {
-                        Some(p) => encode(Some(p), m.doc)?,
-                        None => m.raw,
-                    };
-                    bytes += encoded.len();
-                    out.push(encoded);
-                    if let Some(r) = remaining {
-                        *r -= 1;
-                        if *r == 0 {
-                            return Ok(ControlFlow::Break(()));
-                        }
-                    }
-                    Ok(ControlFlow::Continue(()))
-                },
-            )?;
+                }
+                Ok(ControlFlow::Continue(()))
+            })?;
             let exhausted = !full || *remaining == Some(0);
             if !exhausted {
                 match last_key.and_then(|k| resume_after(path, &k, *reverse)) {
@@ -307,23 +236,13 @@ pub fn next_batch(
     }
 }
 
-pub fn get_more(
-    engine: &Engine,
-    cursor_id: i64,
-    batch_size: usize,
-    ns: &str,
-) -> ExecResult<(Batch, String)> {
+pub fn get_more(engine: &Engine, cursor_id: i64, batch_size: usize, ns: &str) -> ExecResult<(Batch, String)> {
     let Some(mut cursor) = engine.cursors.take(cursor_id) else {
-        return Err(ExecError::new(
-            ErrorCode::CursorNotFound,
-            format!("cursor id {cursor_id} not found"),
-        ));
+        return Err(ExecError::new(ErrorCode::CursorNotFound, format!("cursor id {cursor_id} not found")));
     };
     if !ns.is_empty() && cursor.ns != ns {
-        let msg = format!(
-            "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}",
-            cursor.ns
-        );
+        let msg =
+            format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}", cursor.ns);
         engine.cursors.put_back(cursor_id, cursor);
         return Err(ExecError::new(ErrorCode::Unauthorized, msg));
     }
@@ -336,11 +255,5 @@ pub fn get_more(
         engine.cursors.put_back(cursor_id, cursor);
         cursor_id
     };
-    Ok((
-        Batch {
-            documents,
-            cursor_id: id,
-        },
-        ns,
-    ))
+    Ok((Batch { documents, cursor_id: id }, ns))
 }

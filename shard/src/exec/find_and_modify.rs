@@ -20,56 +20,34 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let body = &req.body;
     let coll_name = args::collection_name(body, CMD)?;
     let ns = args::namespace(req.db, &coll_name)?;
-    let filter_doc = args::opt_document(body, CMD, "query")?
-        .cloned()
-        .unwrap_or_default();
-    let sort = args::opt_document(body, CMD, "sort")?
-        .filter(|s| !s.is_empty())
-        .map(SortSpec::parse)
-        .transpose()?;
-    let fields = args::opt_document(body, CMD, "fields")?
-        .filter(|f| !f.is_empty())
-        .map(Projection::parse)
-        .transpose()?;
+    let filter_doc = args::opt_document(body, CMD, "query")?.cloned().unwrap_or_default();
+    let sort = args::opt_document(body, CMD, "sort")?.filter(|s| !s.is_empty()).map(SortSpec::parse).transpose()?;
+    let fields =
+        args::opt_document(body, CMD, "fields")?.filter(|f| !f.is_empty()).map(Projection::parse).transpose()?;
     let remove = args::opt_bool(body, CMD, "remove")?.unwrap_or(false);
     let return_new = args::opt_bool(body, CMD, "new")?.unwrap_or(false);
     let upsert = args::opt_bool(body, CMD, "upsert")?.unwrap_or(false);
     args::check_collation(body, CMD)?;
     if body.contains_key("arrayFilters") {
-        return Err(ExecError::new(
-            ErrorCode::NotImplemented,
-            "arrayFilters are not supported yet",
-        ));
+        return Err(ExecError::new(ErrorCode::NotImplemented, "arrayFilters are not supported yet"));
     }
     let update = match body.get("update") {
         None | Some(Bson::Null) => None,
         Some(Bson::Document(u)) => Some(UpdateSpec::parse(u)?),
         Some(Bson::Array(_)) => {
-            return Err(ExecError::new(
-                ErrorCode::NotImplemented,
-                "pipeline-style updates are not supported yet",
-            ));
+            return Err(ExecError::new(ErrorCode::NotImplemented, "pipeline-style updates are not supported yet"));
         }
         Some(other) => return Err(args::wrong_type(CMD, "update", other, "object")),
     };
     match (&update, remove) {
         (Some(_), true) => {
-            return Err(ExecError::new(
-                ErrorCode::FailedToParse,
-                "Cannot specify both an update and remove=true",
-            ));
+            return Err(ExecError::new(ErrorCode::FailedToParse, "Cannot specify both an update and remove=true"));
         }
         (None, false) => {
-            return Err(ExecError::new(
-                ErrorCode::FailedToParse,
-                "Either an update or remove=true must be specified",
-            ));
+            return Err(ExecError::new(ErrorCode::FailedToParse, "Either an update or remove=true must be specified"));
         }
         (None, true) if upsert => {
-            return Err(ExecError::new(
-                ErrorCode::FailedToParse,
-                "Cannot specify both upsert=true and remove=true",
-            ));
+            return Err(ExecError::new(ErrorCode::FailedToParse, "Cannot specify both upsert=true and remove=true"));
         }
         (None, true) if return_new => {
             return Err(ExecError::new(

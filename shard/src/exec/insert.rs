@@ -49,11 +49,7 @@ impl From<ExecError> for InsertError {
     }
 }
 
-fn insert_one(
-    txn: &mut WriteTxn<'_>,
-    coll: &CollectionInfo,
-    stmt: &Statement,
-) -> Result<(), InsertError> {
+fn insert_one(txn: &mut WriteTxn<'_>, coll: &CollectionInfo, stmt: &Statement) -> Result<(), InsertError> {
     let (id, bytes) = prepare(stmt)?;
     insert_prepared(txn, coll, &id, bytes)
 }
@@ -68,16 +64,13 @@ pub fn insert_prepared(
     if txn.get(coll, id).map_err(InsertError::Storage)?.is_some() {
         return Err(duplicate_key(coll, id));
     }
-    let raw =
-        bson::RawDocument::from_bytes(&bytes).map_err(|e| InsertError::Exec(e.into(), None))?;
+    let raw = bson::RawDocument::from_bytes(&bytes).map_err(|e| InsertError::Exec(e.into(), None))?;
     txn.insert(coll, id, raw).map_err(InsertError::Storage)
 }
 
 pub fn duplicate_key(coll: &CollectionInfo, id: &Bson) -> InsertError {
-    let msg = format!(
-        "E11000 duplicate key error collection: {} index: _id_ dup key: {{ _id: {id} }}",
-        coll.full_name()
-    );
+    let msg =
+        format!("E11000 duplicate key error collection: {} index: _id_ dup key: {{ _id: {id} }}", coll.full_name());
     InsertError::Exec(
         ExecError::new(ErrorCode::DuplicateKey, msg),
         Some(doc! { "keyPattern": { "_id": 1 }, "keyValue": { "_id": id.clone() } }),
@@ -104,10 +97,7 @@ fn prepare(stmt: &Statement) -> ExecResult<(Bson, Bytes)> {
 
 /// `doc` with its `_id` first, generating an ObjectId when it has none.
 pub fn with_id_first(doc: &Document) -> (Bson, Document) {
-    let id = doc
-        .get("_id")
-        .cloned()
-        .unwrap_or_else(|| Bson::ObjectId(ObjectId::new()));
+    let id = doc.get("_id").cloned().unwrap_or_else(|| Bson::ObjectId(ObjectId::new()));
     let mut out = Document::new();
     out.insert("_id", id.clone());
     for (k, v) in doc {
@@ -122,9 +112,7 @@ pub fn check_size(len: usize) -> ExecResult<()> {
     if len > MAX_BSON_OBJECT_SIZE_BYTES {
         return Err(ExecError::new(
             ErrorCode::BSONObjectTooLarge,
-            format!(
-                "object to insert too large. size in bytes: {len}, max size: {MAX_BSON_OBJECT_SIZE_BYTES}"
-            ),
+            format!("object to insert too large. size in bytes: {len}, max size: {MAX_BSON_OBJECT_SIZE_BYTES}"),
         ));
     }
     Ok(())
@@ -136,9 +124,7 @@ pub fn validate_document(doc: &Document) -> ExecResult<()> {
         validate_id(id)?;
     }
     if let Some(k) = doc.keys().find(|k| k.starts_with('$')) {
-        return Err(ExecError::bad_value(format!(
-            "Document can't have $ prefixed field names: {k}"
-        )));
+        return Err(ExecError::bad_value(format!("Document can't have $ prefixed field names: {k}")));
     }
     Ok(())
 }
@@ -150,10 +136,7 @@ pub fn validate_id(id: &Bson) -> ExecResult<()> {
         Bson::Undefined => "undefined",
         _ => return Ok(()),
     };
-    Err(ExecError::new(
-        ErrorCode::InvalidIdField,
-        format!("The '_id' value cannot be of type {kind}"),
-    ))
+    Err(ExecError::new(ErrorCode::InvalidIdField, format!("The '_id' value cannot be of type {kind}")))
 }
 
 impl From<shoal_query::QueryError> for InsertError {

@@ -45,11 +45,7 @@ pub struct Request<'a> {
 impl<'a> Request<'a> {
     pub fn parse(raw: &'a CommandRequest) -> ExecResult<Self> {
         let body = Document::from_reader(&mut &raw.body[..])?;
-        Ok(Self {
-            db: &raw.db,
-            body,
-            raw,
-        })
+        Ok(Self { db: &raw.db, body, raw })
     }
 
     pub fn name(&self) -> &str {
@@ -72,9 +68,6 @@ pub fn write_error(index: usize, e: &ExecError, extra: Option<Document>) -> Writ
         code: e.code.code(),
         code_name: e.code.name().to_owned(),
         errmsg: e.message.clone(),
-        err_info: extra
-            .and_then(|d| d.to_vec().ok())
-            .map(Into::into)
-            .unwrap_or_default(),
+        err_info: extra.and_then(|d| d.to_vec().ok()).map(Into::into).unwrap_or_default(),
     }
 }

@@ -15,18 +15,12 @@ pub enum AccessPath {
     /// The one document whose `_id` equals this value, if any.
     Point(Bson),
     /// Document keys within these bounds (already prefixed by the collection id).
-    Range {
-        lower: Bound<Vec<u8>>,
-        upper: Bound<Vec<u8>>,
-    },
+    Range { lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>> },
 }
 
 impl AccessPath {
     pub fn full() -> Self {
-        AccessPath::Range {
-            lower: Bound::Unbounded,
-            upper: Bound::Unbounded,
-        }
+        AccessPath::Range { lower: Bound::Unbounded, upper: Bound::Unbounded }
     }
 }
 
@@ -38,18 +32,11 @@ pub fn choose(coll: &CollectionInfo, filter: &Document) -> AccessPath {
     match shoal_query::filter::id_range(filter) {
         Some(range) => {
             let prefixed = |b: Bound<Vec<u8>>| match b {
-                Bound::Included(k) => {
-                    Bound::Included([&keys::collection_prefix(coll.id)[..], &k].concat())
-                }
-                Bound::Excluded(k) => {
-                    Bound::Excluded([&keys::collection_prefix(coll.id)[..], &k].concat())
-                }
+                Bound::Included(k) => Bound::Included([&keys::collection_prefix(coll.id)[..], &k].concat()),
+                Bound::Excluded(k) => Bound::Excluded([&keys::collection_prefix(coll.id)[..], &k].concat()),
                 Bound::Unbounded => Bound::Unbounded,
             };
-            AccessPath::Range {
-                lower: prefixed(range.lower),
-                upper: prefixed(range.upper),
-            }
+            AccessPath::Range { lower: prefixed(range.lower), upper: prefixed(range.upper) }
         }
         None => AccessPath::full(),
     }
@@ -80,42 +67,18 @@ mod tests {
     #[test]
     fn chooses_paths() {
         let c = coll();
-        assert_eq!(
-            choose(&c, &doc! {"_id": 5}),
-            AccessPath::Point(Bson::Int32(5))
-        );
-        assert_eq!(
-            choose(&c, &doc! {"_id": {"$eq": "x"}}),
-            AccessPath::Point(Bson::String("x".into()))
-        );
+        assert_eq!(choose(&c, &doc! {"_id": 5}), AccessPath::Point(Bson::Int32(5)));
+        assert_eq!(choose(&c, &doc! {"_id": {"$eq": "x"}}), AccessPath::Point(Bson::String("x".into())));
         assert_eq!(choose(&c, &doc! {"a": 1}), AccessPath::full());
-        assert_eq!(
-            choose(&c, &doc! {"_id": {"$in": [1, 2]}}),
-            AccessPath::full()
-        );
+        assert_eq!(choose(&c, &doc! {"_id": {"$in": [1, 2]}}), AccessPath::full());
         match choose(&c, &doc! {"_id": {"$gte": 1, "$lt": 9}}) {
-            AccessPath::Range {
-                lower: Bound::Included(_),
-                upper: Bound::Excluded(_),
-            } => {}
+            AccessPath::Range { lower: Bound::Included(_), upper: Bound::Excluded(_) } => {}
             other => panic!("unexpected {other:?}"),
         }
         // A subdocument equality is a point too (documents are valid _id values).
-        assert_eq!(
-            choose(&c, &doc! {"_id": {"a": 1}}),
-            AccessPath::Point(Bson::Document(doc! {"a": 1}))
-        );
-        assert!(path_implies_filter(
-            &AccessPath::Point(Bson::Int32(5)),
-            &doc! {"_id": 5}
-        ));
-        assert!(!path_implies_filter(
-            &AccessPath::Point(Bson::Int32(5)),
-            &doc! {"_id": 5, "a": 1}
-        ));
-        assert!(!path_implies_filter(
-            &AccessPath::Point(Bson::Int32(1)),
-            &doc! {"$and": [{"_id": 1}, {"a": 2}]}
-        ));
+        assert_eq!(choose(&c, &doc! {"_id": {"a": 1}}), AccessPath::Point(Bson::Document(doc! {"a": 1})));
+        assert!(path_implies_filter(&AccessPath::Point(Bson::Int32(5)), &doc! {"_id": 5}));
+        assert!(!path_implies_filter(&AccessPath::Point(Bson::Int32(5)), &doc! {"_id": 5, "a": 1}));
+        assert!(!path_implies_filter(&AccessPath::Point(Bson::Int32(1)), &doc! {"$and": [{"_id": 1}, {"a": 2}]}));
     }
 }

@@ -54,9 +54,7 @@ pub fn for_each_match(
             for kv in store.scan(coll, lower.clone(), upper.clone(), reverse) {
                 let (key, raw) = kv?;
                 let doc = decode(&raw)?;
-                if filter.is_none_or(|fl| fl.matches(&doc))
-                    && f(Matched { key, raw, doc })?.is_break()
-                {
+                if filter.is_none_or(|fl| fl.matches(&doc)) && f(Matched { key, raw, doc })?.is_break() {
                     break;
                 }
             }
@@ -69,14 +67,12 @@ pub fn for_each_match(
 /// can follow (a point read yields at most one document).
 pub fn resume_after(path: &AccessPath, last_key: &[u8], reverse: bool) -> Option<AccessPath> {
     match path {
-        AccessPath::Range { lower, upper } if reverse => Some(AccessPath::Range {
-            lower: lower.clone(),
-            upper: Bound::Excluded(last_key.to_vec()),
-        }),
-        AccessPath::Range { upper, .. } => Some(AccessPath::Range {
-            lower: Bound::Excluded(last_key.to_vec()),
-            upper: upper.clone(),
-        }),
+        AccessPath::Range { lower, upper } if reverse => {
+            Some(AccessPath::Range { lower: lower.clone(), upper: Bound::Excluded(last_key.to_vec()) })
+        }
+        AccessPath::Range { upper, .. } => {
+            Some(AccessPath::Range { lower: Bound::Excluded(last_key.to_vec()), upper: upper.clone() })
+        }
         AccessPath::Point(_) => None,
     }
 }
@@ -101,10 +97,7 @@ pub fn iter_matches<'a>(
                 Ok(None) => None,
                 Err(e) => fail(e.into()),
             };
-            Box::new(
-                doc.into_iter()
-                    .filter(move |d| filter.is_none_or(|f| f.matches(d))),
-            )
+            Box::new(doc.into_iter().filter(move |d| filter.is_none_or(|f| f.matches(d))))
         }
         AccessPath::Range { lower, upper } => Box::new(
             store

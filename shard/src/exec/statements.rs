@@ -24,10 +24,7 @@ pub fn statements(req: &Request<'_>, field: &str) -> ExecResult<Vec<Statement>> 
             .iter()
             .map(|b| {
                 let doc = Document::from_reader(&mut &b[..])?;
-                Ok(Statement {
-                    doc,
-                    raw: Some(b.clone()),
-                })
+                Ok(Statement { doc, raw: Some(b.clone()) })
             })
             .collect::<ExecResult<_>>()?
     } else {
@@ -35,10 +32,7 @@ pub fn statements(req: &Request<'_>, field: &str) -> ExecResult<Vec<Statement>> 
             Some(Bson::Array(items)) => items
                 .iter()
                 .map(|item| match item {
-                    Bson::Document(d) => Ok(Statement {
-                        doc: d.clone(),
-                        raw: None,
-                    }),
+                    Bson::Document(d) => Ok(Statement { doc: d.clone(), raw: None }),
                     other => Err(wrong_type(&cmd, field, other, "object")),
                 })
                 .collect::<ExecResult<_>>()?,
@@ -60,10 +54,7 @@ pub fn statements(req: &Request<'_>, field: &str) -> ExecResult<Vec<Statement>> 
     if out.len() > MAX_WRITE_BATCH_SIZE {
         return Err(ExecError::new(
             ErrorCode::InvalidLength,
-            format!(
-                "Write batch sizes must be between 1 and 100000. Got {} operations.",
-                out.len()
-            ),
+            format!("Write batch sizes must be between 1 and 100000. Got {} operations.", out.len()),
         ));
     }
     Ok(out)

@@ -39,10 +39,7 @@ impl UpdateStatement {
         let spec = match stmt.get("u") {
             Some(Bson::Document(d)) => UpdateSpec::parse(d)?,
             Some(Bson::Array(_)) => {
-                return Err(ExecError::new(
-                    ErrorCode::NotImplemented,
-                    "pipeline-style updates are not supported yet",
-                ));
+                return Err(ExecError::new(ErrorCode::NotImplemented, "pipeline-style updates are not supported yet"));
             }
             Some(other) => return Err(args::wrong_type("update.updates", "u", other, "object")),
             None => {
@@ -55,10 +52,7 @@ impl UpdateStatement {
         let multi = args::opt_bool(stmt, "update.updates", "multi")?.unwrap_or(false);
         let upsert = args::opt_bool(stmt, "update.updates", "upsert")?.unwrap_or(false);
         if stmt.contains_key("arrayFilters") {
-            return Err(ExecError::new(
-                ErrorCode::NotImplemented,
-                "arrayFilters are not supported yet",
-            ));
+            return Err(ExecError::new(ErrorCode::NotImplemented, "arrayFilters are not supported yet"));
         }
         args::check_collation(stmt, "update.updates")?;
         if multi && spec.is_replacement() {
@@ -68,13 +62,7 @@ impl UpdateStatement {
             ));
         }
         let filter = Filter::parse(&filter_doc)?;
-        Ok(Self {
-            filter_doc,
-            filter,
-            spec,
-            multi,
-            upsert,
-        })
+        Ok(Self { filter_doc, filter, spec, multi, upsert })
     }
 }
 
@@ -141,33 +129,14 @@ pub fn apply(
     stmt: &UpdateStatement,
     sort: Option<&shoal_query::sort::SortSpec>,
 ) -> Result<Applied, InsertError> {
-    let ctx = UpdateContext {
-        now: txn.now(),
-        is_upsert_insert: false,
-    };
-    let mut applied = Applied {
-        matched: 0,
-        modified: 0,
-        last: None,
-        upserted_id: None,
-    };
+    let ctx = UpdateContext { now: txn.now(), is_upsert_insert: false };
+    let mut applied = Applied { matched: 0, modified: 0, last: None, upserted_id: None };
     if let Some(coll) = txn.collection(&ns.to_string()) {
-        let matches = collect_matches(
-            engine,
-            txn,
-            &coll,
-            &stmt.filter_doc,
-            &stmt.filter,
-            !stmt.multi,
-            sort,
-        )
-        .map_err(|e| InsertError::Exec(e, None))?;
+        let matches = collect_matches(engine, txn, &coll, &stmt.filter_doc, &stmt.filter, !stmt.multi, sort)
+            .map_err(|e| InsertError::Exec(e, None))?;
         for old in matches {
             let mut new = old.doc.clone();
-            let changed = stmt
-                .spec
-                .apply(&mut new, &ctx)
-                .map_err(|e| InsertError::Exec(e.into(), None))?;
+            let changed = stmt.spec.apply(&mut new, &ctx).map_err(|e| InsertError::Exec(e.into(), None))?;
             applied.matched += 1;
             if changed {
                 let id = old.doc.get("_id").cloned().unwrap_or(Bson::Null);
@@ -180,8 +149,7 @@ pub fn apply(
                         None,
                     ));
                 }
-                let raw = RawDocumentBuf::try_from(&new)
-                    .map_err(|e| InsertError::Exec(e.into(), None))?;
+                let raw = RawDocumentBuf::try_from(&new).map_err(|e| InsertError::Exec(e.into(), None))?;
                 if raw.as_bytes().len() > shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES {
                     return Err(InsertError::Exec(
                         ExecError::new(
@@ -202,21 +170,14 @@ pub fn apply(
     }
     if applied.matched == 0 && stmt.upsert {
         let seed = shoal_query::filter::equality_fields(&stmt.filter_doc)?;
-        let upsert_ctx = UpdateContext {
-            now: txn.now(),
-            is_upsert_insert: true,
-        };
+        let upsert_ctx = UpdateContext { now: txn.now(), is_upsert_insert: true };
         let built = shoal_query::update::upsert_document(&seed, &stmt.spec, &upsert_ctx)
             .map_err(|e| InsertError::Exec(e.into(), None))?;
         let (id, doc) = with_id_first(&built);
         crate::exec::insert::validate_document(&doc)?;
-        let bytes = RawDocumentBuf::try_from(&doc)
-            .map_err(|e| InsertError::Exec(e.into(), None))?
-            .into_bytes();
+        let bytes = RawDocumentBuf::try_from(&doc).map_err(|e| InsertError::Exec(e.into(), None))?.into_bytes();
         check_size(bytes.len())?;
-        let (coll, _) = txn
-            .ensure_collection(ns, Document::new())
-            .map_err(InsertError::Storage)?;
+        let (coll, _) = txn.ensure_collection(ns, Document::new()).map_err(InsertError::Storage)?;
         insert_prepared(txn, &coll, &id, bytes.into())?;
         applied.upserted_id = Some(id);
         applied.last = Some((None, doc));
@@ -237,22 +198,10 @@ pub fn collect_matches(
     let path = plan::choose(coll, filter_doc);
     let mut out = Vec::new();
     let stop_after_first = single && sort.is_none();
-    for_each_match(
-        &engine.store,
-        Some(txn),
-        coll,
-        &path,
-        Some(filter),
-        false,
-        |m| {
-            out.push(m);
-            Ok(if stop_after_first {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            })
-        },
-    )?;
+    for_each_match(&engine.store, Some(txn), coll, &path, Some(filter), false, |m| {
+        out.push(m);
+        Ok(if stop_after_first { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+    })?;
     if let Some(spec) = sort {
         out.sort_by(|a, b| spec.compare(&a.doc, &b.doc));
     }

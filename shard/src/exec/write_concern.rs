@@ -20,10 +20,7 @@ impl WriteConcern {
     pub fn parse(body: &Document, cmd: &str) -> ExecResult<Self> {
         let wc = match body.get("writeConcern") {
             None | Some(Bson::Null) => {
-                return Ok(Self {
-                    journal: true,
-                    unacknowledged: false,
-                });
+                return Ok(Self { journal: true, unacknowledged: false });
             }
             Some(Bson::Document(d)) => d,
             Some(other) => return Err(wrong_type(cmd, "writeConcern", other, "object")),
@@ -56,19 +53,14 @@ impl WriteConcern {
                 if n > 1.0 {
                     return Err(ExecError::new(
                         shoal_proto::ErrorCode::WriteConcernFailed,
-                        format!(
-                            "Not enough data-bearing nodes: w:{n} asked, this shard has 1 member"
-                        ),
+                        format!("Not enough data-bearing nodes: w:{n} asked, this shard has 1 member"),
                     ));
                 }
                 (false, n == 0.0)
             }
             Some(other) => return Err(wrong_type("writeConcern", "w", other, "string or number")),
         };
-        Ok(Self {
-            journal: j.unwrap_or(majority),
-            unacknowledged: w0 && j != Some(true),
-        })
+        Ok(Self { journal: j.unwrap_or(majority), unacknowledged: w0 && j != Some(true) })
     }
 }
 
@@ -82,9 +74,7 @@ mod tests {
         assert!(WriteConcern::parse(&doc! {}, "insert")?.journal);
         assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": "majority"}}, "insert")?.journal);
         assert!(!WriteConcern::parse(&doc! {"writeConcern": {"w": 1}}, "insert")?.journal);
-        assert!(
-            WriteConcern::parse(&doc! {"writeConcern": {"w": 1, "j": true}}, "insert")?.journal
-        );
+        assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": 1, "j": true}}, "insert")?.journal);
         assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": 0}}, "insert")?.unacknowledged);
         assert!(WriteConcern::parse(&doc! {"writeConcern": 3}, "insert").is_err());
         assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": 3}}, "insert").is_err());

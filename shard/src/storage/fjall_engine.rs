@@ -24,20 +24,9 @@ fn engine_err(e: fjall::Error) -> StorageError {
 impl FjallEngine {
     pub fn open(path: &Path, cache_bytes: u64) -> Result<Self, StorageError> {
         std::fs::create_dir_all(path)?;
-        let db = Database::builder(path)
-            .cache_size(cache_bytes)
-            .open()
-            .map_err(engine_err)?;
-        let open = |s: Space| {
-            db.keyspace(s.name(), KeyspaceCreateOptions::default)
-                .map_err(engine_err)
-        };
-        let spaces = [
-            open(Space::Documents)?,
-            open(Space::Indexes)?,
-            open(Space::Oplog)?,
-            open(Space::Meta)?,
-        ];
+        let db = Database::builder(path).cache_size(cache_bytes).open().map_err(engine_err)?;
+        let open = |s: Space| db.keyspace(s.name(), KeyspaceCreateOptions::default).map_err(engine_err);
+        let spaces = [open(Space::Documents)?, open(Space::Indexes)?, open(Space::Oplog)?, open(Space::Meta)?];
         Ok(Self { db, spaces })
     }
 
@@ -61,33 +50,13 @@ fn owned(bound: Bound<&[u8]>) -> Bound<Vec<u8>> {
 
 impl Engine for FjallEngine {
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
-        Ok(self
-            .ks(space)
-            .get(key)
-            .map_err(engine_err)?
-            .map(Bytes::from))
+        Ok(self.ks(space).get(key).map_err(engine_err)?.map(Bytes::from))
     }
 
-    fn scan(
-        &self,
-        space: Space,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        reverse: bool,
-    ) -> KvIter<'static> {
-        let iter = self
-            .ks(space)
-            .range::<Vec<u8>, _>((owned(lower), owned(upper)));
-        let map = |g: fjall::Guard| {
-            g.into_inner()
-                .map(|(k, v)| (Bytes::from(k), Bytes::from(v)))
-                .map_err(engine_err)
-        };
-        if reverse {
-            Box::new(iter.rev().map(map))
-        } else {
-            Box::new(iter.map(map))
-        }
+    fn scan(&self, space: Space, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvIter<'static> {
+        let iter = self.ks(space).range::<Vec<u8>, _>((owned(lower), owned(upper)));
+        let map = |g: fjall::Guard| g.into_inner().map(|(k, v)| (Bytes::from(k), Bytes::from(v))).map_err(engine_err);
+        if reverse { Box::new(iter.rev().map(map)) } else { Box::new(iter.map(map)) }
     }
 
     fn commit(&self, batch: WriteBatch) -> Result<(), StorageError> {
@@ -126,22 +95,12 @@ mod tests {
         engine.commit(batch)?;
         engine.sync()?;
         let keys: Vec<_> = engine
-            .scan(
-                Space::Documents,
-                Bound::Included(&[1u8][..]),
-                Bound::Unbounded,
-                false,
-            )
+            .scan(Space::Documents, Bound::Included(&[1u8][..]), Bound::Unbounded, false)
             .map(|kv| kv.map(|(k, _)| k[0]))
             .collect::<Result<_, _>>()?;
         assert_eq!(keys, vec![1, 2, 3]);
         let rev: Vec<_> = engine
-            .scan(
-                Space::Documents,
-                Bound::Unbounded,
-                Bound::Excluded(&[3u8][..]),
-                true,
-            )
+            .scan(Space::Documents, Bound::Unbounded, Bound::Excluded(&[3u8][..]), true)
             .map(|kv| kv.map(|(k, _)| k[0]))
             .collect::<Result<_, _>>()?;
         assert_eq!(rev, vec![2, 1]);

@@ -50,11 +50,7 @@ impl GroupCommit {
             .name("shoal-syncer".into())
             .spawn(move || syncer(engine, thread_shared, tx))
             .expect("spawning the journal syncer thread is required to run a shard");
-        Self {
-            shared,
-            durable_rx,
-            thread: Mutex::new(Some(thread)),
-        }
+        Self { shared, durable_rx, thread: Mutex::new(Some(thread)) }
     }
 
     /// Records that a batch was committed; returns its sequence number. Callers hold the single
@@ -110,11 +106,7 @@ impl Drop for GroupCommit {
     }
 }
 
-fn syncer<E: Engine + ?Sized>(
-    engine: Arc<E>,
-    shared: Arc<Shared>,
-    tx: watch::Sender<Result<u64, String>>,
-) {
+fn syncer<E: Engine + ?Sized>(engine: Arc<E>, shared: Arc<Shared>, tx: watch::Sender<Result<u64, String>>) {
     let mut durable = 0u64;
     loop {
         let shutdown = {

@@ -95,13 +95,7 @@ pub type KvIter<'a> = Box<dyn Iterator<Item = Result<(Bytes, Bytes), StorageErro
 pub trait Engine: Send + Sync + 'static {
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Bytes>, StorageError>;
     /// Key-ordered scan of `[lower, upper]` bounds; `reverse` walks from the upper end.
-    fn scan(
-        &self,
-        space: Space,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        reverse: bool,
-    ) -> KvIter<'static>;
+    fn scan(&self, space: Space, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvIter<'static>;
     /// Applies `batch` atomically; it survives a process crash once this returns.
     fn commit(&self, batch: WriteBatch) -> Result<(), StorageError>;
     /// Makes every committed batch survive a machine crash (fdatasync of the journal).

@@ -35,10 +35,8 @@ impl CollectionInfo {
     }
 
     pub fn from_record(record: &Document) -> Result<Self, StorageError> {
-        let corrupt = |detail: &str| StorageError::Corrupt {
-            space: "meta",
-            detail: format!("collection record: {detail}"),
-        };
+        let corrupt =
+            |detail: &str| StorageError::Corrupt { space: "meta", detail: format!("collection record: {detail}") };
         let id = record.get_i64("id").map_err(|_| corrupt("id"))? as u64;
         let db = record.get_str("db").map_err(|_| corrupt("db"))?;
         let coll = record.get_str("coll").map_err(|_| corrupt("coll"))?;
@@ -50,12 +48,7 @@ impl CollectionInfo {
             _ => return Err(corrupt("uuid")),
         };
         let options = record.get_document("options").cloned().unwrap_or_default();
-        Ok(Self {
-            id,
-            ns,
-            uuid,
-            options,
-        })
+        Ok(Self { id, ns, uuid, options })
     }
 }
 

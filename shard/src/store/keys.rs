@@ -31,10 +31,7 @@ pub fn oplog_key(ts: Timestamp) -> [u8; 8] {
 
 pub fn oplog_ts(key: &[u8]) -> Option<Timestamp> {
     let raw = u64::from_be_bytes(key.try_into().ok()?);
-    Some(Timestamp {
-        time: (raw >> 32) as u32,
-        increment: raw as u32,
-    })
+    Some(Timestamp { time: (raw >> 32) as u32, increment: raw as u32 })
 }
 
 pub fn collection_record_key(ns: &str) -> Vec<u8> {

@@ -21,9 +21,7 @@ use bson::{Bson, DateTime, Document, RawDocument, RawDocumentBuf, Timestamp, Uui
 use bytes::Bytes;
 use shoal_proto::Namespace;
 
-use crate::storage::{
-    Engine, GroupCommit, KvIter, Space, StorageError, WriteBatch, prefix_upper_bound,
-};
+use crate::storage::{Engine, GroupCommit, KvIter, Space, StorageError, WriteBatch, prefix_upper_bound};
 use catalog::{Catalog, CollectionInfo};
 use oplog::{Entry, OpKind, TimestampClock};
 
@@ -55,11 +53,8 @@ impl Store {
         );
         for kv in records {
             let (_, value) = kv?;
-            let record =
-                Document::from_reader(&mut &value[..]).map_err(|e| StorageError::Corrupt {
-                    space: "meta",
-                    detail: e.to_string(),
-                })?;
+            let record = Document::from_reader(&mut &value[..])
+                .map_err(|e| StorageError::Corrupt { space: "meta", detail: e.to_string() })?;
             let info = CollectionInfo::from_record(&record)?;
             catalog.next_id = catalog.next_id.max(info.id + 1);
             catalog.by_ns.insert(info.full_name(), Arc::new(info));
@@ -68,9 +63,7 @@ impl Store {
         for kv in engine.scan(
             Space::Meta,
             Bound::Included(keys::DROPPED_PREFIX),
-            prefix_upper_bound(keys::DROPPED_PREFIX)
-                .as_deref()
-                .map_or(Bound::Unbounded, Bound::Excluded),
+            prefix_upper_bound(keys::DROPPED_PREFIX).as_deref().map_or(Bound::Unbounded, Bound::Excluded),
             false,
         ) {
             let (key, _) = kv?;
@@ -79,51 +72,29 @@ impl Store {
             }
         }
         catalog.next_id = catalog.next_id.max(1);
-        let last_ts = match engine
-            .scan(Space::Oplog, Bound::Unbounded, Bound::Unbounded, true)
-            .next()
-        {
-            Some(kv) => keys::oplog_ts(&kv?.0).unwrap_or(Timestamp {
-                time: 0,
-                increment: 0,
-            }),
-            None => Timestamp {
-                time: 0,
-                increment: 0,
-            },
+        let last_ts = match engine.scan(Space::Oplog, Bound::Unbounded, Bound::Unbounded, true).next() {
+            Some(kv) => keys::oplog_ts(&kv?.0).unwrap_or(Timestamp { time: 0, increment: 0 }),
+            None => Timestamp { time: 0, increment: 0 },
         };
         let group = GroupCommit::start(Arc::clone(&engine));
         Ok(Self {
             engine,
             group,
             catalog: RwLock::new(catalog),
-            writer: Mutex::new(WriterState {
-                clock: TimestampClock::new(last_ts),
-            }),
+            writer: Mutex::new(WriterState { clock: TimestampClock::new(last_ts) }),
         })
     }
 
     pub fn collection(&self, ns: &str) -> Option<Arc<CollectionInfo>> {
-        self.catalog
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(ns)
+        self.catalog.read().unwrap_or_else(|p| p.into_inner()).get(ns)
     }
 
     pub fn collections_in(&self, db: &str) -> Vec<Arc<CollectionInfo>> {
-        self.catalog
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .in_db(db)
-            .cloned()
-            .collect()
+        self.catalog.read().unwrap_or_else(|p| p.into_inner()).in_db(db).cloned().collect()
     }
 
     pub fn databases(&self) -> Vec<String> {
-        self.catalog
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .databases()
+        self.catalog.read().unwrap_or_else(|p| p.into_inner()).databases()
     }
 
     pub fn disk_space_bytes(&self) -> u64 {
@@ -131,8 +102,7 @@ impl Store {
     }
 
     pub fn get(&self, coll: &CollectionInfo, id: &Bson) -> Result<Option<Bytes>, StorageError> {
-        self.engine
-            .get(Space::Documents, &keys::document_key(coll.id, id))
+        self.engine.get(Space::Documents, &keys::document_key(coll.id, id))
     }
 
     /// Documents of `coll` whose keys lie within the bounds (keys from [`keys::document_key`]);
@@ -150,27 +120,19 @@ impl Store {
             b => b,
         };
         let upper = match upper {
-            Bound::Unbounded => {
-                prefix_upper_bound(&prefix).map_or(Bound::Unbounded, Bound::Excluded)
-            }
+            Bound::Unbounded => prefix_upper_bound(&prefix).map_or(Bound::Unbounded, Bound::Excluded),
             b => b,
         };
         if is_empty_range(&lower, &upper) {
             return Box::new(std::iter::empty());
         }
-        self.engine
-            .scan(Space::Documents, as_ref(&lower), as_ref(&upper), reverse)
+        self.engine.scan(Space::Documents, as_ref(&lower), as_ref(&upper), reverse)
     }
 
     /// Oplog entries after `after`, oldest first.
     pub fn oplog_after(&self, after: Timestamp) -> KvIter<'static> {
         let key = keys::oplog_key(after);
-        self.engine.scan(
-            Space::Oplog,
-            Bound::Excluded(&key[..]),
-            Bound::Unbounded,
-            false,
-        )
+        self.engine.scan(Space::Oplog, Bound::Excluded(&key[..]), Bound::Unbounded, false)
     }
 
     /// Runs `f` as the single writer; returns its result and the sequence number to wait on for
@@ -218,10 +180,7 @@ impl Store {
         let Some(kv) = first else { return Ok(0) };
         let (marker, _) = kv?;
         let Ok(raw) = <[u8; 8]>::try_from(&marker[keys::DROPPED_PREFIX.len()..]) else {
-            return Err(StorageError::Corrupt {
-                space: "meta",
-                detail: "dropped-collection marker".into(),
-            });
+            return Err(StorageError::Corrupt { space: "meta", detail: "dropped-collection marker".into() });
         };
         let prefix = raw;
         let upper = prefix_upper_bound(&prefix);
@@ -255,9 +214,7 @@ impl Store {
 fn is_empty_range(lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>) -> bool {
     match (lower, upper) {
         (Bound::Included(l), Bound::Included(u)) => l > u,
-        (Bound::Included(l) | Bound::Excluded(l), Bound::Included(u) | Bound::Excluded(u)) => {
-            l >= u
-        }
+        (Bound::Included(l) | Bound::Excluded(l), Bound::Included(u) | Bound::Excluded(u)) => l >= u,
         _ => false,
     }
 }
@@ -312,49 +269,28 @@ impl WriteTxn<'_> {
             return Ok((c, false));
         }
         let id = {
-            let mut cat = self
-                .store
-                .catalog
-                .write()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut cat = self.store.catalog.write().unwrap_or_else(|p| p.into_inner());
             let id = cat.next_id;
             cat.next_id += 1;
             id
         };
-        let info = Arc::new(CollectionInfo {
-            id,
-            ns: ns.clone(),
-            uuid: Uuid::new(),
-            options,
-        });
+        let info = Arc::new(CollectionInfo { id, ns: ns.clone(), uuid: Uuid::new(), options });
         let record = bson_bytes(&info.to_record())?;
-        self.batch.put(
-            Space::Meta,
-            keys::collection_record_key(&info.full_name()),
-            record,
-        );
+        self.batch.put(Space::Meta, keys::collection_record_key(&info.full_name()), record);
         let mut o = doc! { "create": &ns.coll };
         o.extend(info.options.clone());
         self.log_command(&ns.db, Some(info.uuid), &o)?;
-        self.catalog_changes
-            .push(CatalogChange::Created(Arc::clone(&info)));
+        self.catalog_changes.push(CatalogChange::Created(Arc::clone(&info)));
         Ok((info, true))
     }
 
     /// Removes the collection from the catalog; its documents are deleted later by
     /// [`Store::purge_dropped`].
     pub fn drop_collection(&mut self, coll: &CollectionInfo) -> Result<(), StorageError> {
-        self.batch
-            .delete(Space::Meta, keys::collection_record_key(&coll.full_name()));
-        self.batch
-            .put(Space::Meta, keys::dropped_key(coll.id), Bytes::new());
-        self.log_command(
-            &coll.ns.db,
-            Some(coll.uuid),
-            &doc! { "drop": &coll.ns.coll },
-        )?;
-        self.catalog_changes
-            .push(CatalogChange::Dropped(coll.full_name()));
+        self.batch.delete(Space::Meta, keys::collection_record_key(&coll.full_name()));
+        self.batch.put(Space::Meta, keys::dropped_key(coll.id), Bytes::new());
+        self.log_command(&coll.ns.db, Some(coll.uuid), &doc! { "drop": &coll.ns.coll })?;
+        self.catalog_changes.push(CatalogChange::Dropped(coll.full_name()));
         Ok(())
     }
 
@@ -366,21 +302,11 @@ impl WriteTxn<'_> {
         self.store.engine.get(Space::Documents, &key)
     }
 
-    pub fn insert(
-        &mut self,
-        coll: &CollectionInfo,
-        id: &Bson,
-        doc: &RawDocument,
-    ) -> Result<(), StorageError> {
+    pub fn insert(&mut self, coll: &CollectionInfo, id: &Bson, doc: &RawDocument) -> Result<(), StorageError> {
         self.put_document(coll, id, doc, OpKind::Insert)
     }
 
-    pub fn update(
-        &mut self,
-        coll: &CollectionInfo,
-        id: &Bson,
-        doc: &RawDocument,
-    ) -> Result<(), StorageError> {
+    pub fn update(&mut self, coll: &CollectionInfo, id: &Bson, doc: &RawDocument) -> Result<(), StorageError> {
         self.put_document(coll, id, doc, OpKind::Update)
     }
 
@@ -414,16 +340,9 @@ impl WriteTxn<'_> {
         self.flush_if_large()
     }
 
-    fn log_command(
-        &mut self,
-        db: &str,
-        uuid: Option<Uuid>,
-        o: &Document,
-    ) -> Result<(), StorageError> {
-        let raw = RawDocumentBuf::try_from(o).map_err(|e| StorageError::Corrupt {
-            space: "oplog",
-            detail: e.to_string(),
-        })?;
+    fn log_command(&mut self, db: &str, uuid: Option<Uuid>, o: &Document) -> Result<(), StorageError> {
+        let raw =
+            RawDocumentBuf::try_from(o).map_err(|e| StorageError::Corrupt { space: "oplog", detail: e.to_string() })?;
         self.log(OpKind::Command, &format!("{db}.$cmd"), uuid, &raw, None)
     }
 
@@ -436,21 +355,8 @@ impl WriteTxn<'_> {
         o2: Option<&RawDocument>,
     ) -> Result<(), StorageError> {
         let ts = self.writer.clock.next(self.now);
-        let entry = Entry {
-            ts,
-            wall: self.now,
-            kind,
-            ns,
-            uuid,
-            o,
-            o2,
-        }
-        .encode();
-        self.batch.put(
-            Space::Oplog,
-            keys::oplog_key(ts).to_vec(),
-            entry.into_bytes(),
-        );
+        let entry = Entry { ts, wall: self.now, kind, ns, uuid, o, o2 }.encode();
+        self.batch.put(Space::Oplog, keys::oplog_key(ts).to_vec(), entry.into_bytes());
         Ok(())
     }
 
@@ -460,11 +366,7 @@ impl WriteTxn<'_> {
     }
 
     fn flush_if_large(&mut self) -> Result<(), StorageError> {
-        if self.batch.size_bytes() >= STAGED_BATCH_MAX_BYTES {
-            self.flush()
-        } else {
-            Ok(())
-        }
+        if self.batch.size_bytes() >= STAGED_BATCH_MAX_BYTES { self.flush() } else { Ok(()) }
     }
 
     fn flush(&mut self) -> Result<(), StorageError> {
@@ -475,11 +377,7 @@ impl WriteTxn<'_> {
         self.store.engine.commit(batch)?;
         self.store.group.committed();
         self.staged.clear();
-        let mut cat = self
-            .store
-            .catalog
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut cat = self.store.catalog.write().unwrap_or_else(|p| p.into_inner());
         for change in self.catalog_changes.drain(..) {
             match change {
                 CatalogChange::Created(c) => {
@@ -495,15 +393,10 @@ impl WriteTxn<'_> {
 }
 
 fn id_document(id: &Bson) -> Result<RawDocumentBuf, StorageError> {
-    RawDocumentBuf::try_from(&doc! { "_id": id.clone() }).map_err(|e| StorageError::Corrupt {
-        space: "documents",
-        detail: e.to_string(),
-    })
+    RawDocumentBuf::try_from(&doc! { "_id": id.clone() })
+        .map_err(|e| StorageError::Corrupt { space: "documents", detail: e.to_string() })
 }
 
 fn bson_bytes(doc: &Document) -> Result<Vec<u8>, StorageError> {
-    doc.to_vec().map_err(|e| StorageError::Corrupt {
-        space: "meta",
-        detail: e.to_string(),
-    })
+    doc.to_vec().map_err(|e| StorageError::Corrupt { space: "meta", detail: e.to_string() })
 }

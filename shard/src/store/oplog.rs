@@ -43,20 +43,11 @@ impl TimestampClock {
     pub fn next(&mut self, now: DateTime) -> Timestamp {
         let secs = (now.timestamp_millis() / 1000).clamp(0, u32::MAX as i64) as u32;
         self.last = if secs > self.last.time {
-            Timestamp {
-                time: secs,
-                increment: 1,
-            }
+            Timestamp { time: secs, increment: 1 }
         } else if self.last.increment == u32::MAX {
-            Timestamp {
-                time: self.last.time + 1,
-                increment: 1,
-            }
+            Timestamp { time: self.last.time + 1, increment: 1 }
         } else {
-            Timestamp {
-                time: self.last.time,
-                increment: self.last.increment + 1,
-            }
+            Timestamp { time: self.last.time, increment: self.last.increment + 1 }
         };
         self.last
     }
@@ -102,25 +93,10 @@ mod tests {
 
     #[test]
     fn clock_is_monotonic_even_if_time_goes_back() {
-        let mut clock = TimestampClock::new(Timestamp {
-            time: 100,
-            increment: 5,
-        });
+        let mut clock = TimestampClock::new(Timestamp { time: 100, increment: 5 });
         let a = clock.next(DateTime::from_millis(50_000));
-        assert_eq!(
-            a,
-            Timestamp {
-                time: 100,
-                increment: 6
-            }
-        );
+        assert_eq!(a, Timestamp { time: 100, increment: 6 });
         let b = clock.next(DateTime::from_millis(200_000));
-        assert_eq!(
-            b,
-            Timestamp {
-                time: 200,
-                increment: 1
-            }
-        );
+        assert_eq!(b, Timestamp { time: 200, increment: 1 });
     }
 }
