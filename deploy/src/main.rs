@@ -1,1 +1,60 @@
-fn main() {}
+//! The `shoal` binary: parses the command line, sets up logging and the tokio runtime, and hands
+//! each subcommand to the module that owns it.
+//!
+//! ```text
+//!  shoal shard  --> serve::shard   (one shard server, foreground)
+//!  shoal router --> serve::router  (one router, foreground)
+//!  shoal up     --> up::run        (spec.rs -> plan.rs -> launcher.rs children, probe.rs ping)
+//! ```
+
+mod cli;
+mod launcher;
+mod plan;
+mod probe;
+mod serve;
+mod signals;
+mod spec;
+mod up;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing::error;
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            error!("cannot start the tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async move {
+        match cli.command {
+            Command::Shard(args) => serve::shard(args).await,
+            Command::Router(args) => serve::router(args).await,
+            Command::Up(args) => up::run(args).await,
+        }
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr because stdout carries the `SHOAL_READY` line the launcher waits for.
+/// Colours only on a terminal: children of `shoal up` write to log files.
+fn init_logging() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,fjall=warn,lsm_tree=warn"));
+    let ansi = std::io::stderr().is_terminal();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+}

@@ -63,7 +63,7 @@ impl ShardConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ShardError {
-    #[error("io: {0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Storage(#[from] StorageError),

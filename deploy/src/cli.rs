@@ -1,0 +1,78 @@
+//! The `shoal` command line: one clap `Subcommand` variant and one args struct per subcommand.
+//!
+//! A new subcommand (e.g. `shoal bench`) is one variant in [`Command`], its args struct here, and
+//! one match arm in `main.rs`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "shoal", version, about = "Shoal: a MongoDB-compatible sharded database")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one shard server (the mongod of a shard), serving gRPC.
+    Shard(ShardArgs),
+    /// Run one router (a mongos), serving the MongoDB wire protocol.
+    Router(RouterArgs),
+    /// Start a whole local cluster from a YAML spec; stop it with Ctrl-C.
+    Up(UpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ShardArgs {
+    /// Name of the shard.
+    #[arg(long, default_value = "shard0")]
+    pub name: String,
+    /// gRPC listen address (port 0 picks a free port; the bound one is printed in SHOAL_READY).
+    #[arg(long, default_value = "127.0.0.1:27101")]
+    pub listen: SocketAddr,
+    /// Directory holding this shard's data.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub child: ChildArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RouterArgs {
+    /// MongoDB wire-protocol listen address (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:27017")]
+    pub listen: SocketAddr,
+    /// gRPC endpoint of the shard to forward to.
+    #[arg(long, default_value = "http://127.0.0.1:27101")]
+    pub shard: String,
+    #[command(flatten)]
+    pub child: ChildArgs,
+}
+
+/// Flags `shoal up` passes to the servers it starts; hidden because people have no use for them.
+#[derive(Debug, Args)]
+pub struct ChildArgs {
+    /// Also shut down when stdin reaches EOF. The launcher holds the other end of the pipe, so its
+    /// servers go away with it even when it is SIGKILLed and cannot stop them itself.
+    #[arg(long, hide = true)]
+    pub exit_on_stdin_eof: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Cluster spec [default: ./deploy/local.yaml if present, else a built-in copy of it].
+    #[arg(short = 'f', long = "file", value_name = "SPEC.yaml")]
+    pub file: Option<PathBuf>,
+    /// Directory under which each process gets its data dir and `<name>.log`.
+    #[arg(long, default_value = "shoal-data")]
+    pub data_dir: PathBuf,
+    /// Port of the first router, overriding the spec.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+    /// Allow a bind_ip that is not loopback (exposes unauthenticated servers to the network).
+    #[arg(long)]
+    pub allow_non_loopback: bool,
+}

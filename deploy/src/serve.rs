@@ -1,0 +1,23 @@
+//! `shoal shard` and `shoal router`: run one server in the foreground until SIGINT/SIGTERM.
+//!
+//! The servers themselves print `SHOAL_READY <role> <addr>` on stdout once listening; this file
+//! only turns flags into their configs and hands them the shutdown trigger.
+
+use anyhow::Context;
+
+use crate::cli::{RouterArgs, ShardArgs};
+use crate::signals::shutdown_signal;
+
+pub async fn shard(args: ShardArgs) -> anyhow::Result<()> {
+    let shutdown = shutdown_signal(args.child.exit_on_stdin_eof).context("cannot install signal handlers")?;
+    let config = shoal_shard::ShardConfig::new(args.name, args.listen, args.data_dir);
+    let name = config.name.clone();
+    shoal_shard::run(config, shutdown).await.with_context(|| format!("shard {name} failed"))
+}
+
+pub async fn router(args: RouterArgs) -> anyhow::Result<()> {
+    let shutdown = shutdown_signal(args.child.exit_on_stdin_eof).context("cannot install signal handlers")?;
+    let config = shoal_router::RouterConfig::new(args.listen, args.shard);
+    let listen = config.listen;
+    shoal_router::run(config, shutdown).await.with_context(|| format!("router on {listen} failed"))
+}

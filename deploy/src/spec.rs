@@ -1,0 +1,328 @@
+//! The YAML cluster spec read by `shoal up`: its schema, where it is loaded from, and its validation.
+//!
+//! Invariants of a spec that passed [`ClusterSpec::validate`]: at least one shard and one router;
+//! process names are unique and safe as file names (they name data dirs and log files); ports are
+//! unique and non-zero; every shard has exactly one member (until replica groups, issue 7); and
+//! `bind_ip` is loopback unless the caller allowed otherwise.
+//!
+//! Every struct denies unknown fields so a typo fails loudly instead of being ignored. The schema
+//! grows by adding fields (config servers, more shard members, settings), not by renaming them.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Where `shoal up` looks for its spec when `-f` is not given, relative to the current dir.
+pub const DEFAULT_SPEC_PATH: &str = "deploy/local.yaml";
+
+/// A copy of `deploy/local.yaml` built into the binary, so `cargo run --release -- up` works from
+/// any directory and an installed binary needs no file next to it.
+pub const EMBEDDED_LOCAL_SPEC: &str = include_str!("../local.yaml");
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// Names the cluster in messages; not used for addressing.
+    pub name: String,
+    /// Address every listener binds.
+    #[serde(default = "default_bind_ip")]
+    pub bind_ip: IpAddr,
+    pub routers: Vec<RouterSpec>,
+    pub shards: Vec<ShardSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterSpec {
+    pub name: String,
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardSpec {
+    pub name: String,
+    pub members: Vec<MemberSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberSpec {
+    pub port: u16,
+}
+
+fn default_bind_ip() -> IpAddr {
+    IpAddr::V4(Ipv4Addr::LOCALHOST)
+}
+
+/// Where a spec came from, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpecSource {
+    File(PathBuf),
+    Embedded,
+}
+
+impl std::fmt::Display for SpecSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpecSource::File(path) => write!(f, "{}", path.display()),
+            SpecSource::Embedded => write!(f, "built-in copy of {DEFAULT_SPEC_PATH}"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("cannot read spec {path}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("invalid spec {source_name}: {error}")]
+    Yaml { source_name: String, error: serde_yaml::Error },
+    #[error("the cluster name must not be empty")]
+    EmptyClusterName,
+    #[error("the spec names no shard; at least one is needed")]
+    NoShards,
+    #[error("the spec names no router; at least one is needed")]
+    NoRouters,
+    #[error(
+        "process name {name:?} is not usable: names must be 1 to 64 characters of A-Z a-z 0-9 _ - \
+         (they name data dirs and log files)"
+    )]
+    BadName { name: String },
+    #[error("process name {name:?} is used twice; names must be unique")]
+    DuplicateName { name: String },
+    #[error("{name}: port 0 is not allowed; ports must be in 1..=65535")]
+    ZeroPort { name: String },
+    #[error("port {port} is used by both {first} and {second}; ports must be unique")]
+    DuplicatePort { port: u16, first: String, second: String },
+    #[error(
+        "shard {name} has {members} members; exactly 1 is supported for now \
+         (replica groups arrive with issue 7)"
+    )]
+    ShardMembers { name: String, members: usize },
+    #[error(
+        "bind_ip {ip} is not a loopback address; servers started here listen on loopback only \
+         (pass --allow-non-loopback to override)"
+    )]
+    NonLoopback { ip: IpAddr },
+}
+
+impl ClusterSpec {
+    /// Parses YAML text; `source_name` only labels errors. Does not validate.
+    pub fn parse(yaml: &str, source_name: &str) -> Result<Self, SpecError> {
+        serde_yaml::from_str(yaml).map_err(|error| SpecError::Yaml { source_name: source_name.to_owned(), error })
+    }
+
+    /// Reads `path` if given (a missing explicit file is an error, never silently replaced);
+    /// otherwise [`DEFAULT_SPEC_PATH`] if it exists in the current dir, else the embedded copy.
+    pub fn load(path: Option<&Path>) -> Result<(Self, SpecSource), SpecError> {
+        let default = Path::new(DEFAULT_SPEC_PATH);
+        let path = match path {
+            Some(path) => path,
+            None if default.is_file() => default,
+            None => return Ok((Self::parse(EMBEDDED_LOCAL_SPEC, "(built-in)")?, SpecSource::Embedded)),
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read { path: path.to_owned(), source })?;
+        let spec = Self::parse(&text, &path.display().to_string())?;
+        Ok((spec, SpecSource::File(path.to_owned())))
+    }
+
+    /// Replaces the first router's port (the `--port` flag). Call before [`Self::validate`] so the
+    /// new port is checked against the others.
+    pub fn override_first_router_port(&mut self, port: u16) {
+        if let Some(router) = self.routers.first_mut() {
+            router.port = port;
+        }
+    }
+
+    /// Checks the invariants listed in the module header; the first violation found is returned.
+    pub fn validate(&self, allow_non_loopback: bool) -> Result<(), SpecError> {
+        if self.name.trim().is_empty() {
+            return Err(SpecError::EmptyClusterName);
+        }
+        if self.shards.is_empty() {
+            return Err(SpecError::NoShards);
+        }
+        if self.routers.is_empty() {
+            return Err(SpecError::NoRouters);
+        }
+        if !allow_non_loopback && !self.bind_ip.is_loopback() {
+            return Err(SpecError::NonLoopback { ip: self.bind_ip });
+        }
+        for shard in &self.shards {
+            if shard.members.len() != 1 {
+                return Err(SpecError::ShardMembers { name: shard.name.clone(), members: shard.members.len() });
+            }
+        }
+        let mut names = HashSet::new();
+        let mut ports: HashMap<u16, &str> = HashMap::new();
+        for (name, port) in self.listeners() {
+            if !is_usable_name(name) {
+                return Err(SpecError::BadName { name: name.to_owned() });
+            }
+            if !names.insert(name) {
+                return Err(SpecError::DuplicateName { name: name.to_owned() });
+            }
+            if port == 0 {
+                return Err(SpecError::ZeroPort { name: name.to_owned() });
+            }
+            if let Some(first) = ports.insert(port, name) {
+                return Err(SpecError::DuplicatePort { port, first: first.to_owned(), second: name.to_owned() });
+            }
+        }
+        Ok(())
+    }
+
+    /// Every listening process as (name, port), shards first. A shard's single member is named
+    /// after the shard; member names get a suffix once groups have several members.
+    fn listeners(&self) -> impl Iterator<Item = (&str, u16)> {
+        let shards = self
+            .shards
+            .iter()
+            .flat_map(|shard| shard.members.iter().map(move |member| (shard.name.as_str(), member.port)));
+        let routers = self.routers.iter().map(|router| (router.name.as_str(), router.port));
+        shards.chain(routers)
+    }
+}
+
+fn is_usable_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_ok(yaml: &str) -> ClusterSpec {
+        match ClusterSpec::parse(yaml, "test") {
+            Ok(spec) => spec,
+            Err(e) => panic!("spec should parse: {e}"),
+        }
+    }
+
+    fn validate_err(yaml: &str) -> SpecError {
+        match parse_ok(yaml).validate(false) {
+            Ok(()) => panic!("spec should be rejected:\n{yaml}"),
+            Err(e) => e,
+        }
+    }
+
+    const TWO_SHARDS: &str = "
+name: two
+routers:
+  - name: router0
+    port: 27017
+shards:
+  - name: shard0
+    members: [{ port: 27101 }]
+  - name: shard1
+    members: [{ port: 27102 }]
+";
+
+    #[test]
+    fn embedded_local_spec_is_valid() {
+        let spec = parse_ok(EMBEDDED_LOCAL_SPEC);
+        assert_eq!(spec.validate(false).ok(), Some(()));
+        assert_eq!(spec.name, "local");
+        assert_eq!(spec.bind_ip, IpAddr::V4(Ipv4Addr::LOCALHOST));
+        assert_eq!(spec.routers, vec![RouterSpec { name: "router0".into(), port: 27017 }]);
+        assert_eq!(spec.shards, vec![ShardSpec { name: "shard0".into(), members: vec![MemberSpec { port: 27101 }] }]);
+    }
+
+    #[test]
+    fn good_spec_with_two_shards_and_default_bind_ip() {
+        let spec = parse_ok(TWO_SHARDS);
+        assert!(spec.validate(false).is_ok());
+        assert!(spec.bind_ip.is_loopback());
+        assert_eq!(spec.shards.len(), 2);
+    }
+
+    #[test]
+    fn duplicate_port_names_both_processes() {
+        let e = validate_err(&TWO_SHARDS.replace("27102", "27017"));
+        assert!(
+            matches!(&e, SpecError::DuplicatePort { port: 27017, first, second } if first == "shard1" && second == "router0"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn port_override_is_checked_against_other_ports() {
+        let mut spec = parse_ok(TWO_SHARDS);
+        spec.override_first_router_port(27101);
+        assert!(matches!(spec.validate(false), Err(SpecError::DuplicatePort { port: 27101, .. })));
+        spec.override_first_router_port(28000);
+        assert!(spec.validate(false).is_ok());
+    }
+
+    #[test]
+    fn duplicate_name_across_roles() {
+        let e = validate_err(&TWO_SHARDS.replace("router0", "shard1"));
+        assert!(matches!(&e, SpecError::DuplicateName { name } if name == "shard1"), "{e}");
+    }
+
+    #[test]
+    fn unknown_field_is_rejected_with_its_name() {
+        let yaml = TWO_SHARDS.replace("    port: 27017", "    port: 27017\n    prot: 1");
+        let e = ClusterSpec::parse(&yaml, "test").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("unknown field `prot`"), "{e}");
+        let top = format!("{TWO_SHARDS}configsvrs: []\n");
+        assert!(ClusterSpec::parse(&top, "test").is_err());
+    }
+
+    #[test]
+    fn zero_shards_and_zero_routers_are_rejected() {
+        let no_shards = "name: x\nrouters: [{ name: r, port: 1 }]\nshards: []\n";
+        assert!(matches!(validate_err(no_shards), SpecError::NoShards));
+        let no_routers = "name: x\nrouters: []\nshards: [{ name: s, members: [{ port: 2 }] }]\n";
+        assert!(matches!(validate_err(no_routers), SpecError::NoRouters));
+        let missing = "name: x\nrouters: [{ name: r, port: 1 }]\n";
+        assert!(ClusterSpec::parse(missing, "test").is_err());
+    }
+
+    #[test]
+    fn shard_needs_exactly_one_member_for_now() {
+        let two = TWO_SHARDS.replace("[{ port: 27102 }]", "[{ port: 27102 }, { port: 27103 }]");
+        let e = validate_err(&two);
+        assert!(matches!(&e, SpecError::ShardMembers { name, members: 2 } if name == "shard1"), "{e}");
+        assert!(e.to_string().contains("replica groups arrive with issue 7"));
+        let none = TWO_SHARDS.replace("[{ port: 27102 }]", "[]");
+        assert!(matches!(validate_err(&none), SpecError::ShardMembers { members: 0, .. }));
+    }
+
+    #[test]
+    fn ports_must_be_in_range() {
+        assert!(matches!(validate_err(&TWO_SHARDS.replace("27102", "0")), SpecError::ZeroPort { .. }));
+        assert!(ClusterSpec::parse(&TWO_SHARDS.replace("27102", "65536"), "test").is_err());
+    }
+
+    #[test]
+    fn non_loopback_needs_permission() {
+        let spec = parse_ok(&format!("bind_ip: 0.0.0.0\n{TWO_SHARDS}"));
+        assert!(matches!(spec.validate(false), Err(SpecError::NonLoopback { .. })));
+        assert!(spec.validate(true).is_ok());
+        assert!(parse_ok(&format!("bind_ip: \"::1\"\n{TWO_SHARDS}")).validate(false).is_ok());
+        assert!(ClusterSpec::parse(&format!("bind_ip: localhost\n{TWO_SHARDS}"), "test").is_err());
+    }
+
+    #[test]
+    fn names_must_be_safe_file_names() {
+        for bad in ["\"../x\"", "\"a b\"", "\"\""] {
+            let e = validate_err(&TWO_SHARDS.replace("router0", bad));
+            assert!(matches!(e, SpecError::BadName { .. }), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn explicit_missing_file_is_an_error_not_the_default() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let missing = dir.path().join("nope.yaml");
+        assert!(matches!(ClusterSpec::load(Some(&missing)), Err(SpecError::Read { .. })));
+        let file = dir.path().join("two.yaml");
+        std::fs::write(&file, TWO_SHARDS).expect("write spec");
+        let (spec, source) = ClusterSpec::load(Some(&file)).expect("load spec");
+        assert_eq!(spec.shards.len(), 2);
+        assert_eq!(source, SpecSource::File(file));
+    }
+}
