@@ -23,6 +23,28 @@ pub enum Command {
     Router(RouterArgs),
     /// Start a whole local cluster from a YAML spec; stop it with Ctrl-C.
     Up(UpArgs),
+    /// Run a benchmark.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Inserts/s and finds-by-_id/s at four depths: storage engine, shard executor, shard gRPC, router.
+    Crud(CrudBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CrudBenchArgs {
+    /// Documents inserted (then found) at each depth.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub docs: u64,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub concurrency: u64,
+    /// Bytes in each document's string field.
+    #[arg(long, default_value_t = 100)]
+    pub field_bytes: usize,
 }
 
 #[derive(Debug, Args)]

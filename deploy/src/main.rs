@@ -40,6 +40,7 @@ fn main() -> ExitCode {
             Command::Shard(args) => serve::shard(args).await,
             Command::Router(args) => serve::router(args).await,
             Command::Up(args) => up::run(args).await,
+            Command::Bench(cli::BenchCommand::Crud(args)) => bench_crud(args).await,
         }
     });
     match outcome {
@@ -49,6 +50,18 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+async fn bench_crud(args: cli::CrudBenchArgs) -> anyhow::Result<()> {
+    let opts = shoal_bench::crud::CrudOptions {
+        docs: args.docs as usize,
+        concurrency: args.concurrency as usize,
+        field_bytes: args.field_bytes,
+        exe: std::env::current_exe()?,
+    };
+    let results = shoal_bench::crud::run(&opts).await?;
+    println!("{}", shoal_bench::crud::report(&opts, &results));
+    Ok(())
 }
 
 /// Logs go to stderr because stdout carries the `SHOAL_READY` line the launcher waits for.
