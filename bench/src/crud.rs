@@ -179,15 +179,17 @@ async fn executor_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Re
 }
 
 async fn grpc_layer(opts: &CrudOptions, endpoint: &str) -> anyhow::Result<LayerResult> {
-    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())?
-        .timeout(Duration::from_secs(30))
-        .connect()
-        .await?;
-    let client = ShardClient::new(channel);
+    // As many channels as the router uses, so the two rows differ only by the router hop.
+    let ep = tonic::transport::Endpoint::from_shared(endpoint.to_owned())?.timeout(Duration::from_secs(30));
+    let mut clients = Vec::new();
+    for _ in 0..ROUTER_CHANNELS_PER_SHARD {
+        clients.push(ShardClient::new(ep.connect().await?));
+    }
+    let clients = Arc::new(clients);
     let field_bytes = opts.field_bytes;
-    let c = client.clone();
+    let c = Arc::clone(&clients);
     let insert = measure::run(opts.docs, opts.concurrency, move |i| {
-        let mut c = c.clone();
+        let mut c = c[i % c.len()].clone();
         async move {
             let reply = c
                 .insert(request("bench", doc! { "insert": "c" }, Some(document(i, field_bytes).to_vec()?.into()))?)
@@ -200,7 +202,7 @@ async fn grpc_layer(opts: &CrudOptions, endpoint: &str) -> anyhow::Result<LayerR
     .await?;
     let docs = opts.docs;
     let find = measure::run(opts.docs, opts.concurrency, move |i| {
-        let mut c = client.clone();
+        let mut c = clients[i % clients.len()].clone();
         async move {
             let id = ((i * 7919) % docs) as i64;
             let reply = c
@@ -218,6 +220,10 @@ async fn grpc_layer(opts: &CrudOptions, endpoint: &str) -> anyhow::Result<LayerR
     .await?;
     Ok(LayerResult { layer: "shard gRPC", insert, find })
 }
+
+/// The router's channels per shard (`shoal_router::shard_client::CHANNELS_PER_SHARD`; the bench
+/// does not link the router).
+const ROUTER_CHANNELS_PER_SHARD: usize = 4;
 
 async fn router_layer(opts: &CrudOptions, uri: &str) -> anyhow::Result<LayerResult> {
     let client = mongodb::Client::with_uri_str(uri).await?;
