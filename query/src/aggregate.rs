@@ -262,7 +262,7 @@ fn parse_stage(stage: &Bson) -> Result<Stage> {
             Bson::Document(spec) => Ok(spec),
             other => Err(QueryError::failed_to_parse(format!(
                 "{what} specification must be an object, got {}",
-                crate::update::display::type_name(other)
+                crate::display::type_name(other)
             ))),
         }
     };

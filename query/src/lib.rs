@@ -10,6 +10,7 @@
 //! edge will report.
 
 pub mod aggregate;
+pub mod display;
 pub mod error;
 pub mod filter;
 pub mod keystring;

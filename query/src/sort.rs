@@ -77,7 +77,7 @@ impl SortSpec {
             Bson::Document(d) => Self::parse(d),
             other => Err(QueryError::type_mismatch(format!(
                 "BSON field 'FindCommandRequest.sort' is the wrong type '{}', expected type 'object'",
-                crate::update::display::type_name(other)
+                crate::display::type_name(other)
             ))),
         }
     }

@@ -18,7 +18,6 @@
 mod apply;
 mod arith;
 mod arrays;
-pub(crate) mod display;
 mod parse;
 
 use bson::{Bson, DateTime, Document};
@@ -163,7 +162,7 @@ impl UpdateSpec {
             }
             other => Err(QueryError::failed_to_parse(format!(
                 "Update argument must be either an object or an array, not {}",
-                display::type_name(other)
+                crate::display::type_name(other)
             ))),
         }
     }
@@ -243,7 +242,7 @@ fn replace(old: &Document, replacement: &Document) -> Result<Document> {
                     format!(
                         "After applying the update, the (immutable) field '_id' was found to have \
                          been altered to {}",
-                        display::element("_id", new_id)
+                        crate::display::element("_id", new_id)
                     ),
                 ));
             }

@@ -134,7 +134,7 @@ fn parse_operator(d: &Document) -> Result<Expr> {
             "an expression specification must contain exactly one field, the name of the \
              expression. Found {} fields in {}",
             d.len(),
-            crate::update::display::document(d)
+            crate::display::document(d)
         )));
     }
     let Some((name, arg)) = d.iter().next() else {

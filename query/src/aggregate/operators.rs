@@ -11,9 +11,9 @@ use bson::{Bson, DateTime, Document};
 use shoal_proto::ErrorCode;
 
 use super::expr::Expr;
+use crate::display::type_name;
 use crate::error::{QueryError, Result};
 use crate::order::{compare_values, values_equal};
-use crate::update::display::type_name;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Operator {
@@ -421,7 +421,7 @@ fn array_elem_at(array: Option<Bson>, index: Option<Bson>) -> Result<Option<Bson
             // MongoDB: Location28691.
             return Err(QueryError::bad_value(format!(
                 "$arrayElemAt's second argument must be representable as a 32-bit integer: {}",
-                crate::update::display::value(v)
+                crate::display::value(v)
             )));
         }
         _ => {

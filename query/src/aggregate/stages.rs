@@ -7,9 +7,9 @@
 use bson::{Bson, Document};
 
 use super::DocStream;
+use crate::display::{type_name, value};
 use crate::error::{QueryError, Result};
 use crate::projection::Projection;
-use crate::update::display::{type_name, value};
 
 /// A non-negative integral number, whatever its BSON numeric type.
 fn as_u64(v: &Bson) -> Option<std::result::Result<u64, ()>> {

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use bson::{Bson, Document, Timestamp};
 use shoal_proto::ErrorCode;
 
-use super::display;
 use super::{FieldPath, FieldUpdate, Op, UpdateContext, arith, arrays, parse};
+use crate::display;
 use crate::error::{QueryError, Result};
 use crate::order::{compare_values, values_equal};
 

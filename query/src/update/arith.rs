@@ -7,7 +7,7 @@
 use bson::Bson;
 use shoal_proto::ErrorCode;
 
-use super::display;
+use crate::display;
 use crate::error::QueryError;
 
 pub(super) enum ArithError {

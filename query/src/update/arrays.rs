@@ -7,8 +7,8 @@
 
 use bson::{Bson, doc};
 
-use super::display;
 use super::{PullCond, PushSort, PushSpec};
+use crate::display;
 use crate::error::{QueryError, Result};
 use crate::order::{compare_values, values_equal};
 

@@ -8,8 +8,8 @@ use std::cmp::Ordering;
 use bson::{Bson, Document};
 use shoal_proto::ErrorCode;
 
-use super::display;
 use super::{FieldPath, FieldUpdate, Op, PullCond, PushSort, PushSpec};
+use crate::display;
 use crate::error::{QueryError, Result};
 use crate::filter::Filter;
 use crate::sort::SortSpec;

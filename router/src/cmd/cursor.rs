@@ -9,6 +9,7 @@ use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
 use crate::state::{ConnContext, RouterState};
+use shoal_query::display::type_name;
 
 pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let body = Document::try_from(cmd.body.as_ref())?;
@@ -146,8 +147,4 @@ fn ids_array(ids: &[i64]) -> bson::RawArrayBuf {
         arr.push(*id);
     }
     arr
-}
-
-fn type_name(v: &Bson) -> String {
-    format!("{:?}", v.element_type()).to_lowercase()
 }

@@ -6,10 +6,9 @@ use shoal_proto::ErrorCode;
 use shoal_query::filter::Filter;
 
 use crate::error::{ExecError, ExecResult};
-use crate::exec::insert::InsertError;
 use crate::exec::statements::statements;
 use crate::exec::update::collect_matches;
-use crate::exec::{Engine, Request, WriteOutcome, args, write_error};
+use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, record};
 
 struct DeleteStatement {
     filter_doc: Document,
@@ -60,7 +59,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
     let (outcome, seq) = engine.store.write(|txn| {
         let mut out = WriteOutcome::default();
         for (i, stmt) in stmts.iter().enumerate() {
-            let result = (|| -> Result<i64, InsertError> {
+            let result = (|| -> Result<i64, StatementError> {
                 let s = parse(&stmt.doc)?;
                 let Some(coll) = txn.collection(&ns) else {
                     return Ok(0);
@@ -68,20 +67,14 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
                 let matches = collect_matches(engine, txn, &coll, &s.filter_doc, &s.filter, s.single, None)?;
                 for m in &matches {
                     let id = m.doc.get("_id").cloned().unwrap_or(Bson::Null);
-                    txn.delete(&coll, &id).map_err(InsertError::Storage)?;
+                    txn.delete(&coll, &id).map_err(StatementError::Storage)?;
                 }
                 Ok(matches.len() as i64)
             })();
             txn.end_statement()?;
-            match result {
-                Ok(n) => out.n += n,
-                Err(InsertError::Exec(e, extra)) => {
-                    out.write_errors.push(write_error(i, &e, extra));
-                    if ordered {
-                        break;
-                    }
-                }
-                Err(InsertError::Storage(e)) => return Err(e),
+            let result = result.map(|n| out.n += n);
+            if record(&mut out, i, result, ordered)?.is_break() {
+                break;
             }
         }
         Ok(out)

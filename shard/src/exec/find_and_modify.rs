@@ -10,9 +10,8 @@ use shoal_query::sort::SortSpec;
 use shoal_query::update::UpdateSpec;
 
 use crate::error::{ExecError, ExecResult};
-use crate::exec::insert::InsertError;
 use crate::exec::update::{UpdateStatement, apply, collect_matches};
-use crate::exec::{Engine, Request, args};
+use crate::exec::{Engine, Request, StatementError, args};
 
 const CMD: &str = "findAndModify";
 
@@ -66,7 +65,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
         }
     };
     let (reply, seq) = engine.store.write(|txn| {
-        let result: Result<Document, InsertError> = (|| {
+        let result: Result<Document, StatementError> = (|| {
             if remove {
                 let Some(coll) = txn.collection(&ns.to_string()) else {
                     return Ok(doc! { "lastErrorObject": { "n": 0 }, "value": Bson::Null });
@@ -75,7 +74,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
                 let Some(m) = matches.into_iter().next() else {
                     return Ok(doc! { "lastErrorObject": { "n": 0 }, "value": Bson::Null });
                 };
-                txn.delete(&coll, m.doc.get("_id").unwrap_or(&Bson::Null)).map_err(InsertError::Storage)?;
+                txn.delete(&coll, m.doc.get("_id").unwrap_or(&Bson::Null)).map_err(StatementError::Storage)?;
                 return Ok(doc! { "lastErrorObject": { "n": 1 }, "value": project(Some(m.doc))? });
             }
             let Some(spec) = update else { return Err(ExecError::new(ErrorCode::InternalError, "update expected").into()) };
@@ -93,8 +92,8 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
         })();
         match result {
             Ok(d) => Ok(Ok(d)),
-            Err(InsertError::Exec(e, _)) => Ok(Err(e)),
-            Err(InsertError::Storage(e)) => Err(e),
+            Err(StatementError::Exec(e, _)) => Ok(Err(e)),
+            Err(StatementError::Storage(e)) => Err(e),
         }
     })?;
     Ok((reply?, seq))

@@ -8,7 +8,7 @@ use shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES;
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::statements::{Statement, statements};
-use crate::exec::{Engine, Request, WriteOutcome, args, write_error};
+use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, record};
 use crate::store::WriteTxn;
 use crate::store::catalog::CollectionInfo;
 
@@ -21,15 +21,9 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
         let (coll, _) = txn.ensure_collection(&ns, Document::new())?;
         let mut out = WriteOutcome::default();
         for (i, stmt) in stmts.iter().enumerate() {
-            match insert_one(txn, &coll, stmt) {
-                Ok(()) => out.n += 1,
-                Err(InsertError::Exec(e, extra)) => {
-                    out.write_errors.push(write_error(i, &e, extra));
-                    if ordered {
-                        break;
-                    }
-                }
-                Err(InsertError::Storage(e)) => return Err(e),
+            let result = insert_one(txn, &coll, stmt).map(|()| out.n += 1);
+            if record(&mut out, i, result, ordered)?.is_break() {
+                break;
             }
         }
         Ok(out)
@@ -37,19 +31,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
     Ok((outcome, seq))
 }
 
-pub enum InsertError {
-    /// The statement failed; others may go on. The document holds extra reply fields.
-    Exec(ExecError, Option<Document>),
-    Storage(crate::storage::StorageError),
-}
-
-impl From<ExecError> for InsertError {
-    fn from(e: ExecError) -> Self {
-        InsertError::Exec(e, None)
-    }
-}
-
-fn insert_one(txn: &mut WriteTxn<'_>, coll: &CollectionInfo, stmt: &Statement) -> Result<(), InsertError> {
+fn insert_one(txn: &mut WriteTxn<'_>, coll: &CollectionInfo, stmt: &Statement) -> Result<(), StatementError> {
     let (id, bytes) = prepare(stmt)?;
     insert_prepared(txn, coll, &id, bytes)
 }
@@ -60,18 +42,18 @@ pub fn insert_prepared(
     coll: &CollectionInfo,
     id: &Bson,
     bytes: Bytes,
-) -> Result<(), InsertError> {
-    if txn.get(coll, id).map_err(InsertError::Storage)?.is_some() {
+) -> Result<(), StatementError> {
+    if txn.get(coll, id).map_err(StatementError::Storage)?.is_some() {
         return Err(duplicate_key(coll, id));
     }
-    let raw = bson::RawDocument::from_bytes(&bytes).map_err(|e| InsertError::Exec(e.into(), None))?;
-    txn.insert(coll, id, raw).map_err(InsertError::Storage)
+    let raw = bson::RawDocument::from_bytes(&bytes).map_err(|e| StatementError::Exec(e.into(), None))?;
+    txn.insert(coll, id, raw).map_err(StatementError::Storage)
 }
 
-pub fn duplicate_key(coll: &CollectionInfo, id: &Bson) -> InsertError {
+pub fn duplicate_key(coll: &CollectionInfo, id: &Bson) -> StatementError {
     let msg =
         format!("E11000 duplicate key error collection: {} index: _id_ dup key: {{ _id: {id} }}", coll.full_name());
-    InsertError::Exec(
+    StatementError::Exec(
         ExecError::new(ErrorCode::DuplicateKey, msg),
         Some(doc! { "keyPattern": { "_id": 1 }, "keyValue": { "_id": id.clone() } }),
     )
@@ -137,10 +119,4 @@ pub fn validate_id(id: &Bson) -> ExecResult<()> {
         _ => return Ok(()),
     };
     Err(ExecError::new(ErrorCode::InvalidIdField, format!("The '_id' value cannot be of type {kind}")))
-}
-
-impl From<shoal_query::QueryError> for InsertError {
-    fn from(e: shoal_query::QueryError) -> Self {
-        InsertError::Exec(e.into(), None)
-    }
 }

@@ -62,6 +62,42 @@ pub struct WriteOutcome {
     pub write_errors: Vec<WriteError>,
 }
 
+/// A write statement's failure: its own (reported in `writeErrors`, others may go on; the
+/// document holds extra reply fields), or the store's (the command fails).
+pub enum StatementError {
+    Exec(ExecError, Option<Document>),
+    Storage(crate::storage::StorageError),
+}
+
+impl From<ExecError> for StatementError {
+    fn from(e: ExecError) -> Self {
+        StatementError::Exec(e, None)
+    }
+}
+
+impl From<shoal_query::QueryError> for StatementError {
+    fn from(e: shoal_query::QueryError) -> Self {
+        StatementError::Exec(e.into(), None)
+    }
+}
+
+/// Records statement `index`'s outcome; `Break` when an ordered batch must stop after it.
+pub fn record(
+    out: &mut WriteOutcome,
+    index: usize,
+    result: Result<(), StatementError>,
+    ordered: bool,
+) -> Result<std::ops::ControlFlow<()>, crate::storage::StorageError> {
+    match result {
+        Ok(()) => Ok(std::ops::ControlFlow::Continue(())),
+        Err(StatementError::Exec(e, extra)) => {
+            out.write_errors.push(write_error(index, &e, extra));
+            Ok(if ordered { std::ops::ControlFlow::Break(()) } else { std::ops::ControlFlow::Continue(()) })
+        }
+        Err(StatementError::Storage(e)) => Err(e),
+    }
+}
+
 pub fn write_error(index: usize, e: &ExecError, extra: Option<Document>) -> WriteError {
     WriteError {
         index: index as i32,

@@ -10,10 +10,10 @@ use shoal_query::filter::Filter;
 use shoal_query::update::{UpdateContext, UpdateSpec};
 
 use crate::error::{ExecError, ExecResult};
-use crate::exec::insert::{InsertError, check_size, insert_prepared, with_id_first};
+use crate::exec::insert::{check_size, insert_prepared, with_id_first};
 use crate::exec::scan::{Matched, for_each_match};
 use crate::exec::statements::statements;
-use crate::exec::{Engine, Request, WriteOutcome, args, plan, write_error};
+use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, plan, record};
 use crate::store::WriteTxn;
 
 pub struct UpdateStatement {
@@ -75,18 +75,11 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
         let mut out = WriteOutcome::default();
         for (i, stmt) in stmts.iter().enumerate() {
             let result = UpdateStatement::parse(&stmt.doc)
-                .map_err(|e| InsertError::Exec(e, None))
+                .map_err(|e| StatementError::Exec(e, None))
                 .and_then(|s| apply_statement(engine, txn, &ns, &s, i, &mut out));
             txn.end_statement()?;
-            match result {
-                Ok(()) => {}
-                Err(InsertError::Exec(e, extra)) => {
-                    out.write_errors.push(write_error(i, &e, extra));
-                    if ordered {
-                        break;
-                    }
-                }
-                Err(InsertError::Storage(e)) => return Err(e),
+            if record(&mut out, i, result, ordered)?.is_break() {
+                break;
             }
         }
         Ok(out)
@@ -110,7 +103,7 @@ fn apply_statement(
     stmt: &UpdateStatement,
     index: usize,
     out: &mut WriteOutcome,
-) -> Result<(), InsertError> {
+) -> Result<(), StatementError> {
     let applied = apply(engine, txn, ns, stmt, None)?;
     out.n += applied.matched;
     out.n_modified += applied.modified;
@@ -128,20 +121,20 @@ pub fn apply(
     ns: &shoal_proto::Namespace,
     stmt: &UpdateStatement,
     sort: Option<&shoal_query::sort::SortSpec>,
-) -> Result<Applied, InsertError> {
+) -> Result<Applied, StatementError> {
     let ctx = UpdateContext { now: txn.now(), is_upsert_insert: false };
     let mut applied = Applied { matched: 0, modified: 0, last: None, upserted_id: None };
     if let Some(coll) = txn.collection(&ns.to_string()) {
         let matches = collect_matches(engine, txn, &coll, &stmt.filter_doc, &stmt.filter, !stmt.multi, sort)
-            .map_err(|e| InsertError::Exec(e, None))?;
+            .map_err(|e| StatementError::Exec(e, None))?;
         for old in matches {
             let mut new = old.doc.clone();
-            let changed = stmt.spec.apply(&mut new, &ctx).map_err(|e| InsertError::Exec(e.into(), None))?;
+            let changed = stmt.spec.apply(&mut new, &ctx).map_err(|e| StatementError::Exec(e.into(), None))?;
             applied.matched += 1;
             if changed {
                 let id = old.doc.get("_id").cloned().unwrap_or(Bson::Null);
                 if new.get("_id") != Some(&id) {
-                    return Err(InsertError::Exec(
+                    return Err(StatementError::Exec(
                         ExecError::new(
                             ErrorCode::ImmutableField,
                             "Performing an update on the path '_id' would modify the immutable field '_id'",
@@ -149,9 +142,9 @@ pub fn apply(
                         None,
                     ));
                 }
-                let raw = RawDocumentBuf::try_from(&new).map_err(|e| InsertError::Exec(e.into(), None))?;
+                let raw = RawDocumentBuf::try_from(&new).map_err(|e| StatementError::Exec(e.into(), None))?;
                 if raw.as_bytes().len() > shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES {
-                    return Err(InsertError::Exec(
+                    return Err(StatementError::Exec(
                         ExecError::new(
                             ErrorCode::Location17419,
                             format!(
@@ -162,7 +155,7 @@ pub fn apply(
                         None,
                     ));
                 }
-                txn.update(&coll, &id, &raw).map_err(InsertError::Storage)?;
+                txn.update(&coll, &id, &raw).map_err(StatementError::Storage)?;
                 applied.modified += 1;
             }
             applied.last = Some((Some(old.doc), new));
@@ -172,12 +165,12 @@ pub fn apply(
         let seed = shoal_query::filter::equality_fields(&stmt.filter_doc)?;
         let upsert_ctx = UpdateContext { now: txn.now(), is_upsert_insert: true };
         let built = shoal_query::update::upsert_document(&seed, &stmt.spec, &upsert_ctx)
-            .map_err(|e| InsertError::Exec(e.into(), None))?;
+            .map_err(|e| StatementError::Exec(e.into(), None))?;
         let (id, doc) = with_id_first(&built);
         crate::exec::insert::validate_document(&doc)?;
-        let bytes = RawDocumentBuf::try_from(&doc).map_err(|e| InsertError::Exec(e.into(), None))?.into_bytes();
+        let bytes = RawDocumentBuf::try_from(&doc).map_err(|e| StatementError::Exec(e.into(), None))?.into_bytes();
         check_size(bytes.len())?;
-        let (coll, _) = txn.ensure_collection(ns, Document::new()).map_err(InsertError::Storage)?;
+        let (coll, _) = txn.ensure_collection(ns, Document::new()).map_err(StatementError::Storage)?;
         insert_prepared(txn, &coll, &id, bytes.into())?;
         applied.upserted_id = Some(id);
         applied.last = Some((None, doc));

@@ -7,7 +7,7 @@
 use bson::{Bson, Document};
 
 /// The name `$type` reports and error messages use.
-pub(crate) fn type_name(v: &Bson) -> &'static str {
+pub fn type_name(v: &Bson) -> &'static str {
     match v {
         Bson::Double(_) => "double",
         Bson::String(_) => "string",
@@ -34,17 +34,17 @@ pub(crate) fn type_name(v: &Bson) -> &'static str {
 }
 
 /// `name: value`, as `BSONElement::toString` prints an element.
-pub(crate) fn element(name: &str, v: &Bson) -> String {
+pub fn element(name: &str, v: &Bson) -> String {
     format!("{name}: {}", value(v))
 }
 
-pub(crate) fn value(v: &Bson) -> String {
+pub fn value(v: &Bson) -> String {
     let mut out = String::new();
     write_value(&mut out, v);
     out
 }
 
-pub(crate) fn document(d: &Document) -> String {
+pub fn document(d: &Document) -> String {
     let mut out = String::new();
     write_document(&mut out, d);
     out
