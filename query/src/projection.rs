@@ -205,13 +205,14 @@ impl Parser {
 
     fn set_kind(&mut self, kind: Kind, path: &str) -> Result<()> {
         match (self.kind, kind) {
-            // MongoDB: Location31253 and Location31254.
-            (Some(Kind::Exclusion), Kind::Inclusion) => {
-                Err(QueryError::bad_value(format!("Cannot do inclusion on field {path} in exclusion projection")))
-            }
-            (Some(Kind::Inclusion), Kind::Exclusion) => {
-                Err(QueryError::bad_value(format!("Cannot do exclusion on field {path} in inclusion projection")))
-            }
+            (Some(Kind::Exclusion), Kind::Inclusion) => Err(QueryError::new(
+                ErrorCode::Location31253,
+                format!("Cannot do inclusion on field {path} in exclusion projection"),
+            )),
+            (Some(Kind::Inclusion), Kind::Exclusion) => Err(QueryError::new(
+                ErrorCode::Location31254,
+                format!("Cannot do exclusion on field {path} in inclusion projection"),
+            )),
             _ => {
                 self.kind = Some(kind);
                 Ok(())

@@ -51,7 +51,8 @@ impl ShardPool {
     pub fn status_error(&self, status: &tonic::Status) -> CommandError {
         let code = match status.code() {
             tonic::Code::DeadlineExceeded => ErrorCode::NetworkTimeout,
-            tonic::Code::Unavailable => ErrorCode::HostUnreachable,
+            // Connection refused/reset surface as Unavailable, or Unknown ("transport error").
+            tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => ErrorCode::HostUnreachable,
             _ => ErrorCode::InternalError,
         };
         tracing::warn!(shard = %self.endpoint, status = %status, "shard call failed");

@@ -1,1 +1,24 @@
-//! Test harness: starts real `shoal` processes on ephemeral loopback ports in temp dirs.
+//! Test harness: starts real `shoal` processes on ephemeral loopback ports in temp dirs and drives
+//! them with the official `mongodb` driver (or, for malformed input, a hand-rolled wire client).
+//!
+//! ```text
+//!   tests/tests/<topic>.rs ──TestContext──> Cluster ──> Process(shard0), Process(router)
+//!                          ──Client (mongodb driver)──────────> router ──gRPC──> shard0
+//!                          ──WireConn (raw bytes)─────────────> router
+//! ```
+//!
+//! Modules: [`process`] (one child: spawn, readiness line, logs, SIGKILL), [`cluster`] (shard +
+//! router in a temp dir, kill and restart), [`context`] (per-test client, shared cluster,
+//! watchdog), [`expect`] (asserting exact MongoDB error codes), [`fixtures`] (seeding and reading
+//! back small datasets), [`wire`] (raw OP_MSG).
+
+pub mod cluster;
+pub mod context;
+pub mod expect;
+pub mod fixtures;
+pub mod process;
+pub mod wire;
+
+pub use cluster::Cluster;
+pub use context::TestContext;
+pub use process::{Process, ProcessSpec, shoal_bin};

@@ -42,9 +42,10 @@ fn exclusion() {
 #[test]
 fn mixing_is_refused_except_for_id() {
     let err = Projection::parse(&doc! {"a": 1, "b": 0}).unwrap_err();
-    assert_eq!(err.code, ErrorCode::BadValue);
+    assert_eq!(err.code, ErrorCode::Location31254);
     assert_eq!(err.message, "Cannot do exclusion on field b in inclusion projection");
     let err = Projection::parse(&doc! {"a": 0, "b": 1}).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Location31253);
     assert_eq!(err.message, "Cannot do inclusion on field b in exclusion projection");
     assert!(Projection::parse(&doc! {"a": 0, "_id": 1}).is_ok());
     assert!(Projection::parse(&doc! {"a": 1, "_id": 0}).is_ok());

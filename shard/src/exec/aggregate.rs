@@ -19,6 +19,28 @@ use crate::exec::{Engine, Request, args, plan};
 
 pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let body = &req.body;
+    args::check_known_fields(
+        body,
+        "aggregate",
+        &[
+            "pipeline",
+            "explain",
+            "allowDiskUse",
+            "cursor",
+            "maxTimeMS",
+            "bypassDocumentValidation",
+            "hint",
+            "needsMerge",
+            "fromMongos",
+            "collation",
+            "let",
+            "exchange",
+            "isMapReduceCommand",
+            "collectionUUID",
+            "passthroughToShard",
+            "includeQueryStatsMetrics",
+        ],
+    )?;
     let coll_name = match body.get("aggregate") {
         Some(Bson::String(s)) if !s.is_empty() => s.clone(),
         Some(Bson::Int32(1)) | Some(Bson::Int64(1)) | Some(Bson::Double(1.0)) => {

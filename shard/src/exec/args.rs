@@ -93,3 +93,42 @@ pub fn check_collation(body: &Document, cmd: &str) -> ExecResult<()> {
         Some(other) => Err(wrong_type(cmd, "collation", other, "object")),
     }
 }
+
+/// Arguments every command may carry (MongoDB's generic arguments), besides `$`-prefixed ones.
+const GENERIC_ARGUMENTS: &[&str] = &[
+    "lsid",
+    "txnNumber",
+    "autocommit",
+    "startTransaction",
+    "readConcern",
+    "writeConcern",
+    "apiVersion",
+    "apiStrict",
+    "apiDeprecationErrors",
+    "maxTimeMS",
+    "comment",
+    "clientOperationKey",
+    "databaseVersion",
+    "shardVersion",
+    "mayBypassWriteBlocking",
+    "tracking_info",
+    "usesDefaultMaxTimeMS",
+    "rawData",
+    "encryptionInformation",
+    "help",
+];
+
+/// Refuses fields a command does not define, as MongoDB's IDL parsers do (40415), so a
+/// misspelled option is an error rather than silently ignored.
+pub fn check_known_fields(body: &Document, struct_name: &str, known: &[&str]) -> ExecResult<()> {
+    for key in body.keys().skip(1) {
+        if key.starts_with('$') || known.contains(&key.as_str()) || GENERIC_ARGUMENTS.contains(&key.as_str()) {
+            continue;
+        }
+        return Err(ExecError::new(
+            ErrorCode::Location40415,
+            format!("BSON field '{struct_name}.{key}' is an unknown field."),
+        ));
+    }
+    Ok(())
+}

@@ -13,6 +13,7 @@ use crate::exec::{Engine, Request, args, plan};
 
 pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let body = &req.body;
+    args::check_known_fields(body, "count", &["query", "limit", "skip", "hint", "collation", "fields", "let"])?;
     let coll_name = args::collection_name(body, "count")?;
     let ns = args::namespace(req.db, &coll_name)?;
     let query = args::opt_document(body, "count", "query")?.cloned().unwrap_or_default();
@@ -47,6 +48,7 @@ pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
 
 pub fn distinct(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let body = &req.body;
+    args::check_known_fields(body, "distinct", &["key", "query", "collation", "hint"])?;
     let coll_name = args::collection_name(body, "distinct")?;
     let ns = args::namespace(req.db, &coll_name)?;
     let key = match body.get("key") {

@@ -52,6 +52,11 @@ fn parse(stmt: &Document) -> ExecResult<DeleteStatement> {
 }
 
 pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
+    args::check_known_fields(
+        &req.body,
+        "delete",
+        &["deletes", "ordered", "let", "stmtIds", "isTimeseriesNamespace", "collectionUUID"],
+    )?;
     let coll_name = args::collection_name(&req.body, "delete")?;
     let ns = args::namespace(req.db, &coll_name)?.to_string();
     let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);

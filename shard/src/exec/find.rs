@@ -41,6 +41,37 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let coll_name = args::collection_name(body, "find")?;
     let ns = args::namespace(req.db, &coll_name)?;
     let cmd = "FindCommandRequest";
+    args::check_known_fields(
+        body,
+        cmd,
+        &[
+            "filter",
+            "projection",
+            "sort",
+            "hint",
+            "skip",
+            "limit",
+            "batchSize",
+            "singleBatch",
+            "max",
+            "min",
+            "returnKey",
+            "showRecordId",
+            "tailable",
+            "oplogReplay",
+            "noCursorTimeout",
+            "awaitData",
+            "allowPartialResults",
+            "collation",
+            "allowDiskUse",
+            "let",
+            "term",
+            "readOnce",
+            "allowSpeculativeMajorityRead",
+            "includeQueryStatsMetrics",
+            "ntoreturn",
+        ],
+    )?;
     let filter_doc = args::opt_document(body, cmd, "filter")?.cloned().unwrap_or_default();
     let sort_doc = args::opt_document(body, cmd, "sort")?.cloned().unwrap_or_default();
     let projection_doc = args::opt_document(body, cmd, "projection")?.cloned().unwrap_or_default();

@@ -17,6 +17,28 @@ const CMD: &str = "findAndModify";
 
 pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let body = &req.body;
+    args::check_known_fields(
+        body,
+        CMD,
+        &[
+            "query",
+            "fields",
+            "sort",
+            "batchSize",
+            "singleBatch",
+            "hint",
+            "collation",
+            "arrayFilters",
+            "remove",
+            "update",
+            "new",
+            "upsert",
+            "bypassDocumentValidation",
+            "let",
+            "stmtId",
+            "sampleId",
+        ],
+    )?;
     let coll_name = args::collection_name(body, CMD)?;
     let ns = args::namespace(req.db, &coll_name)?;
     let filter_doc = args::opt_document(body, CMD, "query")?.cloned().unwrap_or_default();

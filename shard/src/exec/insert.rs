@@ -13,6 +13,19 @@ use crate::store::WriteTxn;
 use crate::store::catalog::CollectionInfo;
 
 pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
+    args::check_known_fields(
+        &req.body,
+        "insert",
+        &[
+            "documents",
+            "ordered",
+            "bypassDocumentValidation",
+            "stmtIds",
+            "stmtId",
+            "isTimeseriesNamespace",
+            "collectionUUID",
+        ],
+    )?;
     let coll_name = args::collection_name(&req.body, "insert")?;
     let ns = args::namespace(req.db, &coll_name)?;
     let ordered = args::opt_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
@@ -100,15 +113,49 @@ pub fn check_size(len: usize) -> ExecResult<()> {
     Ok(())
 }
 
-/// Rules every stored document obeys: a valid `_id`, no `$`-prefixed top-level field.
+/// Deepest nesting of a stored document (the document itself is level 1), MongoDB's limit for
+/// user documents (`BSONDepth::getMaxDepthForUserStorage`: 200 less 20 kept for the system).
+pub const STORED_NESTING_DEPTH_MAX: usize = 180;
+
+/// Rules every stored document obeys: a valid `_id`, no `$`-prefixed top-level field, at most
+/// [`STORED_NESTING_DEPTH_MAX`] levels.
 pub fn validate_document(doc: &Document) -> ExecResult<()> {
     if let Some(id) = doc.get("_id") {
         validate_id(id)?;
+    }
+    if exceeds_depth(doc.values(), 1) {
+        return Err(ExecError::new(
+            ErrorCode::Overflow,
+            format!("cannot insert document because it exceeds {STORED_NESTING_DEPTH_MAX} levels of nesting"),
+        ));
     }
     if let Some(k) = doc.keys().find(|k| k.starts_with('$')) {
         return Err(ExecError::bad_value(format!("Document can't have $ prefixed field names: {k}")));
     }
     Ok(())
+}
+
+/// Whether values at nesting `level` reach below the storage limit. Iterative over levels so a
+/// hostile document cannot overflow the stack (the wire layer already caps depth at 200).
+fn exceeds_depth<'a>(values: impl Iterator<Item = &'a Bson>, level: usize) -> bool {
+    let mut frontier: Vec<&Bson> = values.collect();
+    let mut level = level;
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        for v in frontier {
+            match v {
+                Bson::Document(d) => next.extend(d.values()),
+                Bson::Array(a) => next.extend(a.iter()),
+                _ => continue,
+            }
+            if level + 1 > STORED_NESTING_DEPTH_MAX {
+                return true;
+            }
+        }
+        frontier = next;
+        level += 1;
+    }
+    false
 }
 
 pub fn validate_id(id: &Bson) -> ExecResult<()> {

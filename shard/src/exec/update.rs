@@ -67,6 +67,19 @@ impl UpdateStatement {
 }
 
 pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
+    args::check_known_fields(
+        &req.body,
+        "update",
+        &[
+            "updates",
+            "ordered",
+            "bypassDocumentValidation",
+            "let",
+            "stmtIds",
+            "isTimeseriesNamespace",
+            "collectionUUID",
+        ],
+    )?;
     let coll_name = args::collection_name(&req.body, "update")?;
     let ns = args::namespace(req.db, &coll_name)?;
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
@@ -142,6 +155,7 @@ pub fn apply(
                         None,
                     ));
                 }
+                crate::exec::insert::validate_document(&new)?;
                 let raw = RawDocumentBuf::try_from(&new).map_err(|e| StatementError::Exec(e.into(), None))?;
                 if raw.as_bytes().len() > shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES {
                     return Err(StatementError::Exec(
