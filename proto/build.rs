@@ -8,7 +8,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = prost_build::Config::new();
     // BSON payloads decode to `Bytes` views of the received frame: no copy on the hot path.
     config.bytes(["."]);
-    tonic_prost_build::configure().compile_with_config(config, &["proto/shard.proto"], &["proto"])?;
+    tonic_prost_build::configure().compile_with_config(
+        config,
+        &["proto/shard.proto", "proto/config.proto"],
+        &["proto"],
+    )?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())
 }

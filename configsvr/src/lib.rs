@@ -1,10 +1,25 @@
 //! The config service: the single source of truth for the cluster's shape.
 //!
-//! Will own (issue 3): an openraft group with a persistent log and state machine holding the
-//! catalog — shards, databases, collections, chunks with versions, zones, settings, leases and each
-//! shard's replica-group term — plus its gRPC API (catalog reads, incremental routing tables, a
-//! watch stream, compare-and-set admin commits).
+//! Owns: the catalog state machine ([`catalog`]: pure, I/O-free `Catalog::apply`), the Raft group
+//! of config servers ([`raft`]: openraft with a fjall log store and the catalog as its state
+//! machine, peer RPCs over gRPC), the client API routers and shards call
+//! ([`service`]: commands, linearizable reads, incremental routing tables, a watch stream of catalog
+//! versions, membership changes), a client for that API ([`client`]), and the process entry point
+//! `shoal configsvr` ([`server`]).
 //!
-//! Must not: depend on `shard`, `router` or `query`; it stores shard-key bounds as opaque
-//! order-preserving bytes. Until issue 3 lands the crate is empty and the router talks to a
-//! single shard named in its own configuration.
+//! ```text
+//!  router/shard --Config gRPC--> service --client_write / ensure_linearizable--> raft (openraft)
+//!                                  |  follower: forwards to the leader once        |  ConfigRaft gRPC
+//!                                  +<-- CatalogState (watch of versions) <-- state machine <-- peers
+//! ```
+//!
+//! Must not: depend on `shard`, `router` or `query`; shard-key bounds are opaque order-preserving
+//! bytes here.
+
+pub mod catalog;
+pub mod client;
+pub mod codec;
+pub mod error;
+pub mod raft;
+pub mod server;
+pub mod service;

@@ -3,6 +3,7 @@
 //! A new subcommand (e.g. `shoal bench`) is one variant in [`Command`], its args struct here, and
 //! one match arm in `main.rs`.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -21,6 +22,8 @@ pub enum Command {
     Shard(ShardArgs),
     /// Run one router (a mongos), serving the MongoDB wire protocol.
     Router(RouterArgs),
+    /// Run one config server (a member of the Raft-replicated catalog), serving gRPC.
+    Configsvr(ConfigsvrArgs),
     /// Start a whole local cluster from a YAML spec; stop it with Ctrl-C.
     Up(UpArgs),
     /// Run a benchmark.
@@ -70,6 +73,34 @@ pub struct RouterArgs {
     /// gRPC endpoint of the shard to forward to.
     #[arg(long, default_value = "http://127.0.0.1:27101")]
     pub shard: String,
+    #[command(flatten)]
+    pub child: ChildArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigsvrArgs {
+    /// This server's Raft node id (1, 2, 3, ...), unique in the config cluster.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub id: u64,
+    /// gRPC listen address, for peers and clients alike.
+    #[arg(long, default_value = "127.0.0.1:27019")]
+    pub listen: SocketAddr,
+    /// Directory holding this server's Raft log and snapshots.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Voters of the cluster, this server included: `1=host:port,2=host:port,3=host:port`.
+    #[arg(long, value_parser = shoal_configsvr::server::parse_peers)]
+    pub peers: Option<BTreeMap<u64, String>>,
+    /// Form the cluster from --peers (or a one-node cluster) unless this server or any peer
+    /// already has Raft state; never re-initializes.
+    #[arg(long)]
+    pub init: bool,
+    /// Take a catalog snapshot (and purge the log behind it) after this many log entries.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub snapshot_logs_since_last: u64,
+    /// Log entries kept behind a snapshot for followers that lag a little.
+    #[arg(long, default_value_t = 1000)]
+    pub snapshot_logs_to_keep: u64,
     #[command(flatten)]
     pub child: ChildArgs,
 }

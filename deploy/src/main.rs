@@ -2,9 +2,10 @@
 //! each subcommand to the module that owns it.
 //!
 //! ```text
-//!  shoal shard  --> serve::shard   (one shard server, foreground)
-//!  shoal router --> serve::router  (one router, foreground)
-//!  shoal up     --> up::run        (spec.rs -> plan.rs -> launcher.rs children, probe.rs ping)
+//!  shoal shard     --> serve::shard     (one shard server, foreground)
+//!  shoal router    --> serve::router    (one router, foreground)
+//!  shoal configsvr --> serve::configsvr (one config server, foreground)
+//!  shoal up        --> up::run          (spec.rs -> plan.rs -> launcher.rs children, probe.rs ping)
 //! ```
 
 mod cli;
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Shard(args) => serve::shard(args).await,
             Command::Router(args) => serve::router(args).await,
+            Command::Configsvr(args) => serve::configsvr(args).await,
             Command::Up(args) => up::run(args).await,
             Command::Bench(cli::BenchCommand::Crud(args)) => bench_crud(args).await,
         }
@@ -66,8 +68,11 @@ async fn bench_crud(args: cli::CrudBenchArgs) -> anyhow::Result<()> {
 
 /// Logs go to stderr because stdout carries the `SHOAL_READY` line the launcher waits for.
 /// Colours only on a terminal: children of `shoal up` write to log files.
+/// openraft's core logs "election timeout expired" at info on every tick (~20 ms) while a config
+/// server has no leader, hence warn for that module by default.
 fn init_logging() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,fjall=warn,lsm_tree=warn"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,fjall=warn,lsm_tree=warn,openraft::core::raft_core=warn"));
     let ansi = std::io::stderr().is_terminal();
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }

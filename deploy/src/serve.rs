@@ -1,11 +1,12 @@
-//! `shoal shard` and `shoal router`: run one server in the foreground until SIGINT/SIGTERM.
+//! `shoal shard`, `shoal router` and `shoal configsvr`: run one server in the foreground until
+//! SIGINT/SIGTERM.
 //!
 //! The servers themselves print `SHOAL_READY <role> <addr>` on stdout once listening; this file
 //! only turns flags into their configs and hands them the shutdown trigger.
 
 use anyhow::Context;
 
-use crate::cli::{RouterArgs, ShardArgs};
+use crate::cli::{ConfigsvrArgs, RouterArgs, ShardArgs};
 use crate::signals::shutdown_signal;
 
 pub async fn shard(args: ShardArgs) -> anyhow::Result<()> {
@@ -20,4 +21,15 @@ pub async fn router(args: RouterArgs) -> anyhow::Result<()> {
     let config = shoal_router::RouterConfig::new(args.listen, args.shard);
     let listen = config.listen;
     shoal_router::run(config, shutdown).await.with_context(|| format!("router on {listen} failed"))
+}
+
+pub async fn configsvr(args: ConfigsvrArgs) -> anyhow::Result<()> {
+    let shutdown = shutdown_signal(args.child.exit_on_stdin_eof).context("cannot install signal handlers")?;
+    let mut config = shoal_configsvr::server::ConfigServerConfig::new(args.id, args.listen, args.data_dir);
+    config.peers = args.peers.unwrap_or_default();
+    config.init = args.init;
+    config.raft.snapshot_logs_since_last = args.snapshot_logs_since_last;
+    config.raft.snapshot_logs_to_keep = args.snapshot_logs_to_keep;
+    let id = config.id;
+    shoal_configsvr::server::run(config, shutdown).await.with_context(|| format!("config server {id} failed"))
 }

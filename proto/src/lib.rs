@@ -17,6 +17,11 @@ pub mod shard {
     tonic::include_proto!("shoal.shard.v1");
 }
 
+/// Generated code for `proto/config.proto`: the config servers' Raft and client services.
+pub mod config {
+    tonic::include_proto!("shoal.config.v1");
+}
+
 impl shard::CommandError {
     pub fn new(code: ErrorCode, errmsg: impl Into<String>) -> Self {
         Self { code: code.code(), code_name: code.name().to_owned(), errmsg: errmsg.into() }

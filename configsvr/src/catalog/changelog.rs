@@ -1,0 +1,136 @@
+//! The changelog (`config.changelog`): a bounded ring of the last [`CHANGELOG_ENTRIES_MAX`]
+//! changes, each stamped with the catalog version it produced, so a watcher that knows the
+//! version it last saw can tell what happened since (as long as it is still in the ring).
+//!
+//! Invariants: `seq` and `catalog_version` strictly increase along the ring; the ring never holds
+//! more than [`CHANGELOG_ENTRIES_MAX`] entries.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use super::types::{ChunkBound, ChunkVersion};
+
+/// Entries kept. MongoDB caps `config.changelog` by size (200 MB); a count keeps snapshots small
+/// (an entry is a few hundred bytes of JSON) while covering many balancer rounds.
+pub const CHANGELOG_ENTRIES_MAX: usize = 4096;
+
+/// A value in an entry's details; a closed set so entries round-trip through any serde format.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum Detail {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+    Bound(ChunkBound),
+    Version(ChunkVersion),
+    List(Vec<Detail>),
+}
+
+impl From<&str> for Detail {
+    fn from(s: &str) -> Self {
+        Detail::Str(s.to_owned())
+    }
+}
+
+impl From<String> for Detail {
+    fn from(s: String) -> Self {
+        Detail::Str(s)
+    }
+}
+
+impl From<ChunkBound> for Detail {
+    fn from(b: ChunkBound) -> Self {
+        Detail::Bound(b)
+    }
+}
+
+impl From<ChunkVersion> for Detail {
+    fn from(v: ChunkVersion) -> Self {
+        Detail::Version(v)
+    }
+}
+
+impl From<bool> for Detail {
+    fn from(b: bool) -> Self {
+        Detail::Bool(b)
+    }
+}
+
+impl From<u64> for Detail {
+    fn from(n: u64) -> Self {
+        Detail::Int(i64::try_from(n).unwrap_or(i64::MAX))
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ChangelogEntry {
+    pub seq: u64,
+    /// The catalog version this change produced.
+    pub catalog_version: u64,
+    pub time_ms: u64,
+    /// MongoDB's names where one exists: "split", "multi-split", "merge", "moveChunk.commit",
+    /// "addShard", "shardCollection", "dropCollection", ...
+    pub what: String,
+    /// The namespace, database or shard the change concerns ("" for cluster-wide changes).
+    pub ns: String,
+    pub details: BTreeMap<String, Detail>,
+}
+
+/// What a command handler wants logged; `apply` stamps it.
+#[derive(Debug)]
+pub(crate) struct LogDraft {
+    pub what: &'static str,
+    pub ns: String,
+    pub details: BTreeMap<String, Detail>,
+}
+
+impl LogDraft {
+    pub fn new(what: &'static str, ns: impl Into<String>) -> Self {
+        Self { what, ns: ns.into(), details: BTreeMap::new() }
+    }
+
+    pub fn with(mut self, key: &str, value: impl Into<Detail>) -> Self {
+        self.details.insert(key.to_owned(), value.into());
+        self
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changelog {
+    entries: VecDeque<ChangelogEntry>,
+    next_seq: u64,
+    /// The catalog version of the newest entry pushed out of the ring (0: none yet).
+    evicted_through_version: u64,
+}
+
+impl Changelog {
+    pub(crate) fn push(&mut self, draft: LogDraft, catalog_version: u64, time_ms: u64) {
+        if self.entries.len() >= CHANGELOG_ENTRIES_MAX
+            && let Some(evicted) = self.entries.pop_front()
+        {
+            self.evicted_through_version = evicted.catalog_version;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.entries.push_back(ChangelogEntry {
+            seq,
+            catalog_version,
+            time_ms,
+            what: draft.what.to_owned(),
+            ns: draft.ns,
+            details: draft.details,
+        });
+    }
+
+    /// Oldest first.
+    pub fn entries(&self) -> impl DoubleEndedIterator<Item = &ChangelogEntry> + ExactSizeIterator {
+        self.entries.iter()
+    }
+
+    /// Entries that produced a catalog version greater than `catalog_version`, oldest first; `None`
+    /// if some of them already left the ring (the caller must re-read the catalog).
+    pub fn since(&self, catalog_version: u64) -> Option<impl Iterator<Item = &ChangelogEntry>> {
+        (self.evicted_through_version <= catalog_version)
+            .then(|| self.entries.iter().filter(move |e| e.catalog_version > catalog_version))
+    }
+}

@@ -1,0 +1,267 @@
+//! The catalog's write commands and their replies: the only way the catalog changes.
+//!
+//! A command carries everything its effect depends on except the log entry's time: UUIDs, epochs
+//! and primary shards are chosen by the caller before proposing, so replaying the Raft log
+//! reproduces the same catalog on every replica. Commands that change chunks name the versions
+//! the caller read (compare-and-set); those a balancer issues may also carry a lease fencing token.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::leases::Fencing;
+use super::settings::SettingsUpdate;
+use super::types::{Chunk, ChunkBound, ChunkVersion, Database, Epoch, KeyPattern, PlacementVersion, ShardId};
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub enum Command {
+    /// Registers a replica group as a shard. Repeating it with the same members is a no-op.
+    AddShard {
+        shard: ShardId,
+        replica_set: String,
+        members: Vec<String>,
+    },
+    /// MongoDB's `removeShard` state machine: the first call starts draining; later calls report
+    /// what is left, and complete the removal once the shard owns no chunk and no database.
+    RemoveShard {
+        shard: ShardId,
+    },
+    AddShardToZone {
+        shard: ShardId,
+        zone: String,
+    },
+    RemoveShardFromZone {
+        shard: ShardId,
+        zone: String,
+    },
+    /// Assigns `[min, max)` of `ns` to `zone`, or (`zone: None`) removes exactly that range.
+    UpdateZoneKeyRange {
+        ns: String,
+        min: ChunkBound,
+        max: ChunkBound,
+        zone: Option<String>,
+    },
+    /// Compare-and-set on a replica group's term (failover arbitration, DESIGN.md §6). A new term
+    /// may name a primary or leave it open; the same term may only fill in a missing primary.
+    SetReplicaGroupTerm {
+        shard: ShardId,
+        expected_term: u64,
+        new_term: u64,
+        primary: Option<String>,
+    },
+    /// Creates a database on the primary shard the caller chose. Repeating it is a no-op.
+    CreateDatabase {
+        name: String,
+        primary: ShardId,
+        uuid: Uuid,
+    },
+    DropDatabase {
+        name: String,
+    },
+    /// Changes a database's primary shard (catalog side of `movePrimary`; moving the data is the
+    /// caller's job). Bumps the database version's `last_mod`.
+    MovePrimary {
+        name: String,
+        to: ShardId,
+    },
+    /// Shards a collection of an existing database. Repeating it with the same key and uniqueness
+    /// is a no-op answering the existing UUID and version (whatever `uuid`, `epoch` and
+    /// `initial` the repeat carries); another key is refused.
+    ShardCollection {
+        ns: String,
+        uuid: Uuid,
+        epoch: Epoch,
+        key: KeyPattern,
+        unique: bool,
+        initial: InitialChunks,
+    },
+    DropCollection {
+        ns: String,
+    },
+    /// `configureCollectionBalancing` / `sh.disableBalancing`: `chunk_size_mib: Some(0)` unsets.
+    ConfigureCollection {
+        ns: String,
+        no_balance: Option<bool>,
+        chunk_size_mib: Option<u32>,
+    },
+    /// Splits the chunk starting at `min` at the given interior points (sorted, distinct).
+    SplitChunk {
+        ns: String,
+        epoch: Epoch,
+        min: ChunkBound,
+        expected_version: ChunkVersion,
+        split_points: Vec<Vec<u8>>,
+        fencing: Option<Fencing>,
+    },
+    /// Merges the contiguous chunks exactly covering `[min, max)`, all on one shard;
+    /// `expected_versions` lists their versions in key order.
+    MergeChunks {
+        ns: String,
+        epoch: Epoch,
+        min: ChunkBound,
+        max: ChunkBound,
+        expected_versions: Vec<ChunkVersion>,
+        fencing: Option<Fencing>,
+    },
+    /// Commits a finished migration of chunk `[min, max)` from `from` to `to`.
+    CommitMigration {
+        ns: String,
+        epoch: Epoch,
+        min: ChunkBound,
+        max: ChunkBound,
+        from: ShardId,
+        to: ShardId,
+        expected_version: ChunkVersion,
+        fencing: Option<Fencing>,
+    },
+    SetChunkJumbo {
+        ns: String,
+        epoch: Epoch,
+        min: ChunkBound,
+        expected_version: ChunkVersion,
+        jumbo: bool,
+        fencing: Option<Fencing>,
+    },
+    SetSettings(SettingsUpdate),
+    /// Grants the lease if it is free, expired, or already held by `holder` (then it is renewed).
+    AcquireLease {
+        name: String,
+        holder: String,
+        ttl_ms: u64,
+    },
+    RenewLease {
+        name: String,
+        holder: String,
+        token: u64,
+        ttl_ms: u64,
+    },
+    ReleaseLease {
+        name: String,
+        holder: String,
+        token: u64,
+    },
+}
+
+/// How a newly sharded collection's key space is first divided.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub enum InitialChunks {
+    /// One chunk `[Min, Max)` on the database's primary shard.
+    Single,
+    /// Chunks cut at `split_points` (sorted, distinct), dealt round-robin over `shards` in key
+    /// order: hashed pre-splitting.
+    Distributed { split_points: Vec<Vec<u8>>, shards: Vec<ShardId> },
+}
+
+impl Command {
+    /// The collection whose chunks this command changes, if any.
+    pub fn chunk_namespace(&self) -> Option<&str> {
+        match self {
+            Command::SplitChunk { ns, .. }
+            | Command::MergeChunks { ns, .. }
+            | Command::CommitMigration { ns, .. }
+            | Command::SetChunkJumbo { ns, .. } => Some(ns),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Command::AddShard { shard, replica_set, members } => {
+                write!(f, "addShard {shard} ({replica_set}, {} members)", members.len())
+            }
+            Command::RemoveShard { shard } => write!(f, "removeShard {shard}"),
+            Command::AddShardToZone { shard, zone } => write!(f, "addShardToZone {shard} {zone}"),
+            Command::RemoveShardFromZone { shard, zone } => write!(f, "removeShardFromZone {shard} {zone}"),
+            Command::UpdateZoneKeyRange { ns, min, max, zone } => match zone {
+                Some(zone) => write!(f, "updateZoneKeyRange {ns} [{min}, {max}) -> {zone}"),
+                None => write!(f, "updateZoneKeyRange {ns} [{min}, {max}) -> none"),
+            },
+            Command::SetReplicaGroupTerm { shard, expected_term, new_term, primary } => {
+                write!(f, "setReplicaGroupTerm {shard} {expected_term} -> {new_term} primary {primary:?}")
+            }
+            Command::CreateDatabase { name, primary, .. } => write!(f, "createDatabase {name} on {primary}"),
+            Command::DropDatabase { name } => write!(f, "dropDatabase {name}"),
+            Command::MovePrimary { name, to } => write!(f, "movePrimary {name} to {to}"),
+            Command::ShardCollection { ns, initial, .. } => match initial {
+                InitialChunks::Single => write!(f, "shardCollection {ns}"),
+                InitialChunks::Distributed { split_points, shards } => {
+                    write!(f, "shardCollection {ns} ({} chunks on {} shards)", split_points.len() + 1, shards.len())
+                }
+            },
+            Command::DropCollection { ns } => write!(f, "dropCollection {ns}"),
+            Command::ConfigureCollection { ns, .. } => write!(f, "configureCollection {ns}"),
+            Command::SplitChunk { ns, min, expected_version, split_points, .. } => {
+                write!(f, "splitChunk {ns} at {min} v{expected_version} into {}", split_points.len() + 1)
+            }
+            Command::MergeChunks { ns, min, max, expected_versions, .. } => {
+                write!(f, "mergeChunks {ns} [{min}, {max}) ({} chunks)", expected_versions.len())
+            }
+            Command::CommitMigration { ns, min, from, to, expected_version, .. } => {
+                write!(f, "commitMigration {ns} at {min} v{expected_version} {from} -> {to}")
+            }
+            Command::SetChunkJumbo { ns, min, jumbo, .. } => write!(f, "setChunkJumbo {ns} at {min} {jumbo}"),
+            Command::SetSettings(_) => write!(f, "setSettings"),
+            Command::AcquireLease { name, holder, ttl_ms } => {
+                write!(f, "acquireLease {name} by {holder} for {ttl_ms} ms")
+            }
+            Command::RenewLease { name, holder, ttl_ms, .. } => {
+                write!(f, "renewLease {name} by {holder} for {ttl_ms} ms")
+            }
+            Command::ReleaseLease { name, holder, .. } => write!(f, "releaseLease {name} by {holder}"),
+        }
+    }
+}
+
+/// What a successful command answers.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub enum Response {
+    /// Success with nothing to report (also the reply to a command that changed nothing).
+    Done,
+    ShardAdded {
+        shard: ShardId,
+    },
+    RemoveShard(RemoveShardProgress),
+    /// The database as it now is (created, already present, or with its new primary).
+    Database(Database),
+    CollectionSharded {
+        uuid: Uuid,
+        version: PlacementVersion,
+    },
+    /// A split, merge, migration or jumbo change: the new collection version and the chunks the
+    /// command created or changed, in key order.
+    Chunks {
+        collection_version: PlacementVersion,
+        changed: Vec<Chunk>,
+    },
+    Dropped {
+        existed: bool,
+    },
+    Lease {
+        token: u64,
+        expires_at_ms: u64,
+    },
+    ReplicaGroup {
+        term: u64,
+        primary: Option<String>,
+    },
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoveShardState {
+    Started,
+    Ongoing,
+    Completed,
+}
+
+/// The `removeShard` reply: where draining is and what still keeps the shard.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct RemoveShardProgress {
+    pub state: RemoveShardState,
+    pub remaining_chunks: u64,
+    pub remaining_jumbo_chunks: u64,
+    /// Databases whose primary is still this shard (`dbsToMove`).
+    pub databases_to_move: Vec<String>,
+}

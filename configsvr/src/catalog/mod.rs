@@ -1,0 +1,277 @@
+//! The catalog state machine: the cluster's shape (shards, databases, sharded collections and
+//! their chunks, zones, settings, leases, replica-group terms) and the one function that changes
+//! it, [`Catalog::apply`]. Pure and I/O-free: the Raft layer feeds it committed log entries.
+//!
+//! ```text
+//!   router / shard / balancer          config leader                  every replica
+//!   ------------------------   propose(Command, now_ms)   -------->   Catalog::apply(cmd, now_ms)
+//!        read versions V   -----------------------------------------> CAS on V: Ok(Response)
+//!                                                                      or Err(CatalogError), unchanged
+//! ```
+//!
+//! Determinism: `apply` is a pure function of (catalog, command, now_ms). Everything random
+//! (UUIDs, epochs) travels inside the command and `now_ms` must be the time stamped into the log
+//! entry by the proposer, never the applying node's clock. The catalog's own clock only moves
+//! forward (`max` of the entry times seen), so a leader with a slower clock cannot move time back.
+//!
+//! Invariants, checked after every change in debug builds and by the tests (`invariants.rs`):
+//! - a refused command changes nothing; it is validated fully before anything is mutated;
+//! - each sharded collection's chunks cover `Min..Max` without gap or overlap;
+//! - chunk versions only grow: a range's version never falls below what it was, and every chunk
+//!   a command creates gets a version above the collection version it replaces;
+//! - fencing tokens only grow; the catalog version grows by one per effective change.
+
+mod changelog;
+mod chunks;
+mod command;
+mod error;
+pub mod invariants;
+mod leases;
+mod namespaces;
+mod routing;
+mod settings;
+mod shards;
+mod types;
+mod zones;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use changelog::{CHANGELOG_ENTRIES_MAX, Changelog, ChangelogEntry, Detail};
+pub use command::{Command, InitialChunks, RemoveShardProgress, RemoveShardState, Response};
+pub use error::CatalogError;
+pub use invariants::InvariantViolation;
+pub use leases::{BALANCER_LEASE, Fencing, LEASE_TTL_MS_MAX, LEASES_MAX, Lease, Leases};
+pub use routing::{ChangedChunks, RoutingTable};
+pub use settings::{
+    ActiveWindow, BalancerMode, CHUNK_SIZE_MIB_DEFAULT, CHUNK_SIZE_MIB_MAX, CHUNK_SIZE_MIB_MIN, Settings,
+    SettingsUpdate, WindowChange,
+};
+pub use types::{
+    CHUNK_HISTORY_ENTRIES_MAX, Chunk, ChunkBound, ChunkHistoryEntry, ChunkVersion, Collection, Database,
+    DatabaseVersion, Epoch, KeyField, KeyFieldKind, KeyPattern, PlacementVersion, ReplicaGroup, Shard, ShardId,
+    ShardState, Timestamp, ZoneRange,
+};
+
+use changelog::LogDraft;
+
+/// The whole catalog. Serialize it for a snapshot; compare two with `==`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Catalog {
+    /// Grows by one on every command that changed something; the watch stream publishes it.
+    version: u64,
+    clock: Clock,
+    shards: BTreeMap<ShardId, Shard>,
+    databases: BTreeMap<String, Database>,
+    /// Sharded collections by `db.coll`. A dropped collection is removed, not kept as a tombstone:
+    /// its epoch is gone, so stale requests for it get `NotSharded` or `StaleEpoch`.
+    collections: BTreeMap<String, Collection>,
+    /// Zone key ranges by namespace, sorted by `min`, non-overlapping.
+    zone_ranges: BTreeMap<String, Vec<ZoneRange>>,
+    settings: Settings,
+    leases: Leases,
+    changelog: Changelog,
+}
+
+/// The catalog's notion of time: the latest log-entry time applied, and the last timestamp issued.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Clock {
+    now_ms: u64,
+    last_timestamp: Timestamp,
+}
+
+impl Clock {
+    fn now(&self, entry_ms: u64) -> u64 {
+        self.now_ms.max(entry_ms)
+    }
+
+    /// A timestamp strictly greater than every one issued before.
+    fn next_timestamp(&mut self, now_ms: u64) -> Timestamp {
+        let secs = u32::try_from(now_ms / 1000).unwrap_or(u32::MAX);
+        let last = self.last_timestamp;
+        let next = if secs > last.secs {
+            Timestamp { secs, inc: 1 }
+        } else {
+            match last.inc.checked_add(1) {
+                Some(inc) => Timestamp { secs: last.secs, inc },
+                None => Timestamp { secs: last.secs.saturating_add(1), inc: 1 },
+            }
+        };
+        self.last_timestamp = next;
+        next
+    }
+}
+
+/// What a handler did: the reply, and whether (and how) the catalog changed.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    response: Response,
+    effect: Effect,
+}
+
+#[derive(Debug)]
+enum Effect {
+    /// A repeat of something already true: no version bump.
+    Unchanged,
+    /// Changed, but not worth a changelog entry (lease renewals every few seconds would flush
+    /// the ring of the migrations it exists to show).
+    Silent,
+    Logged(LogDraft),
+}
+
+impl Outcome {
+    fn unchanged(response: Response) -> Self {
+        Self { response, effect: Effect::Unchanged }
+    }
+    fn silent(response: Response) -> Self {
+        Self { response, effect: Effect::Silent }
+    }
+    fn logged(response: Response, log: LogDraft) -> Self {
+        Self { response, effect: Effect::Logged(log) }
+    }
+}
+
+impl Catalog {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies one committed command at log-entry time `now_ms`. On `Err` nothing changed.
+    pub fn apply(&mut self, cmd: &Command, now_ms: u64) -> Result<Response, CatalogError> {
+        let now = self.clock.now(now_ms);
+        #[cfg(debug_assertions)]
+        let before = invariants::Before::capture(self, cmd);
+
+        let outcome = self.dispatch(cmd, now)?;
+
+        if !matches!(outcome.effect, Effect::Unchanged) {
+            self.version += 1;
+            self.clock.now_ms = now;
+        }
+        if let Effect::Logged(log) = outcome.effect {
+            self.changelog.push(log, self.version, now);
+        }
+        #[cfg(debug_assertions)]
+        if let Err(violation) = before.verify(self) {
+            // A bug in a handler, not bad input: the catalog is no longer trustworthy.
+            panic!("catalog invariant broken by `{cmd}`: {violation}");
+        }
+        Ok(outcome.response)
+    }
+
+    fn dispatch(&mut self, cmd: &Command, now: u64) -> Result<Outcome, CatalogError> {
+        use Command as C;
+        match cmd {
+            C::AddShard { shard, replica_set, members } => self.add_shard(shard, replica_set, members, now),
+            C::RemoveShard { shard } => self.remove_shard(shard),
+            C::AddShardToZone { shard, zone } => self.add_shard_to_zone(shard, zone),
+            C::RemoveShardFromZone { shard, zone } => self.remove_shard_from_zone(shard, zone),
+            C::UpdateZoneKeyRange { ns, min, max, zone } => self.update_zone_key_range(ns, min, max, zone.as_deref()),
+            C::SetReplicaGroupTerm { shard, expected_term, new_term, primary } => {
+                self.set_replica_group_term(shard, *expected_term, *new_term, primary.as_deref())
+            }
+            C::CreateDatabase { name, primary, uuid } => self.create_database(name, primary, *uuid, now),
+            C::DropDatabase { name } => self.drop_database(name),
+            C::MovePrimary { name, to } => self.move_primary(name, to),
+            C::ShardCollection { ns, uuid, epoch, key, unique, initial } => {
+                self.shard_collection(ns, *uuid, *epoch, key, *unique, initial, now)
+            }
+            C::DropCollection { ns } => self.drop_collection(ns),
+            C::ConfigureCollection { ns, no_balance, chunk_size_mib } => {
+                self.configure_collection(ns, *no_balance, *chunk_size_mib)
+            }
+            C::SplitChunk { ns, epoch, min, expected_version, split_points, fencing } => {
+                self.check_fencing(fencing.as_ref(), now)?;
+                self.split_chunk(ns, *epoch, min, *expected_version, split_points)
+            }
+            C::MergeChunks { ns, epoch, min, max, expected_versions, fencing } => {
+                self.check_fencing(fencing.as_ref(), now)?;
+                self.merge_chunks(ns, *epoch, min, max, expected_versions, now)
+            }
+            C::CommitMigration { ns, epoch, min, max, from, to, expected_version, fencing } => {
+                self.check_fencing(fencing.as_ref(), now)?;
+                self.commit_migration(ns, *epoch, min, max, from, to, *expected_version, now)
+            }
+            C::SetChunkJumbo { ns, epoch, min, expected_version, jumbo, fencing } => {
+                self.check_fencing(fencing.as_ref(), now)?;
+                self.set_chunk_jumbo(ns, *epoch, min, *expected_version, *jumbo)
+            }
+            C::SetSettings(update) => {
+                let next = self.settings.updated(update)?;
+                if next == self.settings {
+                    return Ok(Outcome::unchanged(Response::Done));
+                }
+                self.settings = next;
+                Ok(Outcome::logged(Response::Done, LogDraft::new("setSettings", "")))
+            }
+            C::AcquireLease { name, holder, ttl_ms } => self.acquire_lease(name, holder, *ttl_ms, now),
+            C::RenewLease { name, holder, token, ttl_ms } => self.renew_lease(name, holder, *token, *ttl_ms, now),
+            C::ReleaseLease { name, holder, token } => self.release_lease(name, holder, *token),
+        }
+    }
+
+    fn check_fencing(&self, fencing: Option<&Fencing>, now: u64) -> Result<(), CatalogError> {
+        fencing.map_or(Ok(()), |f| self.leases.check(f, now))
+    }
+
+    /// The catalog version: how many effective changes have been applied.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The latest log-entry time applied (ms); lease expiry is judged against it.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms
+    }
+
+    pub fn shards(&self) -> &BTreeMap<ShardId, Shard> {
+        &self.shards
+    }
+
+    pub fn shard(&self, id: &str) -> Option<&Shard> {
+        self.shards.get(id)
+    }
+
+    pub fn databases(&self) -> &BTreeMap<String, Database> {
+        &self.databases
+    }
+
+    pub fn database(&self, name: &str) -> Option<&Database> {
+        self.databases.get(name)
+    }
+
+    /// Sharded collections by namespace.
+    pub fn collections(&self) -> &BTreeMap<String, Collection> {
+        &self.collections
+    }
+
+    pub fn collection(&self, ns: &str) -> Option<&Collection> {
+        self.collections.get(ns)
+    }
+
+    /// The zone ranges of `ns`, sorted by `min`.
+    pub fn zone_ranges(&self, ns: &str) -> &[ZoneRange] {
+        self.zone_ranges.get(ns).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every namespace with zone ranges.
+    pub fn all_zone_ranges(&self) -> &BTreeMap<String, Vec<ZoneRange>> {
+        &self.zone_ranges
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn leases(&self) -> &Leases {
+        &self.leases
+    }
+
+    pub fn changelog(&self) -> &Changelog {
+        &self.changelog
+    }
+}

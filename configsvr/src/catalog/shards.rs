@@ -1,0 +1,189 @@
+//! Shard membership and replica-group arbitration: `AddShard`, `RemoveShard` (MongoDB's
+//! draining state machine) and `SetReplicaGroupTerm`.
+//!
+//! ```text
+//!  AddShard --> Active --RemoveShard--> Draining --RemoveShard (nothing left)--> removed
+//!                                          |  RemoveShard while chunks or databases remain: "ongoing"
+//! ```
+//!
+//! Invariants: a host belongs to at most one shard; a draining shard receives no chunk and no
+//! database; a shard is removed only when it owns no chunk, is no database's primary, and is not
+//! the last holder of a zone that still has key ranges. Replica-group terms only grow, and a term
+//! has at most one primary.
+
+use std::collections::BTreeSet;
+
+use super::changelog::LogDraft;
+use super::command::{RemoveShardProgress, RemoveShardState, Response};
+use super::error::CatalogError;
+use super::types::{ReplicaGroup, Shard, ShardState};
+use super::{Catalog, Outcome};
+
+/// MongoDB's replica-set member limit.
+pub const REPLICA_GROUP_MEMBERS_MAX: usize = 50;
+/// Longest shard id or replica-set name.
+pub const SHARD_ID_BYTES_MAX: usize = 128;
+
+fn check_id(what: &str, id: &str) -> Result<(), CatalogError> {
+    let bad = id.is_empty()
+        || id.len() > SHARD_ID_BYTES_MAX
+        || id.chars().any(|c| c == '/' || c == ',' || c.is_whitespace() || c.is_control());
+    if bad {
+        return Err(CatalogError::bad_value(
+            what,
+            format!("'{id}' must be 1..={SHARD_ID_BYTES_MAX} bytes without '/', ',' or spaces"),
+        ));
+    }
+    Ok(())
+}
+
+/// `host:port`, port 1..=65535; the host may be a bracketed IPv6 address.
+fn check_member(member: &str) -> Result<(), CatalogError> {
+    let ok = member.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty()
+            && !host.chars().any(|c| c == '/' || c == ',' || c.is_whitespace() || c.is_control())
+            && port.parse::<u16>().is_ok_and(|p| p > 0)
+    });
+    if ok { Ok(()) } else { Err(CatalogError::bad_value("member", format!("'{member}' is not host:port"))) }
+}
+
+impl Catalog {
+    pub(super) fn add_shard(
+        &mut self,
+        id: &str,
+        replica_set: &str,
+        members: &[String],
+        now: u64,
+    ) -> Result<Outcome, CatalogError> {
+        check_id("shard id", id)?;
+        check_id("replica set name", replica_set)?;
+        if id == "config" {
+            return Err(CatalogError::bad_value("shard id", "'config' is reserved"));
+        }
+        if members.is_empty() || members.len() > REPLICA_GROUP_MEMBERS_MAX {
+            return Err(CatalogError::bad_value(
+                "members",
+                format!("a replica group has 1..={REPLICA_GROUP_MEMBERS_MAX} members"),
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for m in members {
+            check_member(m)?;
+            if !seen.insert(m.as_str()) {
+                return Err(CatalogError::bad_value("members", format!("'{m}' is listed twice")));
+            }
+        }
+        if let Some(existing) = self.shards.get(id) {
+            let same_members = existing.group.members.iter().map(String::as_str).collect::<BTreeSet<_>>() == seen;
+            if existing.replica_set == replica_set && same_members {
+                return Ok(Outcome::unchanged(Response::ShardAdded { shard: id.to_owned() }));
+            }
+            return Err(CatalogError::ShardExists { shard: id.to_owned() });
+        }
+        for other in self.shards.values() {
+            if let Some(m) = other.group.members.iter().find(|m| seen.contains(m.as_str())) {
+                return Err(CatalogError::HostInUse { host: m.clone(), shard: other.id.clone() });
+            }
+        }
+        let shard = Shard {
+            id: id.to_owned(),
+            replica_set: replica_set.to_owned(),
+            group: ReplicaGroup { members: members.to_vec(), term: 0, primary: None },
+            state: ShardState::Active,
+            zones: BTreeSet::new(),
+            topology_time: self.clock.next_timestamp(now),
+        };
+        let log = LogDraft::new("addShard", id).with("host", shard.host_string());
+        self.shards.insert(id.to_owned(), shard);
+        Ok(Outcome::logged(Response::ShardAdded { shard: id.to_owned() }, log))
+    }
+
+    pub(super) fn remove_shard(&mut self, id: &str) -> Result<Outcome, CatalogError> {
+        let Some(shard) = self.shards.get(id) else {
+            return Err(CatalogError::ShardNotFound { shard: id.to_owned() });
+        };
+        if !shard.is_draining() {
+            if !self.shards.values().any(|s| s.id != id && !s.is_draining()) {
+                return Err(CatalogError::LastShard { shard: id.to_owned() });
+            }
+            let mut progress = self.drain_progress(id);
+            progress.state = RemoveShardState::Started;
+            if let Some(s) = self.shards.get_mut(id) {
+                s.state = ShardState::Draining;
+            }
+            return Ok(Outcome::logged(Response::RemoveShard(progress), LogDraft::new("removeShard.start", id)));
+        }
+        let progress = self.drain_progress(id);
+        if progress.remaining_chunks > 0 || !progress.databases_to_move.is_empty() {
+            return Ok(Outcome::unchanged(Response::RemoveShard(progress)));
+        }
+        // Removing the last shard of a zone would leave that zone's ranges with nowhere to go.
+        for zone in &shard.zones {
+            let others_have_it = self.shards.values().any(|s| s.id != id && s.zones.contains(zone));
+            if let (false, Some(ns)) = (others_have_it, self.namespace_using_zone(zone)) {
+                return Err(CatalogError::ZoneStillInUse { zone: zone.clone(), ns });
+            }
+        }
+        self.shards.remove(id);
+        let done = RemoveShardProgress { state: RemoveShardState::Completed, ..progress };
+        Ok(Outcome::logged(Response::RemoveShard(done), LogDraft::new("removeShard", id)))
+    }
+
+    fn drain_progress(&self, id: &str) -> RemoveShardProgress {
+        let owned = self.collections.values().flat_map(|c| c.chunks.values()).filter(|c| c.shard == id);
+        let (mut chunks, mut jumbo) = (0u64, 0u64);
+        for c in owned {
+            chunks += 1;
+            jumbo += u64::from(c.jumbo);
+        }
+        RemoveShardProgress {
+            state: RemoveShardState::Ongoing,
+            remaining_chunks: chunks,
+            remaining_jumbo_chunks: jumbo,
+            databases_to_move: self.databases.values().filter(|d| d.primary == id).map(|d| d.name.clone()).collect(),
+        }
+    }
+
+    pub(super) fn set_replica_group_term(
+        &mut self,
+        id: &str,
+        expected_term: u64,
+        new_term: u64,
+        primary: Option<&str>,
+    ) -> Result<Outcome, CatalogError> {
+        let Some(shard) = self.shards.get(id) else {
+            return Err(CatalogError::ShardNotFound { shard: id.to_owned() });
+        };
+        let group = &shard.group;
+        if group.term != expected_term {
+            return Err(CatalogError::StaleTerm { shard: id.to_owned(), expected: expected_term, current: group.term });
+        }
+        if new_term < expected_term {
+            return Err(CatalogError::bad_value(
+                "term",
+                format!("{new_term} is below the current term {expected_term}"),
+            ));
+        }
+        // Within one term at most one member is ever primary, so the same term may only fill in a
+        // primary that is still missing (step 3 of failover after step 1 opened the term).
+        if new_term == expected_term && (primary.is_none() || group.primary.is_some()) {
+            return Err(CatalogError::bad_value(
+                "term",
+                format!("term {new_term} already has a primary or the request names none"),
+            ));
+        }
+        if let Some(p) = primary
+            && !group.members.iter().any(|m| m == p)
+        {
+            return Err(CatalogError::bad_value("primary", format!("'{p}' is not a member of shard '{id}'")));
+        }
+        let log =
+            LogDraft::new("replicaGroup.term", id).with("term", new_term).with("primary", primary.unwrap_or_default());
+        if let Some(s) = self.shards.get_mut(id) {
+            s.group.term = new_term;
+            s.group.primary = primary.map(str::to_owned);
+        }
+        let response = Response::ReplicaGroup { term: new_term, primary: primary.map(str::to_owned) };
+        Ok(Outcome::logged(response, log))
+    }
+}

@@ -1,0 +1,349 @@
+//! A client of the config service for routers, shards, admin tools and tests: finds the leader,
+//! follows `NotWritablePrimary` hints, and retries within a bounded number of attempts and a
+//! deadline, with exponential backoff.
+//!
+//! Writes are retried only when the server said the command was not attempted (not the leader,
+//! not initialized, transport failure before sending). A "no quorum" or "leader changed" answer
+//! means the outcome is unknown, so it is returned to the caller, who may re-read and decide (every
+//! chunk-changing command is a compare-and-set, so a blind retry would be refused anyway). Reads
+//! are retried on those too.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use shoal_proto::ErrorCode;
+use shoal_proto::config::config_client::ConfigClient as GrpcClient;
+use shoal_proto::config::{
+    AddLearnerRequest, CatalogVersion, ChangeMembershipRequest, ConfigError, MembershipReply, MetricsReply,
+    MetricsRequest, ReadRequest, RoutingTableRequest, WatchRequest, WriteRequest,
+};
+use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
+use tonic::transport::Channel;
+
+use crate::codec;
+use crate::raft::catalog_api::{RoutingAnswer, RoutingSince};
+use crate::raft::network::connect_lazy;
+use crate::raft::types::{Catalog, CatalogError, Command, NodeId, Response};
+
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    /// Per-RPC limit; above the servers' own write/read timeouts so their answer arrives first.
+    pub rpc_timeout: Duration,
+    /// Per-RPC limit of membership changes (adding a learner waits for it to catch up); above
+    /// the servers' `membership_timeout`.
+    pub membership_rpc_timeout: Duration,
+    /// Overall limit of one call including retries.
+    pub deadline: Duration,
+    pub attempts_max: u32,
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+    pub connect_timeout: Duration,
+}
+
+impl Default for ClientSettings {
+    fn default() -> Self {
+        Self {
+            rpc_timeout: Duration::from_secs(8),
+            membership_rpc_timeout: Duration::from_secs(40),
+            deadline: Duration::from_secs(15),
+            attempts_max: 30,
+            backoff_min: Duration::from_millis(25),
+            backoff_max: Duration::from_millis(500),
+            connect_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientError {
+    /// The config service answered with an error (see `crate::error` for the codes).
+    #[error("{code_name} ({code}): {errmsg}")]
+    Service { code: i32, code_name: String, errmsg: String },
+    #[error("no config server reachable: {0}")]
+    Unavailable(String),
+    /// No server could serve the call in time: typically no quorum (no leader can be elected).
+    #[error("no config leader served the request within {elapsed_ms} ms ({attempts} attempts); last error: {last}")]
+    Exhausted { attempts: u32, elapsed_ms: u64, last: Box<ClientError> },
+    #[error("bad reply: {0}")]
+    Decode(String),
+}
+
+impl ClientError {
+    /// The MongoDB error code, if the service answered with one.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Service { code, .. } => ErrorCode::from_code(*code),
+            ClientError::Exhausted { .. } => Some(ErrorCode::ExceededTimeLimit),
+            _ => None,
+        }
+    }
+}
+
+impl From<ConfigError> for ClientError {
+    fn from(e: ConfigError) -> Self {
+        ClientError::Service { code: e.code, code_name: e.code_name, errmsg: e.errmsg }
+    }
+}
+
+/// A committed command's result.
+#[derive(Debug, Clone)]
+pub struct WriteOutcome {
+    /// The catalog's answer; `Err` is a refusal that changed nothing.
+    pub outcome: Result<Response, CatalogError>,
+    pub log_index: u64,
+    pub catalog_version: u64,
+}
+
+enum Verdict {
+    /// Try the server at this address next, at once.
+    Redirect(String),
+    /// Try another server after a backoff.
+    Retry,
+    Fail,
+}
+
+fn verdict(e: &ConfigError, idempotent: bool) -> Verdict {
+    match ErrorCode::from_code(e.code) {
+        Some(ErrorCode::NotWritablePrimary) if !e.leader_addr.is_empty() => Verdict::Redirect(e.leader_addr.clone()),
+        Some(ErrorCode::NotWritablePrimary | ErrorCode::NotYetInitialized | ErrorCode::ShutdownInProgress) => {
+            Verdict::Retry
+        }
+        Some(ErrorCode::ExceededTimeLimit | ErrorCode::InterruptedDueToReplStateChange) if idempotent => Verdict::Retry,
+        _ => Verdict::Fail,
+    }
+}
+
+pub struct ConfigClient {
+    addrs: Vec<String>,
+    settings: ClientSettings,
+    channels: Mutex<HashMap<String, Channel>>,
+    /// Where the last successful call went (or a server's leader hint).
+    preferred: Mutex<Option<String>>,
+}
+
+impl ConfigClient {
+    /// `addrs`: `host:port` of one or more config servers.
+    pub fn new(addrs: Vec<String>, settings: ClientSettings) -> Self {
+        Self { addrs, settings, channels: Mutex::new(HashMap::new()), preferred: Mutex::new(None) }
+    }
+
+    fn grpc(&self, addr: &str) -> Result<GrpcClient<Channel>, ClientError> {
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        let channel = match channels.get(addr) {
+            Some(c) => c.clone(),
+            None => {
+                let c = connect_lazy(addr, self.settings.connect_timeout)
+                    .map_err(|e| ClientError::Unavailable(format!("bad address {addr:?}: {e}")))?;
+                channels.insert(addr.to_owned(), c.clone());
+                c
+            }
+        };
+        Ok(GrpcClient::new(channel).max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES))
+    }
+
+    /// Calls `call` on config servers until one answers without a retryable error.
+    /// `error_of` extracts the reply's `ConfigError`.
+    async fn call<T, F, Fut>(
+        &self,
+        idempotent: bool,
+        rpc_timeout: Duration,
+        error_of: fn(&T) -> Option<&ConfigError>,
+        call: F,
+    ) -> Result<T, ClientError>
+    where
+        F: Fn(GrpcClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        if self.addrs.is_empty() {
+            return Err(ClientError::Unavailable("no config server addresses".into()));
+        }
+        let start = tokio::time::Instant::now();
+        let deadline = start + self.settings.deadline.max(rpc_timeout);
+        let mut backoff = self.settings.backoff_min;
+        let mut next = 0usize;
+        let mut redirect: Option<String> = self.preferred.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut last = ClientError::Unavailable("no attempt made".into());
+        // Servers that did not answer during this call: a stale leader hint naming one of them is
+        // not followed again.
+        let mut unreachable: Vec<String> = Vec::new();
+        let mut attempts = 0;
+        while attempts < self.settings.attempts_max && tokio::time::Instant::now() < deadline {
+            attempts += 1;
+            let addr = match redirect.take() {
+                Some(a) => a,
+                None => {
+                    next += 1;
+                    self.addrs[(next - 1) % self.addrs.len()].clone()
+                }
+            };
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let timeout = rpc_timeout.min(remaining.max(Duration::from_millis(1)));
+            let outcome = match self.grpc(&addr) {
+                Ok(client) => tokio::time::timeout(timeout, call(client)).await,
+                Err(e) => Ok(Err(tonic::Status::unavailable(e.to_string()))),
+            };
+            let wait = match outcome {
+                Ok(Ok(reply)) => {
+                    let reply = reply.into_inner();
+                    match error_of(&reply) {
+                        None => {
+                            *self.preferred.lock().unwrap_or_else(|p| p.into_inner()) = Some(addr);
+                            return Ok(reply);
+                        }
+                        Some(e) => {
+                            let v = verdict(e, idempotent);
+                            last = e.clone().into();
+                            match v {
+                                Verdict::Redirect(leader) if leader != addr && !unreachable.contains(&leader) => {
+                                    redirect = Some(leader);
+                                    false
+                                }
+                                Verdict::Redirect(_) | Verdict::Retry => true,
+                                Verdict::Fail => return Err(last),
+                            }
+                        }
+                    }
+                }
+                Ok(Err(status)) => {
+                    last = ClientError::Unavailable(format!("{addr}: {}", status.message()));
+                    unreachable.push(addr);
+                    true
+                }
+                Err(_) => {
+                    last = ClientError::Unavailable(format!("{addr}: no answer within {} ms", timeout.as_millis()));
+                    unreachable.push(addr);
+                    // A write that timed out on the wire may have been committed: do not resend.
+                    if !idempotent {
+                        return Err(last);
+                    }
+                    true
+                }
+            };
+            if wait {
+                *self.preferred.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                let pause = backoff.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+                tokio::time::sleep(pause).await;
+                backoff = (backoff * 2).min(self.settings.backoff_max);
+            }
+        }
+        Err(ClientError::Exhausted { attempts, elapsed_ms: start.elapsed().as_millis() as u64, last: Box::new(last) })
+    }
+
+    /// Proposes `command` and waits until it is committed and applied.
+    pub async fn write(&self, command: &Command) -> Result<WriteOutcome, ClientError> {
+        let bytes = bytes::Bytes::from(codec::encode(command).map_err(|e| ClientError::Decode(e.to_string()))?);
+        let reply = self
+            .call(
+                false,
+                self.settings.rpc_timeout,
+                |r: &shoal_proto::config::WriteReply| r.error.as_ref(),
+                |mut c| {
+                    let req = WriteRequest { command: bytes.clone(), forwarded: false };
+                    async move { c.write(req).await }
+                },
+            )
+            .await?;
+        let outcome = codec::decode(&reply.outcome).map_err(|e| ClientError::Decode(e.to_string()))?;
+        Ok(WriteOutcome { outcome, log_index: reply.log_index, catalog_version: reply.catalog_version })
+    }
+
+    /// The whole catalog and its version; `linearizable` confirms it with a quorum first.
+    pub async fn read(&self, linearizable: bool) -> Result<(Catalog, u64), ClientError> {
+        let reply = self
+            .call(
+                true,
+                self.settings.rpc_timeout,
+                |r: &shoal_proto::config::ReadReply| r.error.as_ref(),
+                |mut c| async move { c.read(ReadRequest { linearizable, forwarded: false }).await },
+            )
+            .await?;
+        let catalog = codec::decode(&reply.catalog).map_err(|e| ClientError::Decode(e.to_string()))?;
+        Ok((catalog, reply.catalog_version))
+    }
+
+    /// The routing table of `ns` (whole, or the changes after `since`) and the catalog version.
+    pub async fn routing_table(
+        &self,
+        ns: &str,
+        since: Option<RoutingSince>,
+        linearizable: bool,
+    ) -> Result<(RoutingAnswer, u64), ClientError> {
+        let since = match since {
+            Some(s) => bytes::Bytes::from(codec::encode(&s).map_err(|e| ClientError::Decode(e.to_string()))?),
+            None => bytes::Bytes::new(),
+        };
+        let reply = self
+            .call(
+                true,
+                self.settings.rpc_timeout,
+                |r: &shoal_proto::config::RoutingTableReply| r.error.as_ref(),
+                |mut c| {
+                    let req =
+                        RoutingTableRequest { ns: ns.to_owned(), since: since.clone(), linearizable, forwarded: false };
+                    async move { c.routing_table(req).await }
+                },
+            )
+            .await?;
+        let answer = codec::decode(&reply.table).map_err(|e| ClientError::Decode(e.to_string()))?;
+        Ok((answer, reply.catalog_version))
+    }
+
+    /// A stream of catalog versions greater than `from_version`, from one server.
+    pub async fn watch(&self, from_version: u64) -> Result<tonic::Streaming<CatalogVersion>, ClientError> {
+        // Any server can serve it; streams are not wrapped in `call`'s reply/error shape.
+        let mut last = ClientError::Unavailable("no config server addresses".into());
+        for addr in &self.addrs {
+            let mut client = self.grpc(addr)?;
+            let call = client.watch(WatchRequest { from_version });
+            match tokio::time::timeout(self.settings.rpc_timeout, call).await {
+                Ok(Ok(stream)) => return Ok(stream.into_inner()),
+                Ok(Err(status)) => last = ClientError::Unavailable(format!("{addr}: {}", status.message())),
+                Err(_) => last = ClientError::Unavailable(format!("{addr}: no answer")),
+            }
+        }
+        Err(last)
+    }
+
+    pub async fn add_learner(
+        &self,
+        node_id: NodeId,
+        addr: &str,
+        blocking: bool,
+    ) -> Result<MembershipReply, ClientError> {
+        self.call(
+            true,
+            self.settings.membership_rpc_timeout,
+            |r: &MembershipReply| r.error.as_ref(),
+            |mut c| {
+                let req = AddLearnerRequest { node_id, addr: addr.to_owned(), blocking, forwarded: false };
+                async move { c.add_learner(req).await }
+            },
+        )
+        .await
+    }
+
+    /// Replaces the voter set (joint consensus inside openraft).
+    pub async fn change_membership(&self, voters: &[NodeId], retain: bool) -> Result<MembershipReply, ClientError> {
+        self.call(
+            true,
+            self.settings.membership_rpc_timeout,
+            |r: &MembershipReply| r.error.as_ref(),
+            |mut c| {
+                let req = ChangeMembershipRequest { voters: voters.to_vec(), retain, forwarded: false };
+                async move { c.change_membership(req).await }
+            },
+        )
+        .await
+    }
+
+    /// Metrics of the server at `addr` (not necessarily the leader).
+    pub async fn metrics(&self, addr: &str) -> Result<MetricsReply, ClientError> {
+        let mut client = self.grpc(addr)?;
+        match tokio::time::timeout(self.settings.rpc_timeout, client.metrics(MetricsRequest {})).await {
+            Ok(Ok(reply)) => Ok(reply.into_inner()),
+            Ok(Err(status)) => Err(ClientError::Unavailable(format!("{addr}: {}", status.message()))),
+            Err(_) => Err(ClientError::Unavailable(format!("{addr}: no answer"))),
+        }
+    }
+}

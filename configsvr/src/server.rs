@@ -1,0 +1,304 @@
+//! One config server process: opens the store, starts the Raft node, serves `ConfigRaft` (peers)
+//! and `Config` (clients) on one gRPC port, forms the cluster when told to, and stops cleanly.
+//!
+//! ```text
+//!  run: bind -> RaftDb::open -> Raft::new(log store, state machine, network)
+//!       -> serve ConfigRaft + Config -> SHOAL_READY configsvr <addr>
+//!       -> [--init] initialize the peers as voters, unless anyone already has state
+//!       -> shutdown: end watch streams, stop serving, stop Raft, final journal sync
+//! ```
+//!
+//! Initialization rule: only a server started with `--init` may form a cluster, and only when its
+//! own store is pristine and no peer that answers within `init_probe` reports any Raft state. A
+//! server that already has state never re-initializes, whatever its flags.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shoal_proto::config::MetricsRequest;
+use shoal_proto::config::config_client::ConfigClient;
+use shoal_proto::config::config_raft_server::ConfigRaftServer;
+use shoal_proto::config::config_server::ConfigServer as ConfigApiServer;
+use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::error::ServerError;
+use crate::raft::RaftSettings;
+use crate::raft::log_store::LogStore;
+use crate::raft::network::{NetworkFactory, NetworkSettings, connect_lazy};
+use crate::raft::rpc::RaftRpcService;
+use crate::raft::state_machine::{CatalogState, StateMachineStore};
+use crate::raft::store::RaftDb;
+use crate::raft::types::{Node, NodeId, Raft};
+use crate::service::{ApiSettings, ConfigService};
+
+#[derive(Debug, Clone)]
+pub struct ConfigServerConfig {
+    pub id: NodeId,
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Every voter of a new cluster, this server included: id -> `host:port`.
+    pub peers: BTreeMap<NodeId, String>,
+    /// Form the cluster from `peers` if nobody has state yet.
+    pub init: bool,
+    pub raft: RaftSettings,
+    pub network: NetworkSettings,
+    pub api: ApiSettings,
+    /// Largest snapshot accepted from a leader.
+    pub snapshot_size_max_bytes: usize,
+    /// How long `--init` waits for peers to say whether they already have state.
+    pub init_probe: Duration,
+    /// Longest a graceful stop waits for in-flight requests.
+    pub shutdown_grace: Duration,
+}
+
+impl ConfigServerConfig {
+    pub fn new(id: NodeId, listen: SocketAddr, data_dir: PathBuf) -> Self {
+        Self {
+            id,
+            listen,
+            data_dir,
+            peers: BTreeMap::new(),
+            init: false,
+            raft: RaftSettings::default(),
+            network: NetworkSettings::default(),
+            api: ApiSettings::default(),
+            snapshot_size_max_bytes: 1 << 30,
+            init_probe: Duration::from_secs(3),
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A running config server.
+pub struct ConfigServer {
+    raft: Raft,
+    state: Arc<CatalogState>,
+    db: Arc<RaftDb>,
+    addr: SocketAddr,
+    stop_tx: watch::Sender<bool>,
+    serve: JoinHandle<Result<(), tonic::transport::Error>>,
+    init: Option<JoinHandle<()>>,
+    shutdown_grace: Duration,
+}
+
+impl ConfigServer {
+    /// Starts serving on `listener` (already bound, so tests can use port 0).
+    pub async fn start(config: ConfigServerConfig, listener: TcpListener) -> Result<Self, ServerError> {
+        let addr = listener.local_addr()?;
+        let raft_config = config.raft.openraft_config().map_err(ServerError::Config)?;
+        let dir = config.data_dir.join("raft");
+        let db = tokio::task::spawn_blocking(move || RaftDb::open(&dir)).await.map_err(std::io::Error::other)??;
+        let log_store = LogStore::new(Arc::clone(&db));
+        let state_machine = StateMachineStore::new(Arc::clone(&db));
+        let state = state_machine.state();
+        let network = NetworkFactory::new(config.id, config.network.clone());
+        let raft = Raft::new(config.id, Arc::new(raft_config), network, log_store, state_machine)
+            .await
+            .map_err(|e| ServerError::Raft(e.to_string()))?;
+
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let rpc = RaftRpcService::new(raft.clone(), config.snapshot_size_max_bytes, config.network.snapshot_timeout);
+        let api = ConfigService::new(raft.clone(), Arc::clone(&state), config.api.clone(), stop_rx.clone());
+        let mut stop_serving = stop_rx.clone();
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let serve = tokio::spawn(
+            tonic::transport::Server::builder()
+                .tcp_nodelay(true)
+                .add_service(
+                    ConfigRaftServer::new(rpc)
+                        .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
+                        .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES),
+                )
+                .add_service(
+                    ConfigApiServer::new(api)
+                        .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
+                        .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES),
+                )
+                .serve_with_incoming_shutdown(incoming, async move {
+                    let _ = stop_serving.wait_for(|stop| *stop).await;
+                }),
+        );
+        tracing::info!(id = config.id, %addr, data_dir = %config.data_dir.display(), "config server listening");
+
+        let init = config.init.then(|| tokio::spawn(initialize(raft.clone(), config.clone(), addr)));
+        Ok(Self { raft, state, db, addr, stop_tx, serve, init, shutdown_grace: config.shutdown_grace })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    pub fn state(&self) -> &Arc<CatalogState> {
+        &self.state
+    }
+
+    /// Stops serving, stops the Raft node and syncs the store.
+    pub async fn shutdown(self) -> Result<(), ServerError> {
+        let _ = self.stop_tx.send(true);
+        if let Some(init) = self.init {
+            init.abort();
+        }
+        let served = match tokio::time::timeout(self.shutdown_grace, self.serve).await {
+            Ok(Ok(served)) => served.map_err(ServerError::from),
+            Ok(Err(join)) => Err(ServerError::Io(std::io::Error::other(join))),
+            Err(_) => {
+                tracing::warn!("gRPC server did not stop within the grace period");
+                Ok(())
+            }
+        };
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft core did not stop cleanly");
+        }
+        let db = self.db;
+        tokio::task::spawn_blocking(move || db.shutdown()).await.map_err(std::io::Error::other)?;
+        tracing::info!("config server stopped");
+        served
+    }
+}
+
+/// `shoal configsvr`: binds `config.listen`, prints `SHOAL_READY configsvr <addr>` once serving,
+/// and runs until `shutdown` resolves.
+pub async fn run(config: ConfigServerConfig, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServerError> {
+    validate(&config)?;
+    let listener = TcpListener::bind(config.listen).await?;
+    let server = ConfigServer::start(config, listener).await?;
+    announce_ready("configsvr", server.addr());
+    shutdown.await;
+    server.shutdown().await
+}
+
+/// Parses `1=127.0.0.1:27019,2=127.0.0.1:27020` into id -> address.
+pub fn parse_peers(s: &str) -> Result<BTreeMap<NodeId, String>, String> {
+    let mut peers = BTreeMap::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (id, addr) = item.split_once('=').ok_or_else(|| format!("{item:?} is not <id>=<host:port>"))?;
+        let id: NodeId = id.trim().parse().map_err(|e| format!("bad node id in {item:?}: {e}"))?;
+        if id == 0 {
+            return Err(format!("node ids start at 1: {item:?}"));
+        }
+        let addr = addr.trim();
+        if addr.rsplit_once(':').and_then(|(_, port)| port.parse::<u16>().ok()).is_none() {
+            return Err(format!("{addr:?} is not host:port"));
+        }
+        if peers.insert(id, addr.to_owned()).is_some() {
+            return Err(format!("node id {id} listed twice"));
+        }
+    }
+    if peers.is_empty() {
+        return Err("no peers given".into());
+    }
+    Ok(peers)
+}
+
+fn validate(config: &ConfigServerConfig) -> Result<(), ServerError> {
+    if config.id == 0 {
+        return Err(ServerError::Config("--id must be at least 1 (0 means \"unknown\" on the wire)".into()));
+    }
+    if !config.peers.is_empty() && !config.peers.contains_key(&config.id) {
+        return Err(ServerError::Config(format!("--peers must include this server's own id {}", config.id)));
+    }
+    Ok(())
+}
+
+/// The readiness line launchers and tests wait for (same convention as shards and routers).
+fn announce_ready(role: &str, addr: SocketAddr) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "SHOAL_READY {role} {addr}");
+    let _ = out.flush();
+}
+
+/// Forms the cluster if nobody has Raft state yet (see the module doc for the rule).
+/// `bound` is this server's listening address (the one-node cluster's member address when there
+/// are no `--peers`; `--listen` may have said port 0).
+async fn initialize(raft: Raft, config: ConfigServerConfig, bound: SocketAddr) {
+    match raft.is_initialized().await {
+        Ok(true) => {
+            tracing::info!("--init ignored: this server already belongs to a cluster");
+            return;
+        }
+        Ok(false) => {}
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read raft state; not initializing");
+            return;
+        }
+    }
+    let members: BTreeMap<NodeId, Node> = if config.peers.is_empty() {
+        BTreeMap::from([(config.id, Node { addr: bound.to_string() })])
+    } else {
+        config.peers.iter().map(|(id, addr)| (*id, Node { addr: addr.clone() })).collect()
+    };
+    if let Some((peer, addr)) = peer_with_state(&config).await {
+        tracing::info!(peer, %addr, "--init ignored: a peer already has raft state; waiting to be replicated to");
+        return;
+    }
+    match raft.initialize(members.clone()).await {
+        Ok(()) => tracing::info!(voters = ?members.keys().collect::<Vec<_>>(), "initialized the config cluster"),
+        Err(e) => tracing::info!(error = %e, "cluster not initialized here (already initialized elsewhere?)"),
+    }
+}
+
+/// Asks every other peer, until each has answered or `config.init_probe` ran out, whether it has
+/// Raft state. Returns the first that does.
+async fn peer_with_state(config: &ConfigServerConfig) -> Option<(NodeId, String)> {
+    let deadline = tokio::time::Instant::now() + config.init_probe;
+    let mut pending: Vec<(NodeId, String)> =
+        config.peers.iter().filter(|(id, _)| **id != config.id).map(|(id, a)| (*id, a.clone())).collect();
+    let mut backoff = Duration::from_millis(50);
+    while !pending.is_empty() && tokio::time::Instant::now() < deadline {
+        let mut still = Vec::new();
+        for (id, addr) in pending {
+            let Ok(channel) = connect_lazy(&addr, config.network.connect_timeout) else {
+                continue;
+            };
+            let mut client = ConfigClient::new(channel);
+            match tokio::time::timeout(Duration::from_millis(500), client.metrics(MetricsRequest {})).await {
+                Ok(Ok(reply)) => {
+                    let m = reply.into_inner();
+                    if m.has_log || !m.members.is_empty() {
+                        return Some((id, addr));
+                    }
+                }
+                _ => still.push((id, addr)),
+            }
+        }
+        pending = still;
+        if !pending.is_empty() {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_millis(500));
+        }
+    }
+    if !pending.is_empty() {
+        let ids: Vec<NodeId> = pending.iter().map(|(id, _)| *id).collect();
+        tracing::warn!(?ids, "peers did not answer the init probe; initializing without hearing from them");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_peer_lists() {
+        let peers = parse_peers("1=127.0.0.1:1, 2=localhost:2,3=[::1]:3").expect("valid list");
+        assert_eq!(peers.len(), 3);
+        assert_eq!(peers[&3], "[::1]:3");
+        assert!(parse_peers("1=a:1,1=b:2").is_err());
+        assert!(parse_peers("0=a:1").is_err());
+        assert!(parse_peers("1=a").is_err());
+        assert!(parse_peers("x=a:1").is_err());
+        assert!(parse_peers("").is_err());
+    }
+}
