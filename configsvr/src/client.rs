@@ -21,10 +21,11 @@ use shoal_proto::config::{
 use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
 use tonic::transport::Channel;
 
+use crate::NodeId;
+use crate::catalog::api::{RoutingAnswer, RoutingSince};
+use crate::catalog::{Catalog, CatalogError, Command, Response};
 use crate::codec;
-use crate::raft::catalog_api::{RoutingAnswer, RoutingSince};
-use crate::raft::network::connect_lazy;
-use crate::raft::types::{Catalog, CatalogError, Command, NodeId, Response};
+use crate::net::connect_lazy;
 
 #[derive(Debug, Clone)]
 pub struct ClientSettings {

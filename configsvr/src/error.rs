@@ -15,7 +15,7 @@
 use shoal_proto::ErrorCode;
 use shoal_proto::config::ConfigError;
 
-use crate::raft::types::NodeId;
+use crate::NodeId;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ServiceError {

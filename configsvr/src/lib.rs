@@ -15,11 +15,23 @@
 //!
 //! Must not: depend on `shard`, `router` or `query`; shard-key bounds are opaque order-preserving
 //! bytes here.
+//!
+//! Routers and shards use only the client surface — [`catalog`] (pure types and reads),
+//! [`client`], [`codec`], [`error`], [`net`] — and depend on this crate with
+//! `default-features = false`, which leaves out the `server` feature (openraft, fjall, the
+//! services): a router never links the Raft implementation.
 
 pub mod catalog;
 pub mod client;
 pub mod codec;
 pub mod error;
+pub mod net;
+#[cfg(feature = "server")]
 pub mod raft;
+#[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "server")]
 pub mod service;
+
+/// A config server's Raft node id.
+pub type NodeId = u64;

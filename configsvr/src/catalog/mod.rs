@@ -21,6 +21,7 @@
 //!   a command creates gets a version above the collection version it replaces;
 //! - fencing tokens only grow; the catalog version grows by one per effective change.
 
+pub mod api;
 mod changelog;
 mod chunks;
 mod command;

@@ -14,7 +14,7 @@
 //! snapshot live in one fjall journal, so a sync orders them; the state machine is rebuilt on
 //! restart from the last snapshot plus the log up to the saved `committed` id.
 
-pub mod catalog_api;
+pub use crate::catalog::api as catalog_api;
 pub mod log_store;
 pub mod network;
 pub mod rpc;

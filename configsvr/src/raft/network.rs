@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 use shoal_proto::config::config_raft_client::ConfigRaftClient;
 use shoal_proto::config::{RaftMessage, SnapshotChunk};
 use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use super::types::{Node, NodeId, Snapshot, TypeConfig, Vote};
 use crate::codec;
@@ -54,15 +54,7 @@ impl Default for NetworkSettings {
     }
 }
 
-/// Creates a lazily connecting channel to `addr` (`host:port`).
-pub fn connect_lazy(addr: &str, connect_timeout: Duration) -> Result<Channel, tonic::transport::Error> {
-    let endpoint = Endpoint::from_shared(format!("http://{addr}"))?
-        .connect_timeout(connect_timeout)
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(5));
-    Ok(endpoint.connect_lazy())
-}
+pub use crate::net::connect_lazy;
 
 /// Hands openraft one client per peer; channels are cached per (peer, address) and reused.
 #[derive(Clone)]

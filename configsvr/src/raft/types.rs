@@ -19,7 +19,7 @@ openraft::declare_raft_types!(
         Node = openraft::BasicNode,
 );
 
-pub type NodeId = u64;
+pub type NodeId = crate::NodeId;
 pub type Node = openraft::BasicNode;
 pub type Raft = openraft::Raft<TypeConfig, super::state_machine::StateMachineStore>;
 pub type LogId = openraft::alias::LogIdOf<TypeConfig>;

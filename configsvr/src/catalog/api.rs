@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Catalog;
 use crate::catalog::{ChangedChunks, ChunkVersion, Epoch, RoutingTable};
-use crate::raft::types::Catalog;
 
 /// The catalog's version counter (grows with every change).
 pub fn version(catalog: &Catalog) -> u64 {

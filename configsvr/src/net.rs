@@ -1,0 +1,15 @@
+//! Channels to config servers, shared by the Raft peers and by clients.
+
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+
+/// Creates a lazily connecting channel to `addr` (`host:port`).
+pub fn connect_lazy(addr: &str, connect_timeout: Duration) -> Result<Channel, tonic::transport::Error> {
+    let endpoint = Endpoint::from_shared(format!("http://{addr}"))?
+        .connect_timeout(connect_timeout)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(5));
+    Ok(endpoint.connect_lazy())
+}
