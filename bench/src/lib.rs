@@ -3,11 +3,15 @@
 //! Owns: the CRUD-path benchmark ([`crud`], `shoal bench crud`): single-document inserts/s and
 //! finds-by-`_id`/s measured at four depths in one run — the bare storage engine, the shard's
 //! executor in-process, the shard's gRPC service, and the router through the official MongoDB
-//! driver — so the cost of each layer shows as a ratio. Later: YCSB-compatible workloads (issue 4).
+//! driver — so the cost of each layer shows as a ratio; and the config catalog benchmark
+//! ([`catalog`], `shoal bench catalog`): commits/s and linearizable reads/s of a 3-node config
+//! cluster beside etcd ([`etcd`]) under the same load. Later: YCSB-compatible workloads (issue 4).
 //!
 //! Must not: be linked by the server crates; it is a client of them (it links `shoal-shard` only to
 //! drive its storage and executor in-process). Timing lives here, never in tests.
 
+pub mod catalog;
 pub mod crud;
+pub mod etcd;
 pub mod measure;
 pub mod procs;

@@ -108,7 +108,9 @@ impl ConfigServer {
         let rpc = RaftRpcService::new(raft.clone(), config.snapshot_size_max_bytes, config.network.snapshot_timeout);
         let api = ConfigService::new(raft.clone(), Arc::clone(&state), config.api.clone(), stop_rx.clone());
         let mut stop_serving = stop_rx.clone();
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        // Nagle off on every accepted connection: with a caller-supplied listener tonic ignores
+        // `Server::tcp_nodelay`, and Nagle held each reply's last frame ~40 ms (delayed ACK).
+        let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
         let serve = tokio::spawn(
             tonic::transport::Server::builder()
                 .tcp_nodelay(true)

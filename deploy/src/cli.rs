@@ -35,6 +35,25 @@ pub enum Command {
 pub enum BenchCommand {
     /// Inserts/s and finds-by-_id/s at four depths: storage engine, shard executor, shard gRPC, router.
     Crud(CrudBenchArgs),
+    /// Config catalog commits/s and linearizable reads/s (3 config servers) beside an etcd cluster.
+    Catalog(CatalogBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CatalogBenchArgs {
+    /// Operations per measurement (one system, one kind, one client count).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub ops: u64,
+    /// Concurrent client counts, comma-separated; one row each.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,256",
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub clients: Vec<u64>,
+    /// The etcd executable [default: `etcd` on PATH; bench/etcd.sh installs it].
+    #[arg(long)]
+    pub etcd_bin: Option<PathBuf>,
+    /// Members of the etcd cluster.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=7))]
+    pub etcd_members: u64,
 }
 
 #[derive(Debug, Args)]
@@ -61,6 +80,9 @@ pub struct ShardArgs {
     /// Directory holding this shard's data.
     #[arg(long)]
     pub data_dir: PathBuf,
+    /// Config servers (`host:port,host:port,...`); the shard reads the catalog from them.
+    #[arg(long, value_delimiter = ',')]
+    pub config: Vec<String>,
     #[command(flatten)]
     pub child: ChildArgs,
 }
@@ -73,6 +95,10 @@ pub struct RouterArgs {
     /// gRPC endpoint of the shard to forward to.
     #[arg(long, default_value = "http://127.0.0.1:27101")]
     pub shard: String,
+    /// Config servers (`host:port,host:port,...`) holding the cluster catalog; without them the
+    /// sharding admin commands and the `config` database are unavailable.
+    #[arg(long, value_delimiter = ',')]
+    pub config: Vec<String>,
     #[command(flatten)]
     pub child: ChildArgs,
 }

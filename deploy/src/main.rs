@@ -6,6 +6,7 @@
 //!  shoal router    --> serve::router    (one router, foreground)
 //!  shoal configsvr --> serve::configsvr (one config server, foreground)
 //!  shoal up        --> up::run          (spec.rs -> plan.rs -> launcher.rs children, probe.rs ping)
+//!  shoal bench     --> shoal_bench::{crud, catalog}
 //! ```
 
 mod cli;
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
             Command::Configsvr(args) => serve::configsvr(args).await,
             Command::Up(args) => up::run(args).await,
             Command::Bench(cli::BenchCommand::Crud(args)) => bench_crud(args).await,
+            Command::Bench(cli::BenchCommand::Catalog(args)) => bench_catalog(args).await,
         }
     });
     match outcome {
@@ -63,6 +65,24 @@ async fn bench_crud(args: cli::CrudBenchArgs) -> anyhow::Result<()> {
     };
     let results = shoal_bench::crud::run(&opts).await?;
     println!("{}", shoal_bench::crud::report(&opts, &results));
+    Ok(())
+}
+
+async fn bench_catalog(args: cli::CatalogBenchArgs) -> anyhow::Result<()> {
+    let etcd = match args.etcd_bin {
+        Some(path) => path,
+        None => shoal_bench::etcd::find_binary()
+            .ok_or_else(|| anyhow::anyhow!("no `etcd` on PATH: run bench/etcd.sh install, or pass --etcd-bin"))?,
+    };
+    let opts = shoal_bench::catalog::CatalogOptions {
+        ops: args.ops as usize,
+        clients: args.clients.iter().map(|c| *c as usize).collect(),
+        exe: std::env::current_exe()?,
+        etcd,
+        etcd_members: args.etcd_members as usize,
+    };
+    let result = shoal_bench::catalog::run(&opts).await?;
+    println!("{}", shoal_bench::catalog::report(&opts, &result));
     Ok(())
 }
 

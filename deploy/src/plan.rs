@@ -1,11 +1,17 @@
 //! What `shoal up` starts, decided without I/O: the ordered list of processes a validated spec
-//! names, each with its command line, data dir and log file.
+//! names, each with its command line, data dir and log file, plus what to register in the catalog.
 //!
-//! Order is the start order: shards first (routers need their endpoints), then routers. The
-//! launcher stops them in reverse, so routers stop taking clients before the shards go.
+//! Order is the start order: config servers (everyone else takes their addresses), shards, then
+//! routers. The launcher stops them in reverse, so routers stop taking clients before the shards go
+//! and the catalog goes last.
 //!
-//! Until the config service exists (issue 3) a router forwards to exactly one shard: every router
-//! is pointed at the first shard, and the others run but receive no traffic.
+//! Config servers: node ids 1..=n in spec order, every one with `--peers` naming all of them. Node 1
+//! also gets `--init` and starts last of them, so its "does anyone already have Raft state?" probe
+//! hears from every peer at once: a fresh group forms without waiting out the probe, and a restart
+//! (or a node 1 whose data dir was wiped beside peers that kept theirs) never forms a second group.
+//!
+//! Until sharding (issue 5) a router forwards data to exactly one shard: every router is pointed at
+//! the first shard, and the others run but receive no traffic.
 
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -18,6 +24,7 @@ const EXIT_WITH_LAUNCHER: &str = "--exit-on-stdin-eof";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    ConfigServer,
     Shard,
     Router,
 }
@@ -26,6 +33,7 @@ impl Role {
     /// The subcommand that runs this role, and the role word of its `SHOAL_READY` line.
     pub fn as_str(self) -> &'static str {
         match self {
+            Role::ConfigServer => "configsvr",
             Role::Shard => "shard",
             Role::Router => "router",
         }
@@ -47,15 +55,87 @@ pub struct ProcessPlan {
     pub args: Vec<OsString>,
 }
 
+/// A shard as `shoal up` registers it in the catalog (`AddShard`) once it is running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardRegistration {
+    pub shard: String,
+    pub replica_set: String,
+    /// `host:port` of each member, as routers and peers dial it.
+    pub members: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterPlan {
+    /// In start order: config servers, shards, routers.
+    pub processes: Vec<ProcessPlan>,
+    /// `host:port` of every config server in node-id order (what `--config` says); empty when the
+    /// spec has no config service.
+    pub config_servers: Vec<String>,
+    /// Registered after the shards are up; empty when there is no config service.
+    pub shards: Vec<ShardRegistration>,
+}
+
+impl ClusterPlan {
+    pub fn of_role(&self, role: Role) -> impl Iterator<Item = &ProcessPlan> {
+        self.processes.iter().filter(move |process| process.role == role)
+    }
+}
+
 /// Lays out the processes of `spec` (already validated) under `data_dir`.
-pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> Vec<ProcessPlan> {
+pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
     let connect_ip = connect_ip(spec.bind_ip);
-    let mut plans = Vec::with_capacity(spec.shards.len() + spec.routers.len());
+    let config_servers: Vec<String> =
+        spec.config_servers.iter().map(|server| SocketAddr::new(connect_ip, server.port).to_string()).collect();
+    let peers: Vec<String> = config_servers.iter().enumerate().map(|(i, addr)| format!("{}={addr}", i + 1)).collect();
+    let peers = peers.join(",");
+    let config_flag: Vec<OsString> =
+        if config_servers.is_empty() { Vec::new() } else { vec!["--config".into(), config_servers.join(",").into()] };
+
+    let mut processes = Vec::with_capacity(spec.config_servers.len() + spec.shards.len() + spec.routers.len());
+    let mut config_plans = Vec::with_capacity(spec.config_servers.len());
+    for (index, server) in spec.config_servers.iter().enumerate() {
+        let id = index + 1;
+        let dir = data_dir.join(&server.name);
+        let listen = SocketAddr::new(spec.bind_ip, server.port);
+        let mut args: Vec<OsString> = vec![
+            "configsvr".into(),
+            "--id".into(),
+            id.to_string().into(),
+            "--listen".into(),
+            listen.to_string().into(),
+            "--data-dir".into(),
+            dir.clone().into(),
+            "--peers".into(),
+            peers.clone().into(),
+        ];
+        if id == 1 {
+            args.push("--init".into());
+        }
+        args.push(EXIT_WITH_LAUNCHER.into());
+        config_plans.push(ProcessPlan {
+            name: server.name.clone(),
+            role: Role::ConfigServer,
+            connect: SocketAddr::new(connect_ip, server.port),
+            data_dir: Some(dir),
+            log_path: data_dir.join(format!("{}.log", server.name)),
+            args,
+        });
+    }
+    // Node 1 (the one with --init) last; see the module doc.
+    if !config_plans.is_empty() {
+        config_plans.rotate_left(1);
+    }
+    processes.extend(config_plans);
+
+    let mut shards = Vec::new();
+    let mut first_shard = None;
     for shard in &spec.shards {
+        let mut members = Vec::with_capacity(shard.members.len());
         for member in &shard.members {
             let dir = data_dir.join(&shard.name);
             let listen = SocketAddr::new(spec.bind_ip, member.port);
-            let args = vec![
+            let connect = SocketAddr::new(connect_ip, member.port);
+            let mut args: Vec<OsString> = vec![
                 "shard".into(),
                 "--name".into(),
                 shard.name.clone().into(),
@@ -63,33 +143,40 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> Vec<ProcessPlan> {
                 listen.to_string().into(),
                 "--data-dir".into(),
                 dir.clone().into(),
-                EXIT_WITH_LAUNCHER.into(),
             ];
-            plans.push(ProcessPlan {
+            args.extend(config_flag.iter().cloned());
+            args.push(EXIT_WITH_LAUNCHER.into());
+            first_shard.get_or_insert(connect);
+            members.push(connect.to_string());
+            processes.push(ProcessPlan {
                 name: shard.name.clone(),
                 role: Role::Shard,
-                connect: SocketAddr::new(connect_ip, member.port),
+                connect,
                 data_dir: Some(dir),
                 log_path: data_dir.join(format!("{}.log", shard.name)),
                 args,
             });
         }
+        if !config_servers.is_empty() {
+            shards.push(ShardRegistration { shard: shard.name.clone(), replica_set: shard.name.clone(), members });
+        }
     }
     // Validation guarantees a shard; without one there is nothing a router could forward to.
-    let Some(first_shard) = plans.first().map(|shard| shard.connect) else {
-        return plans;
+    let Some(first_shard) = first_shard else {
+        return ClusterPlan { processes, config_servers, shards };
     };
     for router in &spec.routers {
         let listen = SocketAddr::new(spec.bind_ip, router.port);
-        let args = vec![
+        let mut args: Vec<OsString> = vec![
             "router".into(),
             "--listen".into(),
             listen.to_string().into(),
             "--shard".into(),
             format!("http://{first_shard}").into(),
-            EXIT_WITH_LAUNCHER.into(),
         ];
-        plans.push(ProcessPlan {
+        args.extend(config_flag.iter().cloned());
+        args.push(EXIT_WITH_LAUNCHER.into());
+        processes.push(ProcessPlan {
             name: router.name.clone(),
             role: Role::Router,
             connect: SocketAddr::new(connect_ip, router.port),
@@ -98,7 +185,7 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> Vec<ProcessPlan> {
             args,
         });
     }
-    plans
+    ClusterPlan { processes, config_servers, shards }
 }
 
 /// A wildcard bind (0.0.0.0, ::) is not an address to dial; loopback of the same family is.
@@ -130,7 +217,7 @@ shards:
 
     #[test]
     fn shards_start_first_and_routers_point_at_the_first_shard() {
-        let plans = plan(&spec(TWO_ROUTERS_TWO_SHARDS), Path::new("/d"));
+        let plans = plan(&spec(TWO_ROUTERS_TWO_SHARDS), Path::new("/d")).processes;
         let order: Vec<_> = plans.iter().map(|p| (p.name.as_str(), p.role)).collect();
         assert_eq!(order, [("s0", Role::Shard), ("s1", Role::Shard), ("r0", Role::Router), ("r1", Role::Router)]);
         let r1 = &plans[3];
@@ -144,7 +231,7 @@ shards:
 
     #[test]
     fn shard_gets_its_own_data_dir_and_log() {
-        let plans = plan(&spec(TWO_ROUTERS_TWO_SHARDS), Path::new("data"));
+        let plans = plan(&spec(TWO_ROUTERS_TWO_SHARDS), Path::new("data")).processes;
         let s1 = &plans[1];
         assert_eq!(
             s1.args,
@@ -157,11 +244,148 @@ shards:
 
     #[test]
     fn wildcard_bind_is_dialed_on_loopback() {
-        let plans = plan(&spec(&format!("bind_ip: 0.0.0.0\n{TWO_ROUTERS_TWO_SHARDS}")), Path::new("d"));
+        let plans = plan(&spec(&format!("bind_ip: 0.0.0.0\n{TWO_ROUTERS_TWO_SHARDS}")), Path::new("d")).processes;
         assert_eq!(plans[0].args[4], "0.0.0.0:27101");
         assert_eq!(plans[0].connect, "127.0.0.1:27101".parse().expect("addr"));
         assert_eq!(plans[2].args[4], "http://127.0.0.1:27101");
-        let v6 = plan(&spec(&format!("bind_ip: \"::\"\n{TWO_ROUTERS_TWO_SHARDS}")), Path::new("d"));
+        let v6 = plan(&spec(&format!("bind_ip: \"::\"\n{TWO_ROUTERS_TWO_SHARDS}")), Path::new("d")).processes;
         assert_eq!(v6[2].connect, "[::1]:27017".parse().expect("addr"));
+    }
+
+    #[test]
+    fn without_config_servers_nothing_is_registered_and_nobody_gets_config() {
+        let cluster = plan(&spec(TWO_ROUTERS_TWO_SHARDS), Path::new("/d"));
+        assert!(cluster.config_servers.is_empty() && cluster.shards.is_empty());
+        assert_eq!(cluster.of_role(Role::ConfigServer).count(), 0);
+        assert!(cluster.processes.iter().all(|p| !p.args.iter().any(|a| a == "--config")));
+    }
+
+    const WITH_CONFIG: &str = "
+name: t
+config_servers:
+  - { name: c1, port: 27019 }
+  - { name: c2, port: 27020 }
+  - { name: c3, port: 27021 }
+routers: [{ name: r0, port: 27017 }]
+shards:
+  - { name: s0, members: [{ port: 27101 }] }
+  - { name: s1, members: [{ port: 27102 }] }
+";
+
+    #[test]
+    fn config_servers_start_first_with_all_peers_and_node_1_initializes_last() {
+        let cluster = plan(&spec(WITH_CONFIG), Path::new("/d"));
+        let order: Vec<_> = cluster.processes.iter().map(|p| (p.name.as_str(), p.role)).collect();
+        assert_eq!(
+            order,
+            [
+                ("c2", Role::ConfigServer),
+                ("c3", Role::ConfigServer),
+                ("c1", Role::ConfigServer),
+                ("s0", Role::Shard),
+                ("s1", Role::Shard),
+                ("r0", Role::Router)
+            ]
+        );
+        let peers = "1=127.0.0.1:27019,2=127.0.0.1:27020,3=127.0.0.1:27021";
+        let c1 = &cluster.processes[2];
+        assert_eq!(
+            c1.args,
+            [
+                "configsvr",
+                "--id",
+                "1",
+                "--listen",
+                "127.0.0.1:27019",
+                "--data-dir",
+                "/d/c1",
+                "--peers",
+                peers,
+                "--init",
+                "--exit-on-stdin-eof"
+            ]
+        );
+        assert_eq!(c1.data_dir.as_deref(), Some(Path::new("/d/c1")));
+        assert_eq!(c1.log_path, Path::new("/d/c1.log"));
+        let c3 = &cluster.processes[1];
+        assert_eq!(
+            c3.args,
+            [
+                "configsvr",
+                "--id",
+                "3",
+                "--listen",
+                "127.0.0.1:27021",
+                "--data-dir",
+                "/d/c3",
+                "--peers",
+                peers,
+                "--exit-on-stdin-eof"
+            ]
+        );
+        let inits = cluster.processes.iter().filter(|p| p.args.iter().any(|a| a == "--init")).count();
+        assert_eq!(inits, 1);
+        assert_eq!(cluster.config_servers, ["127.0.0.1:27019", "127.0.0.1:27020", "127.0.0.1:27021"]);
+    }
+
+    #[test]
+    fn shards_and_routers_get_every_config_server_and_shards_are_registered() {
+        let cluster = plan(&spec(WITH_CONFIG), Path::new("/d"));
+        let config = "127.0.0.1:27019,127.0.0.1:27020,127.0.0.1:27021";
+        let s1 = &cluster.processes[4];
+        assert_eq!(
+            s1.args,
+            [
+                "shard",
+                "--name",
+                "s1",
+                "--listen",
+                "127.0.0.1:27102",
+                "--data-dir",
+                "/d/s1",
+                "--config",
+                config,
+                "--exit-on-stdin-eof"
+            ]
+        );
+        let r0 = &cluster.processes[5];
+        assert_eq!(
+            r0.args,
+            [
+                "router",
+                "--listen",
+                "127.0.0.1:27017",
+                "--shard",
+                "http://127.0.0.1:27101",
+                "--config",
+                config,
+                "--exit-on-stdin-eof"
+            ]
+        );
+        let registration = |name: &str, member: &str| ShardRegistration {
+            shard: name.into(),
+            replica_set: name.into(),
+            members: vec![member.into()],
+        };
+        assert_eq!(cluster.shards, [registration("s0", "127.0.0.1:27101"), registration("s1", "127.0.0.1:27102")]);
+    }
+
+    #[test]
+    fn one_config_server_initializes_itself_and_wildcard_peers_are_dialed_on_loopback() {
+        let yaml = "
+name: t
+bind_ip: 0.0.0.0
+config_servers: [{ name: c1, port: 27019 }]
+routers: [{ name: r0, port: 27017 }]
+shards: [{ name: s0, members: [{ port: 27101 }] }]
+";
+        let cluster = plan(&spec(yaml), Path::new("d"));
+        let c1 = &cluster.processes[0];
+        assert_eq!(c1.role, Role::ConfigServer);
+        assert_eq!(c1.args[4], "0.0.0.0:27019");
+        assert_eq!(c1.args[8], "1=127.0.0.1:27019");
+        assert_eq!(c1.args[9], "--init");
+        assert_eq!(cluster.config_servers, ["127.0.0.1:27019"]);
+        assert_eq!(cluster.shards[0].members, ["127.0.0.1:27101"]);
     }
 }

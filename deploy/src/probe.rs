@@ -1,12 +1,14 @@
-//! Waits until a router answers `ping` through the official MongoDB driver: the path users take,
-//! so "up" means a driver can connect, not merely that a port is open.
+//! Waits until the cluster can serve: a router answers `ping` through the official MongoDB driver
+//! (the path users take, so "up" means a driver can connect, not merely that a port is open), and
+//! the config servers have elected a leader (so the catalog takes writes).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use bson::doc;
-use tracing::debug;
+use shoal_configsvr::client::{ClientSettings, ConfigClient};
+use tracing::{debug, info};
 
 const PING_ATTEMPTS_MAX: u32 = 10;
 /// Bounds one attempt end to end (connect, handshake, command).
@@ -15,6 +17,15 @@ const PING_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 const SERVER_SELECTION_TIMEOUT_MS: u64 = 2_000;
 const PING_BACKOFF_INITIAL: Duration = Duration::from_millis(100);
 const PING_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// How long a config group may take to elect its first leader (a fresh group also waits for node
+/// 1's init probe; a restarted one for an election timeout).
+const LEADER_WAIT: Duration = Duration::from_secs(30);
+/// Bounds one metrics call; a server that takes longer is treated as not ready.
+const METRICS_TIMEOUT: Duration = Duration::from_secs(2);
+const METRICS_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+const LEADER_BACKOFF_INITIAL: Duration = Duration::from_millis(50);
+const LEADER_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 pub async fn wait_for_ping(addr: SocketAddr) -> anyhow::Result<()> {
     let uri = format!(
@@ -38,4 +49,43 @@ pub async fn wait_for_ping(addr: SocketAddr) -> anyhow::Result<()> {
         }
     }
     bail!("router at {addr} did not answer ping after {PING_ATTEMPTS_MAX} attempts; last error: {last_error}")
+}
+
+/// Waits until one of the config servers at `addrs` (`host:port`) reports itself the leader, and
+/// returns its address. Bounded by [`LEADER_WAIT`] overall; every call by [`METRICS_TIMEOUT`].
+pub async fn wait_for_config_leader(addrs: &[String]) -> anyhow::Result<String> {
+    let settings = ClientSettings {
+        rpc_timeout: METRICS_TIMEOUT,
+        connect_timeout: METRICS_CONNECT_TIMEOUT,
+        ..ClientSettings::default()
+    };
+    let client = ConfigClient::new(addrs.to_vec(), settings);
+    let mut last_state = String::from("no answer yet");
+    let poll = async {
+        let mut backoff = LEADER_BACKOFF_INITIAL;
+        loop {
+            let mut states = Vec::with_capacity(addrs.len());
+            for addr in addrs {
+                match client.metrics(addr).await {
+                    Ok(metrics) if metrics.state == "Leader" => {
+                        info!(leader = %addr, id = metrics.id, term = metrics.term, "config servers have a leader");
+                        return addr.clone();
+                    }
+                    Ok(metrics) => states.push(format!("{addr}: {} in term {}", metrics.state, metrics.term)),
+                    Err(e) => states.push(format!("{addr}: {e}")),
+                }
+            }
+            last_state = states.join("; ");
+            debug!(state = %last_state, "no config leader yet");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(LEADER_BACKOFF_MAX);
+        }
+    };
+    let outcome = tokio::time::timeout(LEADER_WAIT, poll).await;
+    match outcome {
+        Ok(leader) => Ok(leader),
+        Err(_) => {
+            bail!("the config servers elected no leader within {} s; last seen: {last_state}", LEADER_WAIT.as_secs())
+        }
+    }
 }

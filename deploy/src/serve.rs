@@ -11,14 +11,16 @@ use crate::signals::shutdown_signal;
 
 pub async fn shard(args: ShardArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal(args.child.exit_on_stdin_eof).context("cannot install signal handlers")?;
-    let config = shoal_shard::ShardConfig::new(args.name, args.listen, args.data_dir);
+    let mut config = shoal_shard::ShardConfig::new(args.name, args.listen, args.data_dir);
+    config.config_servers = args.config;
     let name = config.name.clone();
     shoal_shard::run(config, shutdown).await.with_context(|| format!("shard {name} failed"))
 }
 
 pub async fn router(args: RouterArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal(args.child.exit_on_stdin_eof).context("cannot install signal handlers")?;
-    let config = shoal_router::RouterConfig::new(args.listen, args.shard);
+    let mut config = shoal_router::RouterConfig::new(args.listen, args.shard);
+    config.config_servers = args.config;
     let listen = config.listen;
     shoal_router::run(config, shutdown).await.with_context(|| format!("router on {listen} failed"))
 }

@@ -1,9 +1,10 @@
 //! The YAML cluster spec read by `shoal up`: its schema, where it is loaded from, and its validation.
 //!
 //! Invariants of a spec that passed [`ClusterSpec::validate`]: at least one shard and one router;
-//! process names are unique and safe as file names (they name data dirs and log files); ports are
-//! unique and non-zero; every shard has exactly one member (until replica groups, issue 7); and
-//! `bind_ip` is loopback unless the caller allowed otherwise.
+//! no config servers (no catalog) or an odd number of them; process names are unique and safe as
+//! file names (they name data dirs and log files); ports are unique and non-zero; every shard has
+//! exactly one member (until replica groups, issue 7); and `bind_ip` is loopback unless the caller
+//! allowed otherwise.
 //!
 //! Every struct denies unknown fields so a typo fails loudly instead of being ignored. The schema
 //! grows by adding fields (config servers, more shard members, settings), not by renaming them.
@@ -29,8 +30,19 @@ pub struct ClusterSpec {
     /// Address every listener binds.
     #[serde(default = "default_bind_ip")]
     pub bind_ip: IpAddr,
+    /// The Raft group holding the catalog; node ids are 1..=n in list order. Empty (or absent):
+    /// no config service, shards and routers run without a catalog.
+    #[serde(default)]
+    pub config_servers: Vec<ConfigServerSpec>,
     pub routers: Vec<RouterSpec>,
     pub shards: Vec<ShardSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigServerSpec {
+    pub name: String,
+    pub port: u16,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -85,6 +97,12 @@ pub enum SpecError {
     NoShards,
     #[error("the spec names no router; at least one is needed")]
     NoRouters,
+    #[error(
+        "the spec names {count} config servers; use an odd number (1, 3, 5, ...) or none: a majority \
+         of an even group tolerates no more failures than the odd group one smaller, and needs one \
+         more server to answer"
+    )]
+    EvenConfigServers { count: usize },
     #[error(
         "process name {name:?} is not usable: names must be 1 to 64 characters of A-Z a-z 0-9 _ - \
          (they name data dirs and log files)"
@@ -147,6 +165,9 @@ impl ClusterSpec {
         if self.routers.is_empty() {
             return Err(SpecError::NoRouters);
         }
+        if !self.config_servers.is_empty() && self.config_servers.len().is_multiple_of(2) {
+            return Err(SpecError::EvenConfigServers { count: self.config_servers.len() });
+        }
         if !allow_non_loopback && !self.bind_ip.is_loopback() {
             return Err(SpecError::NonLoopback { ip: self.bind_ip });
         }
@@ -174,15 +195,16 @@ impl ClusterSpec {
         Ok(())
     }
 
-    /// Every listening process as (name, port), shards first. A shard's single member is named
-    /// after the shard; member names get a suffix once groups have several members.
+    /// Every listening process as (name, port): config servers, shards, routers. A shard's single
+    /// member is named after the shard; member names get a suffix once groups have several members.
     fn listeners(&self) -> impl Iterator<Item = (&str, u16)> {
+        let config_servers = self.config_servers.iter().map(|server| (server.name.as_str(), server.port));
         let shards = self
             .shards
             .iter()
             .flat_map(|shard| shard.members.iter().map(move |member| (shard.name.as_str(), member.port)));
         let routers = self.routers.iter().map(|router| (router.name.as_str(), router.port));
-        shards.chain(routers)
+        config_servers.chain(shards).chain(routers)
     }
 }
 
@@ -226,6 +248,8 @@ shards:
         assert_eq!(spec.validate(false).ok(), Some(()));
         assert_eq!(spec.name, "local");
         assert_eq!(spec.bind_ip, IpAddr::V4(Ipv4Addr::LOCALHOST));
+        let cfg = |name: &str, port| ConfigServerSpec { name: name.into(), port };
+        assert_eq!(spec.config_servers, vec![cfg("cfg1", 27019), cfg("cfg2", 27020), cfg("cfg3", 27021)]);
         assert_eq!(spec.routers, vec![RouterSpec { name: "router0".into(), port: 27017 }]);
         assert_eq!(spec.shards, vec![ShardSpec { name: "shard0".into(), members: vec![MemberSpec { port: 27101 }] }]);
     }
@@ -236,6 +260,48 @@ shards:
         assert!(spec.validate(false).is_ok());
         assert!(spec.bind_ip.is_loopback());
         assert_eq!(spec.shards.len(), 2);
+        // No config servers is still a valid cluster: no catalog, the behaviour before issue 3.
+        assert!(spec.config_servers.is_empty());
+        let empty = parse_ok(&format!("config_servers: []\n{TWO_SHARDS}"));
+        assert_eq!(empty.validate(false).ok(), Some(()));
+    }
+
+    fn with_config_servers(ports: &[u16]) -> String {
+        let mut yaml = String::from("config_servers:\n");
+        for (i, port) in ports.iter().enumerate() {
+            yaml.push_str(&format!("  - {{ name: cfg{}, port: {port} }}\n", i + 1));
+        }
+        yaml.push_str(TWO_SHARDS);
+        yaml
+    }
+
+    #[test]
+    fn config_server_count_must_be_odd() {
+        for ports in [&[27019][..], &[27019, 27020, 27021], &[1, 2, 3, 4, 5]] {
+            assert_eq!(parse_ok(&with_config_servers(ports)).validate(false).ok(), Some(()), "{ports:?}");
+        }
+        for ports in [&[27019, 27020][..], &[1, 2, 3, 4]] {
+            let e = validate_err(&with_config_servers(ports));
+            assert!(matches!(e, SpecError::EvenConfigServers { count } if count == ports.len()), "{e}");
+            assert!(e.to_string().contains("odd number"), "{e}");
+        }
+    }
+
+    #[test]
+    fn config_server_ports_and_names_are_unique_across_roles() {
+        let e = validate_err(&with_config_servers(&[27019, 27101, 27021]));
+        assert!(
+            matches!(&e, SpecError::DuplicatePort { port: 27101, first, second } if first == "cfg2" && second == "shard0"),
+            "{e}"
+        );
+        let e = validate_err(&with_config_servers(&[27019, 27020, 27017]));
+        assert!(matches!(&e, SpecError::DuplicatePort { port: 27017, .. }), "{e}");
+        let e = validate_err(&with_config_servers(&[27019, 27020, 27021]).replace("router0", "cfg3"));
+        assert!(matches!(&e, SpecError::DuplicateName { name } if name == "cfg3"), "{e}");
+        let e = validate_err(&with_config_servers(&[27019, 27020, 27019]));
+        assert!(matches!(&e, SpecError::DuplicatePort { port: 27019, .. }), "{e}");
+        let bad = with_config_servers(&[27019]).replace("port: 27019 }", "port: 27019, id: 4 }");
+        assert!(ClusterSpec::parse(&bad, "test").is_err());
     }
 
     #[test]

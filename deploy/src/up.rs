@@ -2,25 +2,38 @@
 //!
 //! ```text
 //!  load spec -> --port override -> validate -> plan
-//!     -> start shards, then routers (each: spawn, wait for SHOAL_READY)
-//!     -> ping every router through the driver
+//!     -> start config servers (each: spawn, wait for SHOAL_READY) -> wait for a Raft leader
+//!     -> start shards -> register each in the catalog (AddShard; a no-op when already there)
+//!     -> start routers -> ping every router through the driver
 //!     -> print connection string + `SHOAL_READY cluster <addr>`
 //!     -> wait: SIGINT/SIGTERM => stop all, exit 0 | a child exits => report, stop all, exit 1
 //! ```
+//!
+//! Stop order is the reverse of start order: routers, shards, config servers. Without config
+//! servers in the spec the catalog steps are skipped (no `--config`, nothing registered).
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
+use shoal_configsvr::catalog::Command;
+use shoal_configsvr::client::{ClientSettings, ConfigClient};
 use tracing::{info, warn};
 
 use crate::cli::UpArgs;
 use crate::launcher::Launcher;
-use crate::plan::{ProcessPlan, Role, plan};
-use crate::probe::wait_for_ping;
+use crate::plan::{ClusterPlan, ProcessPlan, Role, ShardRegistration, plan};
+use crate::probe::{wait_for_config_leader, wait_for_ping};
 use crate::signals::shutdown_signal;
 use crate::spec::ClusterSpec;
+
+/// Tries of one shard's registration; `AddShard` is idempotent, so a write whose outcome was
+/// unknown (timeout, leader change) is simply sent again. Each try is bounded by the client's own
+/// deadline (`ClientSettings::deadline`).
+const REGISTER_ATTEMPTS_MAX: u32 = 3;
+const REGISTER_BACKOFF_INITIAL: Duration = Duration::from_millis(200);
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let (mut spec, source) = ClusterSpec::load(args.file.as_deref())?;
@@ -30,22 +43,22 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     spec.validate(args.allow_non_loopback).with_context(|| format!("invalid spec {source}"))?;
     if spec.shards.len() > 1 {
         warn!(
-            "until config servers arrive (issue 3) routers forward to the first shard only; the other shards get no data"
+            "until sharding arrives (issue 5) routers forward data to the first shard only; the other shards get none"
         );
     }
     // Absolute so the paths in messages and children's arguments do not depend on a cwd.
     let data_dir =
         std::path::absolute(&args.data_dir).with_context(|| format!("bad data dir {}", args.data_dir.display()))?;
     std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
-    let plans = plan(&spec, &data_dir);
+    let cluster = plan(&spec, &data_dir);
     let exe = std::env::current_exe().context("cannot locate the shoal executable to start children")?;
-    info!(cluster = %spec.name, spec = %source, data_dir = %data_dir.display(), "starting {} processes", plans.len());
+    info!(cluster = %spec.name, spec = %source, data_dir = %data_dir.display(), "starting {} processes", cluster.processes.len());
 
     // Installed before the first child starts, so Ctrl-C during start-up still stops them all.
     let shutdown = shutdown_signal(false).context("cannot install signal handlers")?;
     let mut launcher = Launcher::new(exe);
     let outcome = tokio::select! {
-        outcome = start_and_watch(&mut launcher, &spec.name, &plans, &data_dir) => outcome,
+        outcome = start_and_watch(&mut launcher, &spec.name, &cluster, &data_dir) => outcome,
         () = shutdown => Ok(()),
     };
     match &outcome {
@@ -59,33 +72,102 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     outcome
 }
 
-/// Starts everything and returns only on failure: a process that fails to start, a router that
-/// does not answer, or any child exiting.
+/// Starts everything and returns only on failure: a process that fails to start, a config group
+/// without a leader, a shard the catalog refuses, a router that does not answer, or any child
+/// exiting.
 async fn start_and_watch(
     launcher: &mut Launcher,
-    cluster: &str,
-    plans: &[ProcessPlan],
+    cluster_name: &str,
+    cluster: &ClusterPlan,
     data_dir: &Path,
 ) -> anyhow::Result<()> {
-    for plan in plans {
-        launcher.start(plan).await?;
+    for process in cluster.of_role(Role::ConfigServer) {
+        launcher.start(process).await?;
     }
-    let routers: Vec<&ProcessPlan> = plans.iter().filter(|plan| plan.role == Role::Router).collect();
+    if !cluster.config_servers.is_empty() {
+        tokio::select! {
+            leader = wait_for_config_leader(&cluster.config_servers) => drop(leader?),
+            exited = launcher.first_exit() => bail!("{exited}"),
+        }
+    }
+    for process in cluster.of_role(Role::Shard) {
+        launcher.start(process).await?;
+    }
+    if !cluster.shards.is_empty() {
+        tokio::select! {
+            registered = register_shards(&cluster.config_servers, &cluster.shards) => registered?,
+            exited = launcher.first_exit() => bail!("{exited}"),
+        }
+    }
+    for process in cluster.of_role(Role::Router) {
+        launcher.start(process).await?;
+    }
+    let routers: Vec<&ProcessPlan> = cluster.of_role(Role::Router).collect();
     for router in &routers {
         tokio::select! {
             pinged = wait_for_ping(router.connect) => pinged.with_context(|| format!("{} is not answering", router.name))?,
             exited = launcher.first_exit() => bail!("{exited}"),
         }
     }
-    let shards = plans.len() - routers.len();
+    let counts = Counts {
+        config_servers: cluster.of_role(Role::ConfigServer).count(),
+        shards: cluster.of_role(Role::Shard).count(),
+    };
     let addrs: Vec<SocketAddr> = routers.iter().map(|router| router.connect).collect();
-    print!("{}", banner(cluster, shards, &addrs, data_dir));
+    print!("{}", banner(cluster_name, counts, &addrs, data_dir));
     let exited = launcher.first_exit().await;
     bail!("{exited}")
 }
 
+/// Registers every shard in the catalog. Safe to repeat on every start: the catalog answers an
+/// `AddShard` of a shard it already has, with the same replica set and members, as a success that
+/// changes nothing. A shard it has with other members (the spec changed under an existing data
+/// dir) is refused, and that refusal is reported as the error.
+async fn register_shards(config_servers: &[String], shards: &[ShardRegistration]) -> anyhow::Result<()> {
+    let client = ConfigClient::new(config_servers.to_vec(), ClientSettings::default());
+    for shard in shards {
+        let command = Command::AddShard {
+            shard: shard.shard.clone(),
+            replica_set: shard.replica_set.clone(),
+            members: shard.members.clone(),
+        };
+        let mut backoff = REGISTER_BACKOFF_INITIAL;
+        let mut attempt = 1;
+        loop {
+            match client.write(&command).await {
+                Ok(written) => match written.outcome {
+                    Ok(_) => {
+                        info!(shard = %shard.shard, members = ?shard.members, catalog_version = written.catalog_version, "shard registered in the catalog");
+                        break;
+                    }
+                    Err(refused) => bail!(
+                        "the catalog refused to register shard {} ({}): {refused}; the data dir's catalog \
+                         was made from a different spec (start with another --data-dir, or remove this one)",
+                        shard.shard,
+                        shard.members.join(",")
+                    ),
+                },
+                Err(e) if attempt < REGISTER_ATTEMPTS_MAX => {
+                    warn!(shard = %shard.shard, attempt, "registering the shard failed, retrying: {e}");
+                    tokio::time::sleep(backoff).await;
+                    backoff *= 2;
+                    attempt += 1;
+                }
+                Err(e) => bail!("cannot register shard {} in the catalog after {attempt} attempts: {e}", shard.shard),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Counts {
+    config_servers: usize,
+    shards: usize,
+}
+
 /// What a person needs to connect, and the `SHOAL_READY cluster <addr>` line scripts wait for.
-fn banner(cluster: &str, shards: usize, routers: &[SocketAddr], data_dir: &Path) -> String {
+fn banner(cluster: &str, counts: Counts, routers: &[SocketAddr], data_dir: &Path) -> String {
     let mut out = String::new();
     let Some(first) = routers.first() else {
         return out;
@@ -93,7 +175,9 @@ fn banner(cluster: &str, shards: usize, routers: &[SocketAddr], data_dir: &Path)
     let uri = format!("mongodb://{first}");
     let _ = writeln!(
         out,
-        "\nShoal cluster {cluster:?} is up: {shards} shard(s), {} router(s); data and logs in {}",
+        "\nShoal cluster {cluster:?} is up: {} config server(s), {} shard(s), {} router(s); data and logs in {}",
+        counts.config_servers,
+        counts.shards,
         routers.len(),
         data_dir.display()
     );
@@ -118,7 +202,8 @@ mod tests {
     #[test]
     fn banner_names_the_first_router_and_ends_with_the_ready_line() {
         let routers = ["127.0.0.1:27017".parse().expect("addr"), "[::1]:27018".parse().expect("addr")];
-        let text = banner("local", 1, &routers, Path::new("/d"));
+        let text = banner("local", Counts { config_servers: 3, shards: 1 }, &routers, Path::new("/d"));
+        assert!(text.contains("is up: 3 config server(s), 1 shard(s), 2 router(s);"), "{text}");
         assert!(text.contains("connection string: mongodb://127.0.0.1:27017\n"), "{text}");
         assert!(text.contains("mongodb://[::1]:27018"), "{text}");
         assert!(text.ends_with("\nSHOAL_READY cluster 127.0.0.1:27017\n"), "{text}");

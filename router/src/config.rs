@@ -15,6 +15,8 @@ pub struct RouterConfig {
     pub shard_rpc_timeout: Duration,
     /// Idle router cursors are killed (and their shard cursors with them) after this long.
     pub cursor_idle_timeout: Duration,
+    /// Config servers (`host:port`) holding the catalog; empty: no sharding admin commands.
+    pub config_servers: Vec<String>,
 }
 
 impl RouterConfig {
@@ -25,6 +27,7 @@ impl RouterConfig {
             max_connections: 20_000,
             shard_rpc_timeout: Duration::from_secs(120),
             cursor_idle_timeout: Duration::from_secs(600),
+            config_servers: Vec::new(),
         }
     }
 }

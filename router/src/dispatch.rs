@@ -6,7 +6,7 @@ use shoal_proto::ErrorCode;
 use std::sync::atomic::Ordering;
 use tracing::Instrument;
 
-use crate::cmd::{crud, cursor, ddl, handshake, info};
+use crate::cmd::{crud, cursor, ddl, handshake, info, sharding};
 use crate::command::Command;
 use crate::error::CommandError;
 use crate::state::{ConnContext, RouterState};
@@ -78,6 +78,10 @@ async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Handle
         "listDatabases" => ddl::list_databases(state, conn, cmd).await,
         "listCollections" => ddl::list_collections(state, conn, cmd).await,
         "listIndexes" => ddl::list_indexes(state, conn, cmd).await,
+
+        "listShards" => sharding::list_shards(state, conn, cmd).await,
+        "addShard" => sharding::add_shard(state, conn, cmd).await,
+        "enableSharding" | "enablesharding" => sharding::enable_sharding(state, conn, cmd).await,
         "createIndexes" => ddl::create_indexes(state, conn, cmd).await,
 
         other => Err(CommandError::new(ErrorCode::CommandNotFound, format!("no such command: '{other}'"))),
@@ -86,6 +90,9 @@ async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Handle
 
 /// Every command name [`dispatch`] knows, for `listCommands`.
 pub const COMMAND_NAMES: &[&str] = &[
+    "addShard",
+    "enableSharding",
+    "listShards",
     "aggregate",
     "buildInfo",
     "connectionStatus",

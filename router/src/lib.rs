@@ -14,6 +14,7 @@
 //!                                                             shard_client --> shard
 //! ```
 
+pub mod catalog;
 pub mod cmd;
 pub mod command;
 pub mod config;

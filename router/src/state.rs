@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::time::Instant;
 
+use crate::catalog::CatalogAccess;
 use crate::config::RouterConfig;
 use crate::cursors::CursorRegistry;
 use crate::error::CommandError;
@@ -13,6 +14,7 @@ pub struct RouterState {
     pub config: RouterConfig,
     pub shards: ShardPool,
     pub cursors: CursorRegistry,
+    pub catalog: CatalogAccess,
     pub started: Instant,
     /// Identifies this process in `topologyVersion`.
     pub process_id: bson::oid::ObjectId,
@@ -24,10 +26,12 @@ impl RouterState {
     pub async fn new(config: RouterConfig) -> Result<Self, CommandError> {
         let shards = ShardPool::new(&config.shard_endpoint, config.shard_rpc_timeout)?;
         let cursors = CursorRegistry::new(config.cursor_idle_timeout);
+        let catalog = CatalogAccess::new(&config.config_servers);
         Ok(Self {
             config,
             shards,
             cursors,
+            catalog,
             started: Instant::now(),
             process_id: bson::oid::ObjectId::new(),
             counters: Counters::default(),

@@ -46,6 +46,9 @@ pub struct ShardConfig {
     pub cursor_idle_timeout: Duration,
     /// How often idle cursors are looked for.
     pub cursor_reap_interval: Duration,
+    /// Config servers (`host:port`). Recorded for the sharding issue, which makes shards read
+    /// their chunk ownership from the catalog; unused before that.
+    pub config_servers: Vec<String>,
 }
 
 impl ShardConfig {
@@ -57,6 +60,7 @@ impl ShardConfig {
             cache_size_bytes: 256 << 20,
             cursor_idle_timeout: Duration::from_secs(600),
             cursor_reap_interval: Duration::from_secs(30),
+            config_servers: Vec::new(),
         }
     }
 }
@@ -92,7 +96,10 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
     let service = ShardServer::new(service::ShardService::new(Arc::clone(&engine)))
         .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
         .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // Nagle off on every accepted connection: with a caller-supplied listener tonic ignores
+    // `Server::tcp_nodelay`, and Nagle then holds each reply's last frame for the peer's delayed
+    // ACK (~40 ms per request, found by `shoal bench catalog`).
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     announce_ready("shard", local);
     let served = tonic::transport::Server::builder()
         .tcp_nodelay(true)

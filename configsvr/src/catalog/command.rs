@@ -124,6 +124,10 @@ pub enum Command {
         fencing: Option<Fencing>,
     },
     SetSettings(SettingsUpdate),
+    /// Gives the cluster its identity (`config.version.clusterId`); later calls change nothing.
+    InitCluster {
+        cluster_id: Epoch,
+    },
     /// Grants the lease if it is free, expired, or already held by `holder` (then it is renewed).
     AcquireLease {
         name: String,
@@ -204,6 +208,7 @@ impl fmt::Display for Command {
             }
             Command::SetChunkJumbo { ns, min, jumbo, .. } => write!(f, "setChunkJumbo {ns} at {min} {jumbo}"),
             Command::SetSettings(_) => write!(f, "setSettings"),
+            Command::InitCluster { .. } => write!(f, "initCluster"),
             Command::AcquireLease { name, holder, ttl_ms } => {
                 write!(f, "acquireLease {name} by {holder} for {ttl_ms} ms")
             }

@@ -76,6 +76,9 @@ pub struct Catalog {
     settings: Settings,
     leases: Leases,
     changelog: Changelog,
+    /// The cluster's identity (`config.version.clusterId`), set once by the first `InitCluster`.
+    #[serde(default)]
+    cluster_id: Option<Epoch>,
 }
 
 /// The catalog's notion of time: the latest log-entry time applied, and the last timestamp issued.
@@ -209,6 +212,13 @@ impl Catalog {
                 self.settings = next;
                 Ok(Outcome::logged(Response::Done, LogDraft::new("setSettings", "")))
             }
+            C::InitCluster { cluster_id } => {
+                if self.cluster_id.is_some() {
+                    return Ok(Outcome::unchanged(Response::Done));
+                }
+                self.cluster_id = Some(*cluster_id);
+                Ok(Outcome::logged(Response::Done, LogDraft::new("initCluster", "")))
+            }
             C::AcquireLease { name, holder, ttl_ms } => self.acquire_lease(name, holder, *ttl_ms, now),
             C::RenewLease { name, holder, token, ttl_ms } => self.renew_lease(name, holder, *token, *ttl_ms, now),
             C::ReleaseLease { name, holder, token } => self.release_lease(name, holder, *token),
@@ -217,6 +227,11 @@ impl Catalog {
 
     fn check_fencing(&self, fencing: Option<&Fencing>, now: u64) -> Result<(), CatalogError> {
         fencing.map_or(Ok(()), |f| self.leases.check(f, now))
+    }
+
+    /// The cluster's identity, once some client has set it (`InitCluster`; the first one wins).
+    pub fn cluster_id(&self) -> Option<Epoch> {
+        self.cluster_id
     }
 
     /// The catalog version: how many effective changes have been applied.

@@ -30,7 +30,10 @@ pub async fn delete(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> 
 }
 
 pub async fn find(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    cmd.collection()?;
+    let coll = cmd.collection()?;
+    if cmd.db == "config" {
+        return crate::cmd::config_db::find(state, cmd, coll).await;
+    }
     let reply = state
         .shards
         .client()

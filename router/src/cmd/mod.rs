@@ -4,9 +4,11 @@
 //! [`Command`]: crate::command::Command
 //! [`CommandError`]: crate::error::CommandError
 
+pub mod config_db;
 pub mod crud;
 pub mod cursor;
 pub mod ddl;
 pub mod forward;
 pub mod handshake;
 pub mod info;
+pub mod sharding;

@@ -390,3 +390,15 @@ fn replica_group_terms_are_compare_and_set() {
     let g = &fx.cat.shard("s0").expect("exists").group;
     assert_eq!((g.term, g.primary.as_deref()), (2, Some("s0-c:27018")));
 }
+
+#[test]
+fn cluster_id_is_set_once() {
+    let mut c = Catalog::new();
+    assert_eq!(c.cluster_id(), None);
+    let first = Epoch([1; 12]);
+    c.apply(&Command::InitCluster { cluster_id: first }, 1).expect("init");
+    let version = c.version();
+    c.apply(&Command::InitCluster { cluster_id: Epoch([2; 12]) }, 2).expect("repeat");
+    assert_eq!(c.cluster_id(), Some(first), "the first identity wins");
+    assert_eq!(c.version(), version, "a repeat changes nothing");
+}
