@@ -147,9 +147,13 @@ async fn stopped_follower_catches_up_by_snapshot() {
         client.write(&add_shard(i)).await.expect("write with one node down");
     }
     // The leader purged the log behind its snapshots, so the follower cannot be fed from the log.
+    // Snapshots and purges run in the background after the writes return: wait for one.
     let leader_raft = cluster.node(leader).server.as_ref().expect("leader running").raft().clone();
-    let purged = leader_raft.metrics().borrow_watched().purged.as_ref().map_or(0, |id| id.index);
-    assert!(purged > 0, "leader should have purged its log");
+    eventually("leader purges its log behind a snapshot", CATCH_UP_TIMEOUT, || {
+        let raft = leader_raft.clone();
+        async move { raft.metrics().borrow_watched().purged.as_ref().is_some_and(|id| id.index > 0).then_some(()) }
+    })
+    .await;
     cluster.restart(lagging).await;
     let node = cluster.node(lagging).server.as_ref().expect("restarted");
     let (raft, state) = (node.raft().clone(), node.state().clone());

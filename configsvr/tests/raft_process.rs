@@ -146,13 +146,12 @@ async fn follower_that_missed_thousands_of_entries_catches_up_by_snapshot() {
     cluster.kill9(lagging);
     write_all(&client, 20..3000, 8).await;
     // Precondition: the entries the follower misses are gone from the leader's log.
-    let leader_metrics = client.metrics(&cluster.node(leader).addr).await.expect("leader metrics");
-    assert!(
-        leader_metrics.purged_index > lag_metrics.last_log_index,
-        "leader purged up to {} but the follower has {}",
-        leader_metrics.purged_index,
-        lag_metrics.last_log_index
-    );
+    // Snapshots and purges run in the background after the writes return: wait for them.
+    eventually("the leader purges the entries the follower misses", CATCH_UP_TIMEOUT, || async {
+        let m = client.metrics(&cluster.node(leader).addr).await.ok()?;
+        (m.purged_index > lag_metrics.last_log_index).then_some(())
+    })
+    .await;
     let (_, version) = client.read(true).await.expect("read");
     cluster.spawn(lagging);
     eventually("the lagging follower installs a snapshot and catches up", CATCH_UP_TIMEOUT, || async {
