@@ -17,6 +17,33 @@ use crate::error::{ExecError, ExecResult};
 use crate::exec::find::{Batch, next_batch};
 use crate::exec::{Engine, Request, args, plan};
 
+/// Results an aggregation may hold for its cursor, as MongoDB bounds a blocking stage (100 MiB).
+pub const RESULTS_MAX_BYTES: usize = 100 * 1024 * 1024;
+/// With `allowDiskUse` — but results are not spilled to disk yet, so a larger bound still holds.
+pub const RESULTS_MAX_BYTES_DISK_USE: usize = 1024 * 1024 * 1024;
+
+/// Encodes the pipeline's output for a buffered cursor, refusing (292) once it passes `limit`
+/// bytes instead of growing without bound.
+fn buffer_results(
+    results: impl Iterator<Item = Result<Document, shoal_query::QueryError>>,
+    limit: usize,
+) -> ExecResult<VecDeque<Bytes>> {
+    let mut queue = VecDeque::new();
+    let mut bytes = 0usize;
+    for d in results {
+        let encoded = Bytes::from(RawDocumentBuf::try_from(&d?)?.into_bytes());
+        bytes += encoded.len();
+        if bytes > limit {
+            return Err(ExecError::new(
+                ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
+                format!("aggregation results exceed {limit} bytes held for the cursor; add a $limit or a $group"),
+            ));
+        }
+        queue.push_back(encoded);
+    }
+    Ok(queue)
+}
+
 pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let body = &req.body;
     args::check_known_fields(
@@ -88,28 +115,40 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let pipeline = Pipeline::parse(&stages)?.with_allow_disk_use(allow_disk_use);
     let ns_string = ns.to_string();
 
-    let results = match engine.store.collection(&ns_string) {
+    let limit = if allow_disk_use { RESULTS_MAX_BYTES_DISK_USE } else { RESULTS_MAX_BYTES };
+    let queue = match engine.store.collection(&ns_string) {
         Some(coll) => {
             let leading = pipeline.leading_match().cloned().unwrap_or_default();
             let path = plan::choose(&coll, &leading);
             let scan_filter = if leading.is_empty() { None } else { Some(Filter::parse(&leading)?) };
             let failure: RefCell<Option<ExecError>> = RefCell::new(None);
             let docs = crate::exec::scan::iter_matches(&engine.store, &coll, &path, scan_filter.as_ref(), &failure);
-            let out = pipeline.run(docs);
+            let out = buffer_results(pipeline.stream(docs), limit);
             if let Some(e) = failure.into_inner() {
                 return Err(e);
             }
             out?
         }
-        None => pipeline.run(std::iter::empty::<Document>())?,
+        None => buffer_results(pipeline.stream(std::iter::empty::<Document>()), limit)?,
     };
-    let mut queue = VecDeque::with_capacity(results.len());
-    for d in results {
-        queue.push_back(Bytes::from(RawDocumentBuf::try_from(&d)?.into_bytes()));
-    }
     let mut source = CursorSource::Buffered(queue);
     let (documents, exhausted) =
         next_batch(engine, &mut source, batch_size.unwrap_or(crate::exec::find::FIRST_BATCH_DEFAULT_DOCS))?;
     let cursor_id = if exhausted { 0 } else { engine.cursors.insert(Cursor::new(ns_string.clone(), source)) };
     Ok((Batch { documents, cursor_id }, ns_string))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    #[test]
+    fn buffered_results_are_bounded() {
+        let docs = (0..10).map(|i| Ok(doc! { "i": i }));
+        assert_eq!(buffer_results(docs, 1 << 20).map(|q| q.len()).ok(), Some(10));
+        let docs = (0..10).map(|i| Ok(doc! { "i": i }));
+        let err = buffer_results(docs, 40).err().map(|e| e.code);
+        assert_eq!(err, Some(ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed));
+    }
 }
