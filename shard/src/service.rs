@@ -33,9 +33,12 @@ impl ShardService {
     }
 
     /// Runs `f` on the blocking pool with the parsed request.
+    /// With `writes`, the write concern is parsed first: a bad one fails the command before it
+    /// runs, a good one comes back for the durability wait.
     async fn blocking<T: Send + 'static>(
         &self,
         req: CommandRequest,
+        writes: bool,
         f: impl FnOnce(&Engine, &exec::Request<'_>) -> ExecResult<T> + Send + 'static,
     ) -> Result<(ExecResult<T>, Option<WriteConcern>), Status> {
         let engine = Arc::clone(&self.engine);
@@ -46,8 +49,13 @@ impl ShardService {
                 Ok(p) => p,
                 Err(e) => return (Err(e), None),
             };
-            let wc = WriteConcern::parse(&parsed.body, parsed.name()).ok();
-            (f(&engine, &parsed), wc)
+            if !writes {
+                return (f(&engine, &parsed), None);
+            }
+            match WriteConcern::parse(&parsed.body, parsed.name()) {
+                Ok(wc) => (f(&engine, &parsed), Some(wc)),
+                Err(e) => (Err(e), None),
+            }
         })
         .await
         .map_err(|e| Status::internal(format!("command task failed: {e}")))
@@ -65,12 +73,7 @@ impl ShardService {
         req: CommandRequest,
         f: fn(&Engine, &exec::Request<'_>) -> ExecResult<(WriteOutcome, u64)>,
     ) -> Result<Response<WriteReply>, Status> {
-        let (result, wc) = self
-            .blocking(req, move |engine, r| {
-                WriteConcern::parse(&r.body, r.name())?;
-                f(engine, r)
-            })
-            .await?;
+        let (result, wc) = self.blocking(req, true, f).await?;
         let reply = match result {
             Ok((outcome, seq)) => match self.durable(seq, wc).await {
                 Ok(()) => write_reply(outcome),
@@ -123,12 +126,12 @@ impl Shard for ShardService {
     }
 
     async fn find(&self, request: Request<CommandRequest>) -> Result<Response<CursorReply>, Status> {
-        let (result, _) = self.blocking(request.into_inner(), exec::find::run).await?;
+        let (result, _) = self.blocking(request.into_inner(), false, exec::find::run).await?;
         Ok(Response::new(cursor_reply(result)))
     }
 
     async fn aggregate(&self, request: Request<CommandRequest>) -> Result<Response<CursorReply>, Status> {
-        let (result, _) = self.blocking(request.into_inner(), exec::aggregate::run).await?;
+        let (result, _) = self.blocking(request.into_inner(), false, exec::aggregate::run).await?;
         Ok(Response::new(cursor_reply(result)))
     }
 
@@ -154,12 +157,9 @@ impl Shard for ShardService {
 
     async fn command(&self, request: Request<CommandRequest>) -> Result<Response<CommandReply>, Status> {
         let (result, wc) = self
-            .blocking(request.into_inner(), |engine, r| -> ExecResult<(Document, u64)> {
+            .blocking(request.into_inner(), true, |engine, r| -> ExecResult<(Document, u64)> {
                 match r.name() {
-                    "findAndModify" | "findandmodify" => {
-                        WriteConcern::parse(&r.body, r.name())?;
-                        exec::find_and_modify::run(engine, r)
-                    }
+                    "findAndModify" | "findandmodify" => exec::find_and_modify::run(engine, r),
                     "count" => exec::count::count(engine, r).map(|d| (d, 0)),
                     "distinct" => exec::count::distinct(engine, r).map(|d| (d, 0)),
                     "create" => exec::ddl::create(engine, r),

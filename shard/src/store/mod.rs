@@ -377,6 +377,10 @@ impl WriteTxn<'_> {
         self.store.engine.commit(batch)?;
         self.store.group.committed();
         self.staged.clear();
+        if self.catalog_changes.is_empty() {
+            // The common case: no catalog lock on a document write's path.
+            return Ok(());
+        }
         let mut cat = self.store.catalog.write().unwrap_or_else(|p| p.into_inner());
         for change in self.catalog_changes.drain(..) {
             match change {
