@@ -5,7 +5,8 @@
 //! executor in-process, the shard's gRPC service, and the router through the official MongoDB
 //! driver — so the cost of each layer shows as a ratio; and the config catalog benchmark
 //! ([`catalog`], `shoal bench catalog`): commits/s and linearizable reads/s of a 3-node config
-//! cluster beside etcd ([`etcd`]) under the same load. Later: YCSB-compatible workloads (issue 4).
+//! cluster beside etcd ([`etcd`]) under the same load; and YCSB ([`ycsb`], `shoal bench load|run|matrix`):
+//! CoreWorkload against Shoal, any MongoDB endpoint, or PostgreSQL with JSONB rows.
 //!
 //! Must not: be linked by the server crates; it is a client of them (it links `shoal-shard` only to
 //! drive its storage and executor in-process). Timing lives here, never in tests.
@@ -15,3 +16,4 @@ pub mod crud;
 pub mod etcd;
 pub mod measure;
 pub mod procs;
+pub mod ycsb;

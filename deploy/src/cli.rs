@@ -37,6 +37,86 @@ pub enum BenchCommand {
     Crud(CrudBenchArgs),
     /// Config catalog commits/s and linearizable reads/s (3 config servers) beside an etcd cluster.
     Catalog(CatalogBenchArgs),
+    /// YCSB load phase: insert `recordcount` records (`-P workload -p key=value ...`).
+    Load(YcsbArgs),
+    /// YCSB run phase: the workload's operation mix over the loaded records.
+    Run(YcsbArgs),
+    /// The seed matrix (record sizes x threads x {load, 50/50, 80/20}) on Shoal and PostgreSQL.
+    Matrix(MatrixArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct YcsbArgs {
+    /// Workload property file (YCSB's `-P`), e.g. bench/workloads/workloada; repeatable.
+    #[arg(short = 'P', value_name = "FILE")]
+    pub workload: Vec<PathBuf>,
+    /// One workload property (YCSB's `-p`), overriding the files; repeatable.
+    #[arg(short = 'p', value_name = "KEY=VALUE")]
+    pub property: Vec<String>,
+    /// Endpoint: `mongodb://...` (Shoal's router or any MongoDB) or `postgres://...` (JSONB rows).
+    #[arg(long, default_value = "mongodb://127.0.0.1:27017/ycsb")]
+    pub uri: String,
+    #[command(flatten)]
+    pub mongo: MongoArgs,
+    /// Load phase: drop the table first (otherwise loading over existing keys fails per record).
+    #[arg(long)]
+    pub fresh: bool,
+    /// Also write the report as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Also write PNG charts (throughput over time, latency percentiles) into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub charts: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct MongoArgs {
+    /// Write concern `w` for MongoDB-protocol targets: 1, 2, ... or majority [default: the URI's,
+    /// else the server's, which is majority and journaled on Shoal].
+    #[arg(long)]
+    pub write_concern: Option<String>,
+    /// Write concern `j` for MongoDB-protocol targets.
+    #[arg(long)]
+    pub journal: Option<bool>,
+    /// Read preference for MongoDB-protocol targets: primary, primaryPreferred, secondary,
+    /// secondaryPreferred, nearest.
+    #[arg(long)]
+    pub read_preference: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    /// Shoal's router (start one with `shoal up`).
+    #[arg(long, default_value = "mongodb://127.0.0.1:27017/ycsb")]
+    pub shoal_uri: String,
+    /// PostgreSQL (bench/postgres.sh start prints this URL).
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:55432/ycsb")]
+    pub postgres_uri: String,
+    /// Record payload sizes in bytes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "256,2000,8192",
+          value_parser = clap::value_parser!(u64).range(8..=1_048_576))]
+    pub sizes: Vec<u64>,
+    /// Client thread counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "64,96,128",
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub threads: Vec<u64>,
+    /// Records loaded in every cell.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub records: u64,
+    /// Operations per run phase.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub operations: u64,
+    /// Time limit per run phase, in seconds.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_seconds: u64,
+    /// Fields per record (each `size / fields` bytes).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub fields: u64,
+    /// Directory for report.md, results.json and the charts.
+    #[arg(long, default_value = "bench-results/matrix")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub mongo: MongoArgs,
 }
 
 #[derive(Debug, Args)]

@@ -6,7 +6,7 @@
 //!  shoal router    --> serve::router    (one router, foreground)
 //!  shoal configsvr --> serve::configsvr (one config server, foreground)
 //!  shoal up        --> up::run          (spec.rs -> plan.rs -> launcher.rs children, probe.rs ping)
-//!  shoal bench     --> shoal_bench::{crud, catalog}
+//!  shoal bench     --> shoal_bench::{crud, catalog, ycsb (load, run, matrix)}
 //! ```
 
 mod cli;
@@ -45,6 +45,9 @@ fn main() -> ExitCode {
             Command::Up(args) => up::run(args).await,
             Command::Bench(cli::BenchCommand::Crud(args)) => bench_crud(args).await,
             Command::Bench(cli::BenchCommand::Catalog(args)) => bench_catalog(args).await,
+            Command::Bench(cli::BenchCommand::Load(args)) => bench_ycsb(shoal_bench::ycsb::Phase::Load, args).await,
+            Command::Bench(cli::BenchCommand::Run(args)) => bench_ycsb(shoal_bench::ycsb::Phase::Run, args).await,
+            Command::Bench(cli::BenchCommand::Matrix(args)) => bench_matrix(args).await,
         }
     });
     match outcome {
@@ -83,6 +86,50 @@ async fn bench_catalog(args: cli::CatalogBenchArgs) -> anyhow::Result<()> {
     };
     let result = shoal_bench::catalog::run(&opts).await?;
     println!("{}", shoal_bench::catalog::report(&opts, &result));
+    Ok(())
+}
+
+fn mongo_options(args: cli::MongoArgs) -> shoal_bench::ycsb::MongoOptions {
+    shoal_bench::ycsb::MongoOptions {
+        write_concern: args.write_concern,
+        journal: args.journal,
+        read_preference: args.read_preference,
+    }
+}
+
+async fn bench_ycsb(phase: shoal_bench::ycsb::Phase, args: cli::YcsbArgs) -> anyhow::Result<()> {
+    let opts = shoal_bench::ycsb::PhaseOptions {
+        phase,
+        workload_files: args.workload,
+        overrides: args.property,
+        uri: args.uri,
+        mongo: mongo_options(args.mongo),
+        fresh: args.fresh,
+        json: args.json,
+        charts: args.charts,
+    };
+    let report = shoal_bench::ycsb::run_phase(&opts).await?;
+    match shoal_bench::ycsb::report::errors(&report) {
+        0 => Ok(()),
+        n => Err(anyhow::anyhow!("{n} operations failed (counted in the report above)")),
+    }
+}
+
+async fn bench_matrix(args: cli::MatrixArgs) -> anyhow::Result<()> {
+    let opts = shoal_bench::ycsb::matrix::MatrixOptions {
+        shoal_uri: args.shoal_uri,
+        postgres_uri: args.postgres_uri,
+        sizes: args.sizes.iter().map(|s| *s as usize).collect(),
+        threads: args.threads.iter().map(|t| *t as usize).collect(),
+        records: args.records,
+        operations: args.operations,
+        max_seconds: args.max_seconds,
+        field_count: args.fields as usize,
+        out: args.out,
+        mongo: mongo_options(args.mongo),
+    };
+    shoal_bench::ycsb::matrix::run(&opts).await?;
+    println!("wrote {}", opts.out.join("report.md").display());
     Ok(())
 }
 

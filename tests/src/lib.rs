@@ -10,13 +10,14 @@
 //! Modules: [`process`] (one child: spawn, readiness line, logs, SIGKILL), [`cluster`] (shard +
 //! router in a temp dir, kill and restart), [`context`] (per-test client, shared cluster,
 //! watchdog), [`expect`] (asserting exact MongoDB error codes), [`fixtures`] (seeding and reading
-//! back small datasets), [`wire`] (raw OP_MSG).
+//! back small datasets), [`wire`] (raw OP_MSG), [`up`] (a whole `shoal up` cluster from a spec).
 
 pub mod cluster;
 pub mod context;
 pub mod expect;
 pub mod fixtures;
 pub mod process;
+pub mod up;
 pub mod wire;
 
 pub use cluster::Cluster;

@@ -1,0 +1,86 @@
+//! `shoal up` as a user runs it: a spec with three config servers, one shard and one router on
+//! free loopback ports, started by the launcher and stopped with SIGINT.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::process::{Process, ProcessSpec};
+
+/// Bound on waiting for the launcher to stop its cluster after SIGINT.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Ports the OS had free a moment ago (bound together, then released).
+pub fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
+    let listeners =
+        (0..n).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<std::io::Result<Vec<_>>>().context("bind")?;
+    listeners.iter().map(|l| Ok(l.local_addr()?.port())).collect()
+}
+
+/// A spec directory with its ports; `start` runs `shoal up` on it (again, after a stop).
+pub struct LocalUp {
+    pub dir: PathBuf,
+    pub spec: PathBuf,
+    /// cfg1, cfg2, cfg3, router0, shard0.
+    pub ports: Vec<u16>,
+}
+
+impl LocalUp {
+    pub fn new(dir: &Path) -> anyhow::Result<Self> {
+        let ports = free_ports(5)?;
+        let spec = dir.join("spec.yaml");
+        let text = format!(
+            "name: test\nbind_ip: 127.0.0.1\nconfig_servers:\n  - name: cfg1\n    port: {}\n  - name: cfg2\n    port: {}\n  - name: cfg3\n    port: {}\nrouters:\n  - name: router0\n    port: {}\nshards:\n  - name: shard0\n    members:\n      - port: {}\n",
+            ports[0], ports[1], ports[2], ports[3], ports[4]
+        );
+        std::fs::write(&spec, text).context("writing the spec")?;
+        Ok(Self { dir: dir.to_path_buf(), spec, ports })
+    }
+
+    pub fn router_port(&self) -> u16 {
+        self.ports[3]
+    }
+
+    /// A driver URI for the router.
+    pub fn uri(&self, db: &str) -> String {
+        format!("mongodb://127.0.0.1:{}/{db}?directConnection=true&serverSelectionTimeoutMS=5000", self.router_port())
+    }
+
+    /// Starts `shoal up` (the `run`th time; it names the launcher's log) and waits for its
+    /// `SHOAL_READY cluster` line.
+    pub async fn start(&self, run: u32) -> anyhow::Result<Process> {
+        Process::start(ProcessSpec {
+            name: format!("up{run}"),
+            role: "cluster".into(),
+            args: vec![
+                "up".into(),
+                "-f".into(),
+                self.spec.display().to_string(),
+                "--data-dir".into(),
+                self.dir.join("data").display().to_string(),
+            ],
+            log_path: self.dir.join(format!("up{run}.log")),
+        })
+        .await
+    }
+}
+
+/// SIGINT to the launcher, then waits (bounded) for it to stop its cluster and exit 0.
+pub async fn stop(launcher: &Process) -> anyhow::Result<()> {
+    kill(Pid::from_raw(launcher.pid() as i32), Signal::SIGINT).context("SIGINT")?;
+    let deadline = tokio::time::Instant::now() + STOP_TIMEOUT;
+    while launcher.exit_status().is_none() {
+        if tokio::time::Instant::now() >= deadline {
+            bail!("shoal up did not stop after SIGINT:\n{}", launcher.log_tail(40));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    match launcher.exit_status() {
+        Some(s) if s.success() => Ok(()),
+        other => bail!("shoal up exit status: {other:?}"),
+    }
+}
