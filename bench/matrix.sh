@@ -14,6 +14,7 @@ OUT=${1:-bench-results/matrix}
 shift || true
 
 WORK=$(mktemp -d /tmp/shoal-matrix.XXXXXX)
+chmod 755 "$WORK" # the postgres user must reach $WORK/pg
 export SHOAL_PG_DIR="$WORK/pg"
 UP_PID=
 

@@ -138,8 +138,9 @@ async fn bench_matrix(args: cli::MatrixArgs) -> anyhow::Result<()> {
 /// openraft's core logs "election timeout expired" at info on every tick (~20 ms) while a config
 /// server has no leader, hence warn for that module by default.
 fn init_logging() {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,fjall=warn,lsm_tree=warn,openraft::core::raft_core=warn"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new("info,fjall=warn,lsm_tree=warn,openraft::core::raft_core=warn,tokio_postgres=warn")
+    });
     let ansi = std::io::stderr().is_terminal();
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }

@@ -75,7 +75,7 @@ impl Target {
     /// `shoal` for a Shoal router, `mongodb` for another MongoDB endpoint, `postgres`.
     pub fn kind(&self) -> &'static str {
         match self {
-            Target::Mongo(m) if m.describe().contains("router") => "shoal",
+            Target::Mongo(m) if m.is_shoal() => "shoal",
             Target::Mongo(_) => "mongodb",
             Target::Postgres(_) => "postgres",
         }

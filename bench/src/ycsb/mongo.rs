@@ -33,6 +33,7 @@ pub struct MongoTarget {
     collection: Collection<RawDocumentBuf>,
     client: Client,
     describe: String,
+    is_shoal: bool,
 }
 
 fn config_error(message: impl Into<String>) -> DbError {
@@ -91,20 +92,32 @@ impl MongoTarget {
         let db_name = options.default_database.clone().unwrap_or_else(|| "ycsb".to_string());
         let client = Client::with_options(options).map_err(|e| config_error(e.to_string()))?;
         let db = client.database(&db_name);
-        let hello =
-            db.run_command(doc! { "hello": 1 }).await.map_err(|e| DbError::Unreachable(format!("{uri}: {e}")))?;
+        let build =
+            db.run_command(doc! { "buildInfo": 1 }).await.map_err(|e| DbError::Unreachable(format!("{uri}: {e}")))?;
+        let version = build.get_str("version").unwrap_or("?").to_string();
+        let is_shoal = build.get_str("gitVersion").is_ok_and(|g| g.starts_with("shoal-"));
         let server =
-            if hello.get_str("msg").is_ok_and(|m| m == "isdbgrid") { "mongos-compatible router" } else { "mongod" };
+            if is_shoal { format!("Shoal router (MongoDB {version} protocol)") } else { format!("MongoDB {version}") };
+        let default_wc = if is_shoal {
+            "server default: {w: majority}, which Shoal acknowledges after the journal fsync".to_string()
+        } else {
+            "server default".to_string()
+        };
         let describe = format!(
-            "MongoDB protocol ({server}) at {uri}, db {db_name}: write concern {}, read preference {}",
-            wc.map_or_else(|| "server default".to_string(), |w| describe_wc(&w)),
+            "{server} at {uri}, db {db_name}: write concern {}, read preference {}",
+            wc.map_or(default_wc, |w| describe_wc(&w)),
             rp.map_or_else(|| "primary".to_string(), |r| format!("{r:?}")),
         );
-        Ok(Self { collection: db.collection(table), client, describe })
+        Ok(Self { collection: db.collection(table), client, describe, is_shoal })
     }
 
     pub fn describe(&self) -> &str {
         &self.describe
+    }
+
+    /// Whether the endpoint is a Shoal router (its buildInfo's gitVersion says so).
+    pub fn is_shoal(&self) -> bool {
+        self.is_shoal
     }
 
     /// Load phase: drop the collection first when `fresh`.
