@@ -106,7 +106,7 @@ pub struct MatrixArgs {
     /// Operations per run phase.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub operations: u64,
-    /// Time limit per run phase, in seconds.
+    /// Time limit per run phase, in seconds (loads always insert every record).
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_seconds: u64,
     /// Fields per record (each `size / fields` bytes).

@@ -24,7 +24,7 @@ pub struct MatrixOptions {
     pub sizes: Vec<usize>,
     pub threads: Vec<usize>,
     pub records: u64,
-    /// Operations per run phase (each phase also stops after `max_seconds`).
+    /// Operations per run phase (each run phase also stops after `max_seconds`; loads never do).
     pub operations: u64,
     pub max_seconds: u64,
     pub field_count: usize,
@@ -41,7 +41,6 @@ fn workload(opts: &MatrixOptions, size: usize, threads: usize, mix: Option<(&str
     for (k, v) in [
         ("recordcount", opts.records.to_string()),
         ("operationcount", opts.operations.to_string()),
-        ("maxexecutiontime", opts.max_seconds.to_string()),
         ("threadcount", threads.to_string()),
         ("fieldcount", opts.field_count.to_string()),
         ("fieldlength", field_length.to_string()),
@@ -51,7 +50,10 @@ fn workload(opts: &MatrixOptions, size: usize, threads: usize, mix: Option<(&str
     ] {
         p.set(k, &v)?;
     }
+    // Only run phases are time-boxed: a load always inserts every record, so both systems run the
+    // mixes over the same data.
     if let Some((read, update)) = mix {
+        p.set("maxexecutiontime", &opts.max_seconds.to_string())?;
         p.set("readproportion", read)?;
         p.set("updateproportion", update)?;
     }
@@ -77,7 +79,12 @@ async fn phase(
     if phase == Phase::Load {
         let count = target.count().await?;
         if count != w.record_count {
-            note = Some(format!("{name}: {count} records after loading {}", w.record_count));
+            note = Some(format!(
+                "{name}, {} B, {} threads: {count} records after loading {}",
+                w.record_bytes(),
+                w.thread_count,
+                w.record_count
+            ));
         }
     }
     for (op, e) in &outcome.first_errors {
