@@ -27,6 +27,11 @@ use tracing_subscriber::EnvFilter;
 
 use crate::cli::{Cli, Command};
 
+/// mimalloc instead of glibc's malloc: under the YCSB load glibc's allocator took about 30 % of a
+/// shard's CPU (docs/benchmarks.md, "Where Shoal loses").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# bench/ab.sh — before/after for a server change: the same YCSB load and mixes against the default
+# `shoal up` cluster run by two `shoal` binaries, alternating A B A B ... on this machine in one run,
+# with one client binary for both (so only the servers differ). Prints each phase's throughput and
+# the B/A ratio of the medians.
+#
+#   bench/ab.sh A_BIN B_BIN [ROUNDS] [extra -p key=value flags...]
+#   e.g. cp target/release/shoal /tmp/a; <change>; cargo build --release -p shoal
+#        bench/ab.sh /tmp/a target/release/shoal 3 -p fieldlength=250
+set -euo pipefail
+
+A=$(realpath "$1")
+B=$(realpath "$2")
+ROUNDS=${3:-3}
+shift 3 || shift $#
+CLIENT=$A
+COMMON=(-p recordcount=50000 -p threadcount=64 -p fieldcount=8 -p fieldlength=250 "$@")
+WORK=$(mktemp -d /tmp/shoal-ab.XXXXXX)
+UP_PID=
+
+stop_cluster() {
+  if [[ -n $UP_PID ]] && kill -0 "$UP_PID" 2>/dev/null; then
+    kill -INT "$UP_PID"
+    for _ in $(seq 1 150); do kill -0 "$UP_PID" 2>/dev/null || break; sleep 0.2; done
+  fi
+  UP_PID=
+}
+trap 'stop_cluster; rm -rf "$WORK"' EXIT
+
+# One round on one binary: fresh cluster, load, 50/50, 80/20; appends "label phase ops/s" lines.
+round() {
+  local label=$1 bin=$2 dir="$WORK/$1-$3"
+  "$bin" up --data-dir "$dir" > "$dir.log" 2>&1 &
+  UP_PID=$!
+  for _ in $(seq 1 300); do grep -q '^SHOAL_READY cluster' "$dir.log" && break; sleep 0.2; done
+  grep -q '^SHOAL_READY cluster' "$dir.log" || { tail -n 30 "$dir.log"; exit 1; }
+  local tp
+  tp=$("$CLIENT" bench load --fresh "${COMMON[@]}" | sed -n 's/^\[OVERALL\], Throughput(ops\/sec), //p')
+  echo "$label load $tp" | tee -a "$WORK/results"
+  for mix in "50/50 0.5 0.5" "80/20 0.8 0.2"; do
+    set -- $mix
+    tp=$("$CLIENT" bench run "${COMMON[@]}" -p requestdistribution=zipfian -p operationcount=100000000 \
+      -p maxexecutiontime=15 -p readproportion="$2" -p updateproportion="$3" |
+      sed -n 's/^\[OVERALL\], Throughput(ops\/sec), //p')
+    echo "$label $1 $tp" | tee -a "$WORK/results"
+  done
+  stop_cluster
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+  round A "$A" "$r"
+  round B "$B" "$r"
+done
+
+python3 - "$WORK/results" <<'PY'
+import sys, statistics, collections
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    label, phase, tp = line.split()
+    runs[(label, phase)].append(float(tp))
+print(f"{'phase':<8} {'A median':>10} {'B median':>10} {'B/A':>6}   runs A | B")
+for phase in ["load", "50/50", "80/20"]:
+    a, b = runs[("A", phase)], runs[("B", phase)]
+    ma, mb = statistics.median(a), statistics.median(b)
+    print(f"{phase:<8} {ma:>10.0f} {mb:>10.0f} {mb / ma:>5.2f}x   {' '.join(f'{x:.0f}' for x in a)} | {' '.join(f'{x:.0f}' for x in b)}")
+PY
