@@ -104,7 +104,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
 pub struct Applied {
     pub matched: i64,
     pub modified: i64,
-    /// (old, new) of the last document updated or inserted.
+    /// (old, new) of the last document updated or inserted; old only when asked for.
     pub last: Option<(Option<Document>, Document)>,
     pub upserted_id: Option<Bson>,
 }
@@ -117,7 +117,7 @@ fn apply_statement(
     index: usize,
     out: &mut WriteOutcome,
 ) -> Result<(), StatementError> {
-    let applied = apply(engine, txn, ns, stmt, None)?;
+    let applied = apply(engine, txn, ns, stmt, None, false)?;
     out.n += applied.matched;
     out.n_modified += applied.modified;
     if let Some(id) = applied.upserted_id {
@@ -127,13 +127,16 @@ fn apply_statement(
     Ok(())
 }
 
-/// Runs one update statement. `sort` picks which document a single update takes (findAndModify).
+/// Runs one update statement. `sort` picks which document a single update takes (findAndModify);
+/// `keep_pre_image` keeps the matched document as it was in [`Applied::last`] (findAndModify with
+/// `new: false`), which costs a copy of it, so plain updates do not ask for it.
 pub fn apply(
     engine: &Engine,
     txn: &mut WriteTxn<'_>,
     ns: &shoal_proto::Namespace,
     stmt: &UpdateStatement,
     sort: Option<&shoal_query::sort::SortSpec>,
+    keep_pre_image: bool,
 ) -> Result<Applied, StatementError> {
     let ctx = UpdateContext { now: txn.now(), is_upsert_insert: false };
     let mut applied = Applied { matched: 0, modified: 0, last: None, upserted_id: None };
@@ -141,11 +144,12 @@ pub fn apply(
         let matches = collect_matches(engine, txn, &coll, &stmt.filter_doc, &stmt.filter, !stmt.multi, sort)
             .map_err(|e| StatementError::Exec(e, None))?;
         for old in matches {
-            let mut new = old.doc.clone();
+            let id = old.doc.get("_id").cloned().unwrap_or(Bson::Null);
+            let pre_image = keep_pre_image.then(|| old.doc.clone());
+            let mut new = old.doc;
             let changed = stmt.spec.apply(&mut new, &ctx).map_err(|e| StatementError::Exec(e.into(), None))?;
             applied.matched += 1;
             if changed {
-                let id = old.doc.get("_id").cloned().unwrap_or(Bson::Null);
                 if new.get("_id") != Some(&id) {
                     return Err(StatementError::Exec(
                         ExecError::new(
@@ -172,7 +176,7 @@ pub fn apply(
                 txn.update(&coll, &id, &raw).map_err(StatementError::Storage)?;
                 applied.modified += 1;
             }
-            applied.last = Some((Some(old.doc), new));
+            applied.last = Some((pre_image, new));
         }
     }
     if applied.matched == 0 && stmt.upsert {
