@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use bson::{Bson, Document, RawDocumentBuf, doc};
+use bson::raw::CStr;
+use bson::{Bson, Document, RawDocumentBuf, doc, rawdoc};
 use mongodb::options::{Acknowledgment, ClientOptions, ReadPreference, SelectionCriteria, WriteConcern};
 use mongodb::{Client, Collection};
 
@@ -173,12 +174,12 @@ impl MongoTarget {
     }
 
     pub async fn insert(&self, key: &str, values: &[(String, String)]) -> Result<(), DbError> {
-        let mut record = Document::new();
-        record.insert("_id", key);
+        // Built as raw BSON directly: the driver sends these bytes as they are.
+        let mut record = rawdoc! { "_id": key };
         for (k, v) in values {
-            record.insert(k.as_str(), v.as_str());
+            let name = <&CStr>::try_from(k.as_str()).map_err(|e| DbError::Operation(e.to_string()))?;
+            record.append(name, v.as_str());
         }
-        let record = RawDocumentBuf::try_from(&record).map_err(|e| DbError::Operation(e.to_string()))?;
         self.collection.insert_one(record).await.map_err(op_error)?;
         Ok(())
     }
