@@ -61,9 +61,10 @@ impl Target {
     /// `postgres://` and `postgresql://` URLs go to PostgreSQL, everything else to the driver.
     pub async fn connect(uri: &str, table: &str, threads: usize, mongo: &MongoOptions) -> Result<Self, DbError> {
         if uri.starts_with("postgres://") || uri.starts_with("postgresql://") {
-            let target = PostgresTarget::connect(uri, table, PG_CONNECT_TIMEOUT)
-                .await
-                .map_err(|e| DbError::Unreachable(format!("{uri}: {e}")))?;
+            let target = PostgresTarget::connect(uri, table, PG_CONNECT_TIMEOUT).await.map_err(|e| match e {
+                postgres::PgError::InvalidUrl(_) | postgres::PgError::InvalidTable(_) => DbError::Config(e.to_string()),
+                _ => DbError::Unreachable(format!("{uri}: {e}")),
+            })?;
             Ok(Target::Postgres(target))
         } else if uri.starts_with("mongodb://") || uri.starts_with("mongodb+srv://") {
             Ok(Target::Mongo(MongoTarget::connect(uri, table, threads, mongo).await?))
