@@ -133,6 +133,32 @@ async fn config_collections_chunks_and_tags_through_the_driver() {
         page,
         vec![doc! { "min": { "n": 500 }, "shard": "shard0" }, doc! { "min": { "n": 0 }, "shard": "shard1" }]
     );
+    // Small batches come through router cursors and getMore; killCursors closes one early.
+    let batched: Vec<Document> = chunks
+        .find(doc! {})
+        .sort(doc! { "min": 1 })
+        .batch_size(1)
+        .await
+        .expect("find")
+        .try_collect()
+        .await
+        .expect("more");
+    assert_eq!(batched, sorted);
+    let aggregated: Vec<Document> = chunks
+        .aggregate(vec![doc! { "$sort": { "min": 1 } }])
+        .batch_size(3)
+        .await
+        .expect("agg")
+        .try_collect()
+        .await
+        .expect("more");
+    assert_eq!(aggregated, sorted);
+    let first = config.run_command(doc! { "find": "chunks", "batchSize": 2 }).await.expect("find");
+    let id = first.get_document("cursor").and_then(|c| c.get_i64("id")).expect("cursor id");
+    assert_ne!(id, 0);
+    let killed = config.run_command(doc! { "killCursors": "chunks", "cursors": [id] }).await.expect("killCursors");
+    assert_eq!(killed.get_array("cursorsKilled").ok(), Some(&vec![Bson::Int64(id)]));
+    command_error(config.run_command(doc! { "getMore": id, "collection": "chunks" }).await, 43);
     // Filters on decoded bounds and on shard; countDocuments (an aggregate) and count.
     assert_eq!(find(&client, "chunks", doc! { "min.region": "eu" }).await.len(), 2);
     assert_eq!(chunks.count_documents(doc! { "shard": "shard1" }).await.expect("countDocuments"), 2);

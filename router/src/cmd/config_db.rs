@@ -65,14 +65,37 @@ fn number(body: &Document, field: &str) -> Option<i64> {
     })
 }
 
-fn cursor_reply(docs: Vec<Document>, coll: &str) -> HandlerResult {
-    // Results are built whole from the catalog and are small (bounded by the catalog), so they go
-    // out in the first batch; there is no router cursor for router-built results.
-    let mut out = Vec::with_capacity(docs.len());
+/// How a router-built result is handed out: `batch_size` documents first (all if `None`), the
+/// rest through a buffered router cursor unless `single_batch`.
+struct Batching {
+    batch_size: Option<usize>,
+    single_batch: bool,
+}
+
+fn batch_size(v: Option<&Bson>, cmd: &str) -> Result<Option<usize>, CommandError> {
+    let n = match v {
+        None | Some(Bson::Null) => return Ok(None),
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Double(d)) => *d as i64,
+        Some(_) => return Err(CommandError::type_mismatch(format!("BSON field '{cmd}.batchSize' must be a number"))),
+    };
+    usize::try_from(n)
+        .map(Some)
+        .map_err(|_| CommandError::new(ErrorCode::BadValue, format!("batchSize must be non-negative, not {n}")))
+}
+
+fn cursor_reply(state: &RouterState, docs: Vec<Document>, coll: &str, batching: &Batching) -> HandlerResult {
+    let mut out = std::collections::VecDeque::with_capacity(docs.len());
     for d in &docs {
-        out.push(bytes::Bytes::from(bson::RawDocumentBuf::try_from(d)?.into_bytes()));
+        out.push_back(bytes::Bytes::from(bson::RawDocumentBuf::try_from(d)?.into_bytes()));
     }
-    forward::cursor_reply(BatchField::First, &out, 0, &format!("config.{coll}"))
+    let ns = format!("config.{coll}");
+    let first_len = batching.batch_size.unwrap_or(usize::MAX).min(out.len());
+    let rest = out.split_off(first_len);
+    let id =
+        if rest.is_empty() || batching.single_batch { 0 } else { state.cursors.register_buffered(ns.clone(), rest) };
+    forward::cursor_reply(BatchField::First, out.make_contiguous(), id, &ns)
 }
 
 pub async fn find(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, coll: &str) -> HandlerResult {
@@ -84,6 +107,10 @@ pub async fn find(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, 
     let skip = number(&body, "skip").unwrap_or(0).max(0) as usize;
     // A negative limit is the legacy "single batch of |n|".
     let limit = number(&body, "limit").filter(|l| *l != 0).map(|l| l.unsigned_abs() as usize);
+    let batching = Batching {
+        batch_size: batch_size(body.get("batchSize"), "FindCommandRequest")?,
+        single_batch: body.get_bool("singleBatch").unwrap_or(false) || number(&body, "limit").is_some_and(|l| l < 0),
+    };
 
     let mut docs = documents(state, conn, coll).await?;
     docs.retain(|d| filter.matches(d));
@@ -99,7 +126,7 @@ pub async fn find(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, 
             None => d,
         });
     }
-    cursor_reply(out, coll)
+    cursor_reply(state, out, coll, &batching)
 }
 
 pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, coll: &str) -> HandlerResult {
@@ -114,8 +141,13 @@ pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &ClientComm
         }
     };
     let pipeline = Pipeline::parse(stages)?;
+    let requested = match body.get("cursor") {
+        Some(Bson::Document(c)) => c.get("batchSize"),
+        _ => None,
+    };
+    let batching = Batching { batch_size: batch_size(requested, "aggregate.cursor")?, single_batch: false };
     let docs = documents(state, conn, coll).await?;
-    cursor_reply(pipeline.run(docs.into_iter())?, coll)
+    cursor_reply(state, pipeline.run(docs.into_iter())?, coll, &batching)
 }
 
 /// `count` with `query`, `skip` and `limit`.
