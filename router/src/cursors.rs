@@ -15,6 +15,10 @@ pub struct RouterCursor {
     last_used: Instant,
 }
 
+/// Buffered cursors held at once; each holds at most one catalog-sized result, so this bounds
+/// the memory they take. Beyond it a result goes out whole in its first batch.
+pub const BUFFERED_CURSORS_MAX: usize = 1024;
+
 /// The unsent rest of a router-built result.
 struct BufferedCursor {
     ns: String,
@@ -53,15 +57,23 @@ impl CursorRegistry {
         }
     }
 
-    /// Holds `documents` for later `getMore`s on `ns`; returns the cursor id.
-    pub fn register_buffered(&self, ns: String, documents: VecDeque<bytes::Bytes>) -> i64 {
+    /// Holds `documents` for later `getMore`s on `ns`; the cursor id, or the documents back when
+    /// [`BUFFERED_CURSORS_MAX`] cursors are already held.
+    pub fn register_buffered(
+        &self,
+        ns: String,
+        documents: VecDeque<bytes::Bytes>,
+    ) -> Result<i64, VecDeque<bytes::Bytes>> {
         let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let mut buffered = self.buffered.lock().unwrap_or_else(|p| p.into_inner());
+        if buffered.len() >= BUFFERED_CURSORS_MAX {
+            return Err(documents);
+        }
         loop {
             let id = rand::random::<i64>() & i64::MAX;
             if id != 0 && !open.contains_key(&id) && !buffered.contains_key(&id) {
                 buffered.insert(id, BufferedCursor { ns, documents, last_used: Instant::now() });
-                return id;
+                return Ok(id);
             }
         }
     }
@@ -142,15 +154,19 @@ mod tests {
     fn buffered_cursors_hand_out_batches_then_close() {
         let r = CursorRegistry::new(Duration::from_secs(60));
         let docs: VecDeque<bytes::Bytes> = (0..5u8).map(|i| bytes::Bytes::from(vec![i])).collect();
-        let id = r.register_buffered("config.chunks".into(), docs);
+        let id = r.register_buffered("config.chunks".into(), docs).expect("room");
         assert_eq!(r.buffered_ns(id).as_deref(), Some("config.chunks"));
         let first = r.next_buffered(id, 2).expect("open");
         assert_eq!((first.documents.len(), first.more), (2, true));
         let rest = r.next_buffered(id, 0).expect("open");
         assert_eq!((rest.documents.len(), rest.more), (3, false));
         assert!(r.next_buffered(id, 1).is_none() && r.is_empty());
-        let id = r.register_buffered("config.chunks".into(), VecDeque::from([bytes::Bytes::new()]));
+        let id = r.register_buffered("config.chunks".into(), VecDeque::from([bytes::Bytes::new()])).expect("room");
         assert!(r.remove_buffered(id) && !r.remove_buffered(id));
+        for _ in 0..BUFFERED_CURSORS_MAX {
+            r.register_buffered("config.chunks".into(), VecDeque::new()).expect("room");
+        }
+        assert!(r.register_buffered("config.chunks".into(), VecDeque::new()).is_err());
     }
 }
 

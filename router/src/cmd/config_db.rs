@@ -93,8 +93,18 @@ fn cursor_reply(state: &RouterState, docs: Vec<Document>, coll: &str, batching: 
     let ns = format!("config.{coll}");
     let first_len = batching.batch_size.unwrap_or(usize::MAX).min(out.len());
     let rest = out.split_off(first_len);
-    let id =
-        if rest.is_empty() || batching.single_batch { 0 } else { state.cursors.register_buffered(ns.clone(), rest) };
+    let id = if rest.is_empty() || batching.single_batch {
+        0
+    } else {
+        match state.cursors.register_buffered(ns.clone(), rest) {
+            Ok(id) => id,
+            // No room for another cursor: batchSize is advisory, so send the rest now.
+            Err(rest) => {
+                out.extend(rest);
+                0
+            }
+        }
+    };
     forward::cursor_reply(BatchField::First, out.make_contiguous(), id, &ns)
 }
 
