@@ -135,6 +135,27 @@ impl CursorRegistry {
     }
 }
 
+/// How often idle router cursors are looked for.
+pub const REAP_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Forgets idle router cursors and kills their shard cursors, forever (abort the task to stop).
+pub async fn reap_idle_forever(state: std::sync::Arc<crate::state::RouterState>) {
+    let mut tick = tokio::time::interval(REAP_INTERVAL);
+    loop {
+        tick.tick().await;
+        let shard_ids = state.cursors.reap_idle();
+        if shard_ids.is_empty() {
+            continue;
+        }
+        tracing::info!(count = shard_ids.len(), "killing idle cursors");
+        let req = shoal_proto::shard::KillCursorsRequest { request_id: "reaper".into(), cursor_ids: shard_ids };
+        // Shard cursors we fail to kill here are reaped by the shard's own idle timeout.
+        if let Err(status) = state.shards.client().kill_cursors(req).await {
+            state.shards.status_error(&status);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,26 +188,5 @@ mod tests {
             r.register_buffered("config.chunks".into(), VecDeque::new()).expect("room");
         }
         assert!(r.register_buffered("config.chunks".into(), VecDeque::new()).is_err());
-    }
-}
-
-/// How often idle router cursors are looked for.
-pub const REAP_INTERVAL: Duration = Duration::from_secs(30);
-
-/// Forgets idle router cursors and kills their shard cursors, forever (abort the task to stop).
-pub async fn reap_idle_forever(state: std::sync::Arc<crate::state::RouterState>) {
-    let mut tick = tokio::time::interval(REAP_INTERVAL);
-    loop {
-        tick.tick().await;
-        let shard_ids = state.cursors.reap_idle();
-        if shard_ids.is_empty() {
-            continue;
-        }
-        tracing::info!(count = shard_ids.len(), "killing idle cursors");
-        let req = shoal_proto::shard::KillCursorsRequest { request_id: "reaper".into(), cursor_ids: shard_ids };
-        // Shard cursors we fail to kill here are reaped by the shard's own idle timeout.
-        if let Err(status) = state.shards.client().kill_cursors(req).await {
-            state.shards.status_error(&status);
-        }
     }
 }

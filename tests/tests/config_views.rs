@@ -165,6 +165,8 @@ async fn config_collections_chunks_and_tags_through_the_driver() {
     assert_eq!(chunks.count_documents(doc! { "uuid": &uuid_bin }).await.expect("countDocuments"), 4);
     let count = config.run_command(doc! { "count": "chunks", "query": { "shard": "shard0" } }).await.expect("count");
     assert_eq!(count.get_i32("n").ok(), Some(2));
+    let shard_names = chunks.distinct("shard", doc! {}).await.expect("distinct");
+    assert_eq!(shard_names, vec![Bson::String("shard0".into()), Bson::String("shard1".into())]);
     // sh.status()'s per-shard chunk counts.
     let pipeline = vec![
         doc! { "$match": { "uuid": &uuid_bin } },

@@ -1,13 +1,16 @@
-//! The `config` database through the router: `find`, `aggregate` and `count` on the collections
-//! in [`SERVED`], built from a catalog snapshot in MongoDB's document shapes (`mongo-protocol.md`
-//! §5; builders in `config_docs.rs`), then filtered, sorted, skipped, limited, projected or run
-//! through a pipeline with the query crate. Writes are in `config_write.rs`.
+//! The `config` database through the router: `find`, `aggregate`, `count` and `distinct` on the
+//! collections in [`SERVED`], built from a catalog snapshot in MongoDB's document shapes
+//! (`mongo-protocol.md` §5; builders in `config_docs.rs`), then filtered, sorted, skipped,
+//! limited, projected or run through a pipeline with the query crate. Results larger than the
+//! requested batch wait in a buffered router cursor. Writes are in `config_write.rs`.
 
 use bson::{Bson, Document, doc};
 use shoal_configsvr::catalog::{BalancerMode, Catalog, Command, Epoch};
 use shoal_proto::ErrorCode;
 use shoal_query::aggregate::Pipeline;
 use shoal_query::filter::Filter;
+use shoal_query::order::compare_values;
+use shoal_query::path::lookup_unwound;
 use shoal_query::projection::Projection;
 use shoal_query::sort::{SortSpec, sort_documents};
 
@@ -172,6 +175,29 @@ pub async fn count(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand,
     let mut out = bson::RawDocumentBuf::new();
     forward::append_count(&mut out, bson::cstr!("n"), i64::try_from(n).unwrap_or(i64::MAX));
     Ok(out)
+}
+
+/// `distinct` of `key` over the documents matching `query`, sorted, equal numbers counted once.
+pub async fn distinct(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, coll: &str) -> HandlerResult {
+    check_served(coll)?;
+    let body = Document::try_from(cmd.body.as_ref())?;
+    let key = match body.get("key") {
+        Some(Bson::String(k)) => k.clone(),
+        _ => return Err(CommandError::type_mismatch("BSON field 'distinct.key' must be a string")),
+    };
+    let filter = Filter::parse(&get_doc(&body, "distinct", "query")?)?;
+    let docs = documents(state, conn, coll).await?;
+    let mut seen = std::collections::HashSet::new();
+    let mut values: Vec<Bson> = Vec::new();
+    for d in docs.iter().filter(|d| filter.matches(d)) {
+        for v in lookup_unwound(d, &key) {
+            if seen.insert(shoal_query::keystring::encode(v)) {
+                values.push(v.clone());
+            }
+        }
+    }
+    values.sort_by(compare_values);
+    Ok(bson::RawDocumentBuf::try_from(&doc! { "values": values })?)
 }
 
 /// Every document of `config.<coll>`, in `_id` order where the catalog keeps one.

@@ -114,7 +114,10 @@ pub async fn count(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Ha
     single_reply(state, cmd).await
 }
 
-pub async fn distinct(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    cmd.collection()?;
+pub async fn distinct(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    let coll = cmd.collection()?;
+    if cmd.db == CONFIG_DB {
+        return config_db::distinct(state, conn, cmd, coll).await;
+    }
     single_reply(state, cmd).await
 }
