@@ -29,7 +29,10 @@
 
 pub(crate) mod bignum;
 pub(crate) mod decimal;
+mod decode;
 mod number;
+
+pub use decode::{DecodeError, decode, decode_compound};
 
 use bson::{Bson, Document};
 

@@ -1,9 +1,10 @@
-//! Router-owned cursors: the ids clients see, mapped to the shard cursor behind each.
+//! Router-owned cursors: the ids clients see, mapped to the shard cursor behind each, or to the
+//! rest of a result the router built itself (`config.*` reads) held here in batches.
 //!
-//! Ids are random positive int64 (drivers require int64; 0 means exhausted). A cursor unused for
-//! the idle timeout is forgotten here and killed on its shard.
+//! Ids are random positive int64 (drivers require int64; 0 means exhausted), unique across both
+//! kinds. A cursor unused for the idle timeout is forgotten here (and killed on its shard).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -14,25 +15,92 @@ pub struct RouterCursor {
     last_used: Instant,
 }
 
+/// Buffered cursors held at once; each holds at most one catalog-sized result, so this bounds
+/// the memory they take. Beyond it a result goes out whole in its first batch.
+pub const BUFFERED_CURSORS_MAX: usize = 1024;
+
+/// The unsent rest of a router-built result.
+struct BufferedCursor {
+    ns: String,
+    documents: VecDeque<bytes::Bytes>,
+    last_used: Instant,
+}
+
+/// One batch of a buffered cursor.
+pub struct BufferedBatch {
+    pub documents: Vec<bytes::Bytes>,
+    /// Whether documents remain (the cursor stays open).
+    pub more: bool,
+}
+
 pub struct CursorRegistry {
     open: Mutex<HashMap<i64, RouterCursor>>,
+    /// Locked only after `open` when both are needed, so the two never deadlock.
+    buffered: Mutex<HashMap<i64, BufferedCursor>>,
     idle_timeout: Duration,
 }
 
 impl CursorRegistry {
     pub fn new(idle_timeout: Duration) -> Self {
-        Self { open: Mutex::new(HashMap::new()), idle_timeout }
+        Self { open: Mutex::new(HashMap::new()), buffered: Mutex::new(HashMap::new()), idle_timeout }
     }
 
     pub fn register(&self, ns: String, shard_cursor_id: i64) -> i64 {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let buffered = self.buffered.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             let id = rand::random::<i64>() & i64::MAX;
-            if id != 0 && !open.contains_key(&id) {
+            if id != 0 && !open.contains_key(&id) && !buffered.contains_key(&id) {
                 open.insert(id, RouterCursor { ns, shard_cursor_id, last_used: Instant::now() });
                 return id;
             }
         }
+    }
+
+    /// Holds `documents` for later `getMore`s on `ns`; the cursor id, or the documents back when
+    /// [`BUFFERED_CURSORS_MAX`] cursors are already held.
+    pub fn register_buffered(
+        &self,
+        ns: String,
+        documents: VecDeque<bytes::Bytes>,
+    ) -> Result<i64, VecDeque<bytes::Bytes>> {
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut buffered = self.buffered.lock().unwrap_or_else(|p| p.into_inner());
+        if buffered.len() >= BUFFERED_CURSORS_MAX {
+            return Err(documents);
+        }
+        loop {
+            let id = rand::random::<i64>() & i64::MAX;
+            if id != 0 && !open.contains_key(&id) && !buffered.contains_key(&id) {
+                buffered.insert(id, BufferedCursor { ns, documents, last_used: Instant::now() });
+                return Ok(id);
+            }
+        }
+    }
+
+    /// The namespace of buffered cursor `id`, if it is one.
+    pub fn buffered_ns(&self, id: i64) -> Option<String> {
+        self.buffered.lock().unwrap_or_else(|p| p.into_inner()).get(&id).map(|c| c.ns.clone())
+    }
+
+    /// The next batch of buffered cursor `id` (`batch_size` 0: all that is left); an exhausted
+    /// cursor is forgotten.
+    pub fn next_buffered(&self, id: i64, batch_size: usize) -> Option<BufferedBatch> {
+        let mut buffered = self.buffered.lock().unwrap_or_else(|p| p.into_inner());
+        let c = buffered.get_mut(&id)?;
+        c.last_used = Instant::now();
+        let n = if batch_size == 0 { c.documents.len() } else { batch_size.min(c.documents.len()) };
+        let documents: Vec<bytes::Bytes> = c.documents.drain(..n).collect();
+        let more = !c.documents.is_empty();
+        if !more {
+            buffered.remove(&id);
+        }
+        Some(BufferedBatch { documents, more })
+    }
+
+    /// Forgets buffered cursor `id`; whether it existed.
+    pub fn remove_buffered(&self, id: i64) -> bool {
+        self.buffered.lock().unwrap_or_else(|p| p.into_inner()).remove(&id).is_some()
     }
 
     /// The cursor, marked used.
@@ -47,8 +115,10 @@ impl CursorRegistry {
         self.open.lock().unwrap_or_else(|p| p.into_inner()).remove(&id)
     }
 
+    /// Open cursors of both kinds.
     pub fn len(&self) -> usize {
-        self.open.lock().unwrap_or_else(|p| p.into_inner()).len()
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner()).len();
+        open + self.buffered.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -57,26 +127,11 @@ impl CursorRegistry {
 
     /// Removes idle cursors and returns their shard cursor ids, to be killed there.
     pub fn reap_idle(&self) -> Vec<i64> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let timeout = self.idle_timeout;
+        self.buffered.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, c| c.last_used.elapsed() < timeout);
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let idle: Vec<i64> = open.iter().filter(|(_, c)| c.last_used.elapsed() >= timeout).map(|(id, _)| *id).collect();
         idle.iter().filter_map(|id| open.remove(id)).map(|c| c.shard_cursor_id).collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn register_touch_remove_reap() {
-        let r = CursorRegistry::new(Duration::from_secs(0));
-        let id = r.register("d.c".into(), 42);
-        assert!(id > 0);
-        assert_eq!(r.touch(id).map(|c| c.shard_cursor_id), Some(42));
-        assert_eq!(r.reap_idle(), vec![42]);
-        assert!(r.touch(id).is_none());
-        assert!(r.remove(id).is_none());
     }
 }
 
@@ -98,5 +153,40 @@ pub async fn reap_idle_forever(state: std::sync::Arc<crate::state::RouterState>)
         if let Err(status) = state.shards.client().kill_cursors(req).await {
             state.shards.status_error(&status);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn register_touch_remove_reap() {
+        let r = CursorRegistry::new(Duration::from_secs(0));
+        let id = r.register("d.c".into(), 42);
+        assert!(id > 0);
+        assert_eq!(r.touch(id).map(|c| c.shard_cursor_id), Some(42));
+        assert_eq!(r.reap_idle(), vec![42]);
+        assert!(r.touch(id).is_none());
+        assert!(r.remove(id).is_none());
+    }
+
+    #[test]
+    fn buffered_cursors_hand_out_batches_then_close() {
+        let r = CursorRegistry::new(Duration::from_secs(60));
+        let docs: VecDeque<bytes::Bytes> = (0..5u8).map(|i| bytes::Bytes::from(vec![i])).collect();
+        let id = r.register_buffered("config.chunks".into(), docs).expect("room");
+        assert_eq!(r.buffered_ns(id).as_deref(), Some("config.chunks"));
+        let first = r.next_buffered(id, 2).expect("open");
+        assert_eq!((first.documents.len(), first.more), (2, true));
+        let rest = r.next_buffered(id, 0).expect("open");
+        assert_eq!((rest.documents.len(), rest.more), (3, false));
+        assert!(r.next_buffered(id, 1).is_none() && r.is_empty());
+        let id = r.register_buffered("config.chunks".into(), VecDeque::from([bytes::Bytes::new()])).expect("room");
+        assert!(r.remove_buffered(id) && !r.remove_buffered(id));
+        for _ in 0..BUFFERED_CURSORS_MAX {
+            r.register_buffered("config.chunks".into(), VecDeque::new()).expect("room");
+        }
+        assert!(r.register_buffered("config.chunks".into(), VecDeque::new()).is_err());
     }
 }

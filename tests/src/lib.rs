@@ -8,10 +8,12 @@
 //! ```
 //!
 //! Modules: [`process`] (one child: spawn, readiness line, logs, SIGKILL), [`cluster`] (shard +
-//! router in a temp dir, kill and restart), [`context`] (per-test client, shared cluster,
-//! watchdog), [`expect`] (asserting exact MongoDB error codes), [`fixtures`] (seeding and reading
-//! back small datasets), [`wire`] (raw OP_MSG), [`up`] (a whole `shoal up` cluster from a spec).
+//! router in a temp dir, kill and restart), [`catalog_cluster`] (3 config servers + shard +
+//! router), [`context`] (per-test client, shared cluster, watchdog), [`expect`] (asserting exact
+//! MongoDB error codes), [`fixtures`] (seeding and reading back small datasets), [`wire`] (raw
+//! OP_MSG), [`up`] (a whole `shoal up` cluster from a spec).
 
+pub mod catalog_cluster;
 pub mod cluster;
 pub mod context;
 pub mod expect;

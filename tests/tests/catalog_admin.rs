@@ -149,7 +149,7 @@ async fn admin_commands_refuse_bad_input() {
     command_error(admin.run_command(doc! { "enableSharding": "app", "primaryShard": "nope" }).await, 70);
     command_error(client.database("test").run_command(doc! { "listShards": 1 }).await, 13);
     command_error(admin.run_command(doc! { "enableSharding": "config" }).await, 72);
-    command_error(client.database("config").run_command(doc! { "find": "chunks" }).await, 238);
+    command_error(client.database("config").run_command(doc! { "find": "migrations" }).await, 238);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,6 +24,7 @@ use bson::Bson;
 
 use super::bignum::BigUint;
 use super::decimal::{self, Decimal};
+use super::decode::{DecodeError, Reader};
 use crate::order::split_double;
 
 const NAN: u8 = 0x1E;
@@ -212,6 +213,162 @@ fn push_decimal(coefficient: u128, exponent: i32, out: &mut Vec<u8>) {
         out.push(1 + 10 * hi + lo);
     }
     out.push(0);
+}
+
+/// Whether `ty` is the class byte of a number.
+pub(super) fn is_number_type(ty: u8) -> bool {
+    (NAN..=POSITIVE_INFINITY).contains(&ty)
+}
+
+/// Reads one number written by [`encode_number`], as the canonical type described in
+/// `decode.rs`; the caller checks that the value re-encodes to the same bytes.
+pub(super) fn decode_number(r: &mut Reader<'_>) -> Result<Bson, DecodeError> {
+    let class = r.byte()?;
+    let neg = match class {
+        NAN => return Ok(Bson::Double(f64::NAN)),
+        NEGATIVE_INFINITY => return Ok(Bson::Double(f64::NEG_INFINITY)),
+        POSITIVE_INFINITY => return Ok(Bson::Double(f64::INFINITY)),
+        ZERO => return Ok(Bson::Int32(0)),
+        NEGATIVE => true,
+        POSITIVE => false,
+        _ => return Err(r.error("not a number class byte")),
+    };
+    let outer = r.mask;
+    if neg {
+        r.mask ^= 0xFF;
+    }
+    let magnitude = read_magnitude(r);
+    r.mask = outer;
+    match magnitude? {
+        Read::Binary { exponent, m, fraction_bits } => {
+            binary_value(neg, exponent, m, fraction_bits).ok_or_else(|| r.error("a number no BSON type holds exactly"))
+        }
+        Read::Decimal { coefficient, exponent } => {
+            decimal128(neg, coefficient, exponent).ok_or_else(|| r.error("a decimal out of Decimal128's range"))
+        }
+    }
+}
+
+enum Read {
+    /// `m` odd, `m * 2^(exponent - fraction_bits)`.
+    Binary {
+        exponent: i32,
+        m: u128,
+        fraction_bits: u32,
+    },
+    Decimal {
+        coefficient: u128,
+        exponent: i32,
+    },
+}
+
+fn read_magnitude(r: &mut Reader<'_>) -> Result<Read, DecodeError> {
+    let exponent = match r.byte()? {
+        marker @ (0x01 | 0xFE) => {
+            let biased = i32::from(u16::from_be_bytes(r.array()?));
+            let e = biased - 0x8000;
+            let wide_ok = if marker == 0x01 { e < -126 } else { e > 125 };
+            if !wide_ok {
+                return Err(r.error("a wide exponent that fits one byte"));
+            }
+            e
+        }
+        b @ 2..=253 => i32::from(b) - 128,
+        _ => return Err(r.error("bad exponent byte")),
+    };
+    let first = r.byte()?;
+    if first == 0 {
+        return Ok(Read::Binary { exponent, m: 1, fraction_bits: 0 });
+    }
+    let (mut m, mut bits, mut group) = (1u128, 0u32, first);
+    let groups_inexact = INEXACT_FRACTION_BITS / 7;
+    for count in 1.. {
+        if bits + 7 > 127 {
+            return Err(r.error("more significant bits than a decoded number can hold"));
+        }
+        m = m << 7 | u128::from(group >> 1);
+        bits += 7;
+        if group & 1 == 0 {
+            break;
+        }
+        // Only a non-dyadic decimal (below 2^113) writes 16 groups all marked "more".
+        if count == groups_inexact && exponent <= INEXACT_FRACTION_BITS as i32 {
+            return read_decimal(r);
+        }
+        group = r.byte()?;
+    }
+    let zeros = m.trailing_zeros();
+    Ok(Read::Binary { exponent, m: m >> zeros, fraction_bits: bits - zeros })
+}
+
+fn read_decimal(r: &mut Reader<'_>) -> Result<Read, DecodeError> {
+    let adjusted = i32::from(u16::from_be_bytes(r.array()?)) - 0x8000;
+    let mut digits = String::new();
+    loop {
+        match r.byte()? {
+            0 => break,
+            p @ 1..=100 => {
+                digits.push(char::from(b'0' + (p - 1) / 10));
+                digits.push(char::from(b'0' + (p - 1) % 10));
+            }
+            _ => return Err(r.error("bad decimal digit pair")),
+        }
+    }
+    // The coefficient has no trailing zero, so a trailing '0' is the odd digit count's padding.
+    let digits = digits.trim_end_matches('0');
+    let coefficient = digits.parse::<u128>().map_err(|_| r.error("bad decimal digits"))?;
+    let exponent = adjusted - (digits.len() as i32 - 1);
+    Ok(Read::Decimal { coefficient, exponent })
+}
+
+fn binary_value(neg: bool, exponent: i32, m: u128, fraction_bits: u32) -> Option<Bson> {
+    let shift = exponent - fraction_bits as i32;
+    if shift >= 0 && exponent <= 63 {
+        let n = i128::try_from(m << shift).ok()?;
+        let n = if neg { -n } else { n };
+        if let Ok(i) = i32::try_from(n) {
+            return Some(Bson::Int32(i));
+        }
+        if let Ok(i) = i64::try_from(n) {
+            return Some(Bson::Int64(i));
+        }
+    }
+    if fraction_bits <= 52 && (-1074..=1023).contains(&exponent) {
+        // m < 2^53 is exact as f64; two half-steps keep the scale factor itself representable.
+        let half = shift / 2;
+        let f = (m as f64) * 2f64.powi(half) * 2f64.powi(shift - half);
+        return Some(Bson::Double(if neg { -f } else { f }));
+    }
+    if shift >= 0 {
+        // m * 2^shift = (m / 5^e) * 2^(shift - e) * 10^e: take out as many tens as m has fives.
+        let shift = shift.unsigned_abs();
+        let mut e = 0u32;
+        while e < shift && 5u128.checked_pow(e + 1).is_some_and(|p| m.is_multiple_of(p)) {
+            e += 1;
+        }
+        let c = m / 5u128.pow(e);
+        let rest = shift - e;
+        let c = c.checked_shl(rest).filter(|v| rest < 128 && v >> rest == c)?;
+        return decimal128(neg, c, i32::try_from(e).ok()?);
+    }
+    let c = 5u128.checked_pow(shift.unsigned_abs()).and_then(|p| p.checked_mul(m))?;
+    decimal128(neg, c, shift)
+}
+
+/// `(-1)^neg * coefficient * 10^exponent` as a Decimal128 (BID), if it has one.
+fn decimal128(neg: bool, coefficient: u128, exponent: i32) -> Option<Bson> {
+    const MAX_COEFFICIENT: u128 = 10u128.pow(34) - 1;
+    let (mut c, mut e) = (coefficient, exponent);
+    while c > MAX_COEFFICIENT && c.is_multiple_of(10) {
+        c /= 10;
+        e += 1;
+    }
+    if c > MAX_COEFFICIENT || !(-6176..=6111).contains(&e) {
+        return None;
+    }
+    let biased = u128::try_from(e + 6176).ok()?;
+    let bits = (u128::from(neg) << 127) | (biased << 113) | c;
+    Some(Bson::Decimal128(bson::Decimal128::from_bytes(bits.to_le_bytes())))
 }
 
 #[cfg(test)]

@@ -1,63 +1,131 @@
-//! The `config` database through the router: `find` on `config.shards`, `config.databases`,
-//! `config.settings` and `config.version`, built from the catalog in MongoDB's document shapes
-//! (`mongo-protocol.md` §5), then filtered, sorted, skipped, limited and projected with the
-//! query crate. Other `config` collections come with the sharding issue.
+//! The `config` database through the router: `find`, `aggregate`, `count` and `distinct` on the
+//! collections in [`SERVED`], built from a catalog snapshot in MongoDB's document shapes
+//! (`mongo-protocol.md` §5; builders in `config_docs.rs`), then filtered, sorted, skipped,
+//! limited, projected or run through a pipeline with the query crate. Results larger than the
+//! requested batch wait in a buffered router cursor. Writes are in `config_write.rs`.
 
 use bson::{Bson, Document, doc};
 use shoal_configsvr::catalog::{BalancerMode, Catalog, Command, Epoch};
 use shoal_proto::ErrorCode;
+use shoal_query::aggregate::Pipeline;
 use shoal_query::filter::Filter;
+use shoal_query::order::compare_values;
+use shoal_query::path::lookup_unwound;
 use shoal_query::projection::Projection;
 use shoal_query::sort::{SortSpec, sort_documents};
 
+use crate::cmd::config_docs as docs;
 use crate::cmd::forward::{self, BatchField};
+use crate::cmd::info::MONGODB_VERSION;
 use crate::cmd::sharding::shard_document;
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
-use crate::state::RouterState;
+use crate::state::{ConnContext, RouterState};
 
 /// `config` collections served from the catalog.
-pub const SERVED: &[&str] = &["shards", "databases", "settings", "version"];
+pub const SERVED: &[&str] = &[
+    "shards",
+    "databases",
+    "settings",
+    "version",
+    "collections",
+    "chunks",
+    "tags",
+    "changelog",
+    "locks",
+    "mongos",
+    "actionlog",
+];
 
-pub async fn find(state: &RouterState, cmd: &ClientCommand, coll: &str) -> HandlerResult {
-    if !SERVED.contains(&coll) {
-        return Err(CommandError::new(
-            ErrorCode::NotImplemented,
-            format!("config.{coll} is not available yet (served: {})", SERVED.join(", ")),
-        ));
+fn check_served(coll: &str) -> Result<(), CommandError> {
+    if SERVED.contains(&coll) {
+        return Ok(());
     }
-    let body = Document::try_from(cmd.body.as_ref())?;
-    let get_doc = |field: &str| -> Result<Document, CommandError> {
-        match body.get(field) {
-            None | Some(Bson::Null) => Ok(Document::new()),
-            Some(Bson::Document(d)) => Ok(d.clone()),
-            Some(_) => Err(CommandError::type_mismatch(format!(
-                "BSON field 'FindCommandRequest.{field}' is the wrong type, expected type 'object'"
-            ))),
+    Err(CommandError::new(
+        ErrorCode::NotImplemented,
+        format!("config.{coll} is not available through this router (served: {})", SERVED.join(", ")),
+    ))
+}
+
+/// An optional document field of the command (`filter`, `sort`, `projection`, `query`).
+fn get_doc(body: &Document, cmd: &str, field: &str) -> Result<Document, CommandError> {
+    match body.get(field) {
+        None | Some(Bson::Null) => Ok(Document::new()),
+        Some(Bson::Document(d)) => Ok(d.clone()),
+        Some(_) => Err(CommandError::type_mismatch(format!(
+            "BSON field '{cmd}.{field}' is the wrong type, expected type 'object'"
+        ))),
+    }
+}
+
+fn number(body: &Document, field: &str) -> Option<i64> {
+    body.get(field).and_then(|v| match v {
+        Bson::Int32(i) => Some(i64::from(*i)),
+        Bson::Int64(i) => Some(*i),
+        Bson::Double(d) => Some(*d as i64),
+        _ => None,
+    })
+}
+
+/// How a router-built result is handed out: `batch_size` documents first (all if `None`), the
+/// rest through a buffered router cursor unless `single_batch`.
+struct Batching {
+    batch_size: Option<usize>,
+    single_batch: bool,
+}
+
+fn batch_size(v: Option<&Bson>, cmd: &str) -> Result<Option<usize>, CommandError> {
+    let n = match v {
+        None | Some(Bson::Null) => return Ok(None),
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Double(d)) => *d as i64,
+        Some(_) => return Err(CommandError::type_mismatch(format!("BSON field '{cmd}.batchSize' must be a number"))),
+    };
+    usize::try_from(n)
+        .map(Some)
+        .map_err(|_| CommandError::new(ErrorCode::BadValue, format!("batchSize must be non-negative, not {n}")))
+}
+
+fn cursor_reply(state: &RouterState, docs: Vec<Document>, coll: &str, batching: &Batching) -> HandlerResult {
+    let mut out = std::collections::VecDeque::with_capacity(docs.len());
+    for d in &docs {
+        out.push_back(bytes::Bytes::from(bson::RawDocumentBuf::try_from(d)?.into_bytes()));
+    }
+    let ns = format!("config.{coll}");
+    let first_len = batching.batch_size.unwrap_or(usize::MAX).min(out.len());
+    let rest = out.split_off(first_len);
+    let id = if rest.is_empty() || batching.single_batch {
+        0
+    } else {
+        match state.cursors.register_buffered(ns.clone(), rest) {
+            Ok(id) => id,
+            // No room for another cursor: batchSize is advisory, so send the rest now.
+            Err(rest) => {
+                out.extend(rest);
+                0
+            }
         }
     };
-    let filter = Filter::parse(&get_doc("filter")?)?;
-    let sort = get_doc("sort")?;
-    let projection = get_doc("projection")?;
-    let number = |field: &str| {
-        body.get(field).and_then(|v| match v {
-            Bson::Int32(i) => Some(*i as i64),
-            Bson::Int64(i) => Some(*i),
-            Bson::Double(d) => Some(*d as i64),
-            _ => None,
-        })
-    };
-    let skip = number("skip").unwrap_or(0).max(0) as usize;
-    let limit = number("limit").filter(|l| *l > 0).map(|l| l as usize);
+    forward::cursor_reply(BatchField::First, out.make_contiguous(), id, &ns)
+}
 
-    let catalog = state.catalog.read().await?;
-    let mut docs: Vec<Document> = match coll {
-        "shards" => catalog.shards().values().map(shard_document).collect(),
-        "databases" => databases(&catalog),
-        "settings" => settings(&catalog),
-        _ => vec![doc! { "_id": 1, "clusterId": cluster_id(state, &catalog).await? }],
+pub async fn find(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, coll: &str) -> HandlerResult {
+    check_served(coll)?;
+    let body = Document::try_from(cmd.body.as_ref())?;
+    let filter = Filter::parse(&get_doc(&body, "FindCommandRequest", "filter")?)?;
+    let sort = get_doc(&body, "FindCommandRequest", "sort")?;
+    let projection = get_doc(&body, "FindCommandRequest", "projection")?;
+    let skip = number(&body, "skip").unwrap_or(0).max(0) as usize;
+    // A negative limit is the legacy "single batch of |n|".
+    let limit = number(&body, "limit").filter(|l| *l != 0).map(|l| l.unsigned_abs() as usize);
+    let batching = Batching {
+        batch_size: batch_size(body.get("batchSize"), "FindCommandRequest")?,
+        single_batch: body.get_bool("singleBatch").unwrap_or(false) || number(&body, "limit").is_some_and(|l| l < 0),
     };
+
+    let mut docs = documents(state, conn, coll).await?;
     docs.retain(|d| filter.matches(d));
     if !sort.is_empty() {
         sort_documents(&mut docs, &SortSpec::parse(&sort)?);
@@ -66,13 +134,111 @@ pub async fn find(state: &RouterState, cmd: &ClientCommand, coll: &str) -> Handl
     let projection = if projection.is_empty() { None } else { Some(Projection::parse(&projection)?) };
     let mut out = Vec::new();
     for d in docs {
-        let d = match &projection {
+        out.push(match &projection {
             Some(p) => p.apply(&d)?,
             None => d,
-        };
-        out.push(bytes::Bytes::from(bson::RawDocumentBuf::try_from(&d)?.into_bytes()));
+        });
     }
-    forward::cursor_reply(BatchField::First, &out, 0, &format!("config.{coll}"))
+    cursor_reply(state, out, coll, &batching)
+}
+
+pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, coll: &str) -> HandlerResult {
+    check_served(coll)?;
+    let body = Document::try_from(cmd.body.as_ref())?;
+    let stages = match body.get("pipeline") {
+        Some(Bson::Array(stages)) => stages,
+        _ => {
+            return Err(CommandError::type_mismatch(
+                "BSON field 'aggregate.pipeline' is missing or the wrong type, expected type 'array'",
+            ));
+        }
+    };
+    let pipeline = Pipeline::parse(stages)?;
+    let requested = match body.get("cursor") {
+        Some(Bson::Document(c)) => c.get("batchSize"),
+        _ => None,
+    };
+    let batching = Batching { batch_size: batch_size(requested, "aggregate.cursor")?, single_batch: false };
+    let docs = documents(state, conn, coll).await?;
+    cursor_reply(state, pipeline.run(docs.into_iter())?, coll, &batching)
+}
+
+/// `count` with `query`, `skip` and `limit`.
+pub async fn count(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, coll: &str) -> HandlerResult {
+    check_served(coll)?;
+    let body = Document::try_from(cmd.body.as_ref())?;
+    let filter = Filter::parse(&get_doc(&body, "count", "query")?)?;
+    let skip = number(&body, "skip").unwrap_or(0).max(0) as usize;
+    let limit = number(&body, "limit").filter(|l| *l != 0).map(|l| l.unsigned_abs() as usize);
+    let docs = documents(state, conn, coll).await?;
+    let n = docs.iter().filter(|d| filter.matches(d)).skip(skip).take(limit.unwrap_or(usize::MAX)).count();
+    let mut out = bson::RawDocumentBuf::new();
+    forward::append_count(&mut out, bson::cstr!("n"), i64::try_from(n).unwrap_or(i64::MAX));
+    Ok(out)
+}
+
+/// `distinct` of `key` over the documents matching `query`, sorted, equal numbers counted once.
+pub async fn distinct(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, coll: &str) -> HandlerResult {
+    check_served(coll)?;
+    let body = Document::try_from(cmd.body.as_ref())?;
+    let key = match body.get("key") {
+        Some(Bson::String(k)) => k.clone(),
+        _ => return Err(CommandError::type_mismatch("BSON field 'distinct.key' must be a string")),
+    };
+    let filter = Filter::parse(&get_doc(&body, "distinct", "query")?)?;
+    let docs = documents(state, conn, coll).await?;
+    let mut seen = std::collections::HashSet::new();
+    let mut values: Vec<Bson> = Vec::new();
+    for d in docs.iter().filter(|d| filter.matches(d)) {
+        for v in lookup_unwound(d, &key) {
+            if seen.insert(shoal_query::keystring::encode(v)) {
+                values.push(v.clone());
+            }
+        }
+    }
+    values.sort_by(compare_values);
+    Ok(bson::RawDocumentBuf::try_from(&doc! { "values": values })?)
+}
+
+/// Every document of `config.<coll>`, in `_id` order where the catalog keeps one.
+async fn documents(state: &RouterState, conn: &ConnContext, coll: &str) -> Result<Vec<Document>, CommandError> {
+    let catalog = state.catalog.read().await?;
+    Ok(match coll {
+        "shards" => catalog.shards().values().map(shard_document).collect(),
+        "databases" => databases(&catalog),
+        "settings" => settings(&catalog),
+        "version" => vec![doc! { "_id": 1, "clusterId": cluster_id(state, &catalog).await? }],
+        "collections" => catalog.collections().values().map(docs::collection_document).collect(),
+        "chunks" => catalog
+            .collections()
+            .values()
+            .flat_map(|c| c.chunks.values().map(move |chunk| docs::chunk_document(c, chunk)))
+            .collect(),
+        "tags" => catalog
+            .all_zone_ranges()
+            .iter()
+            .flat_map(|(ns, ranges)| {
+                let pattern = catalog.collection(ns).map(|c| &c.key);
+                ranges.iter().map(move |r| docs::zone_document(ns, pattern, r))
+            })
+            .collect(),
+        "changelog" => catalog.changelog().entries().map(|e| docs::changelog_document(&catalog, e)).collect(),
+        "locks" => {
+            let now = catalog.now_ms();
+            catalog.leases().iter().map(|(name, lease)| docs::lock_document(name, lease, now)).collect()
+        }
+        "mongos" => vec![mongos(state, conn)],
+        // The catalog records no balancer rounds yet; an empty collection is the truth.
+        "actionlog" => Vec::new(),
+        other => return check_served(other).map(|()| Vec::new()),
+    })
+}
+
+/// The port is the connection's local one: the configured port may be 0 (any free port).
+fn mongos(state: &RouterState, conn: &ConnContext) -> Document {
+    let host = format!("{}:{}", crate::cmd::info::hostname(), conn.local.port());
+    let now = bson::DateTime::now();
+    docs::mongos_document(&host, now, state.started.elapsed().as_secs(), MONGODB_VERSION)
 }
 
 fn databases(catalog: &Catalog) -> Vec<Document> {

@@ -1,38 +1,52 @@
-//! CRUD commands: forwarded to the shard over gRPC, replies shaped as MongoDB's.
+//! CRUD commands: forwarded to the shard over gRPC, replies shaped as MongoDB's. The `config`
+//! database is answered from the catalog instead (`config_db.rs`, `config_write.rs`).
 
 use bson::RawDocumentBuf;
 
 use crate::cmd::forward::{self, BatchField};
+use crate::cmd::{config_db, config_write};
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
 use crate::state::{ConnContext, RouterState};
 
+/// The database the router answers from the catalog.
+const CONFIG_DB: &str = "config";
+
 pub async fn insert(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    cmd.collection()?;
+    let coll = cmd.collection()?;
+    if cmd.db == CONFIG_DB {
+        return Err(config_write::refused(&cmd.name, coll));
+    }
     let reply =
         state.shards.client().insert(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?;
     forward::write_reply(reply.into_inner(), false)
 }
 
 pub async fn update(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    cmd.collection()?;
+    let coll = cmd.collection()?;
+    if cmd.db == CONFIG_DB {
+        return config_write::update(state, cmd, coll).await;
+    }
     let reply =
         state.shards.client().update(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?;
     forward::write_reply(reply.into_inner(), true)
 }
 
 pub async fn delete(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    cmd.collection()?;
+    let coll = cmd.collection()?;
+    if cmd.db == CONFIG_DB {
+        return Err(config_write::refused(&cmd.name, coll));
+    }
     let reply =
         state.shards.client().delete(forward::request(cmd)?).await.map_err(|s| state.shards.status_error(&s))?;
     forward::write_reply(reply.into_inner(), false)
 }
 
-pub async fn find(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+pub async fn find(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == "config" {
-        return crate::cmd::config_db::find(state, cmd, coll).await;
+    if cmd.db == CONFIG_DB {
+        return config_db::find(state, conn, cmd, coll).await;
     }
     let reply = state
         .shards
@@ -44,7 +58,12 @@ pub async fn find(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> Ha
     first_batch(state, reply)
 }
 
-pub async fn aggregate(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    if cmd.db == CONFIG_DB
+        && let Ok(coll) = cmd.collection()
+    {
+        return config_db::aggregate(state, conn, cmd, coll).await;
+    }
     let reply = state
         .shards
         .client()
@@ -80,16 +99,25 @@ pub async fn single_reply(state: &RouterState, cmd: &Command) -> HandlerResult {
 }
 
 pub async fn find_and_modify(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    cmd.collection()?;
+    let coll = cmd.collection()?;
+    if cmd.db == CONFIG_DB {
+        return Err(config_write::refused(&cmd.name, coll));
+    }
     single_reply(state, cmd).await
 }
 
-pub async fn count(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    cmd.collection()?;
+pub async fn count(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    let coll = cmd.collection()?;
+    if cmd.db == CONFIG_DB {
+        return config_db::count(state, conn, cmd, coll).await;
+    }
     single_reply(state, cmd).await
 }
 
-pub async fn distinct(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    cmd.collection()?;
+pub async fn distinct(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    let coll = cmd.collection()?;
+    if cmd.db == CONFIG_DB {
+        return config_db::distinct(state, conn, cmd, coll).await;
+    }
     single_reply(state, cmd).await
 }

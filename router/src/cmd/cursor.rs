@@ -53,14 +53,21 @@ pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
         }
     };
     let ns = format!("{}.{}", cmd.db, coll);
+    if let Some(cursor_ns) = state.cursors.buffered_ns(id) {
+        if cursor_ns != ns {
+            return Err(wrong_namespace(&ns, &cursor_ns));
+        }
+        let batch_size = usize::try_from(batch_size).unwrap_or(0);
+        let Some(batch) = state.cursors.next_buffered(id, batch_size) else {
+            return Err(CommandError::new(ErrorCode::CursorNotFound, format!("cursor id {id} not found")));
+        };
+        return forward::cursor_reply(BatchField::Next, &batch.documents, if batch.more { id } else { 0 }, &ns);
+    }
     let Some(cursor) = state.cursors.touch(id) else {
         return Err(CommandError::new(ErrorCode::CursorNotFound, format!("cursor id {id} not found")));
     };
     if cursor.ns != ns {
-        return Err(CommandError::new(
-            ErrorCode::Unauthorized,
-            format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}", cursor.ns),
-        ));
+        return Err(wrong_namespace(&ns, &cursor.ns));
     }
     let req = GetMoreRequest {
         request_id: cmd.request_id.to_string(),
@@ -123,6 +130,7 @@ pub async fn kill_cursors(state: &RouterState, _conn: &ConnContext, cmd: &Comman
                 killed.push(id);
                 shard_ids.push(c.shard_cursor_id);
             }
+            None if state.cursors.remove_buffered(id) => killed.push(id),
             None => not_found.push(id),
         }
     }
@@ -139,6 +147,13 @@ pub async fn kill_cursors(state: &RouterState, _conn: &ConnContext, cmd: &Comman
     out.append(cstr!("cursorsAlive"), ids_array(&[]));
     out.append(cstr!("cursorsUnknown"), ids_array(&[]));
     Ok(out)
+}
+
+fn wrong_namespace(ns: &str, cursor_ns: &str) -> CommandError {
+    CommandError::new(
+        ErrorCode::Unauthorized,
+        format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {cursor_ns}"),
+    )
 }
 
 fn ids_array(ids: &[i64]) -> bson::RawArrayBuf {

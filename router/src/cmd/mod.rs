@@ -5,6 +5,8 @@
 //! [`CommandError`]: crate::error::CommandError
 
 pub mod config_db;
+pub mod config_docs;
+pub mod config_write;
 pub mod crud;
 pub mod cursor;
 pub mod ddl;

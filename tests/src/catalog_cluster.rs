@@ -1,0 +1,96 @@
+//! A cluster with a catalog: three config servers (one Raft group, separate processes), one
+//! shard and one router pointed at them, in a temp dir on loopback ports.
+//!
+//! ```text
+//!   test ──driver──> router ──gRPC──> shard0
+//!                      └────gRPC────> cfg1, cfg2, cfg3 (Raft)  <── test (catalog client)
+//! ```
+
+use std::net::TcpListener;
+
+use crate::process::{Process, ProcessSpec};
+
+pub struct CatalogCluster {
+    _dir: tempfile::TempDir,
+    _config: Vec<Process>,
+    pub shard: Process,
+    pub router: Process,
+    /// `host:port` of each config server, for a catalog client.
+    pub config_addrs: Vec<String>,
+}
+
+/// Three loopback ports that were free a moment ago (config servers need each other's ports
+/// before they start, so port 0 cannot be used).
+fn free_ports() -> anyhow::Result<Vec<u16>> {
+    let listeners = (0..3).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>()?;
+    listeners.iter().map(|l| Ok(l.local_addr()?.port())).collect()
+}
+
+impl CatalogCluster {
+    pub async fn start() -> anyhow::Result<CatalogCluster> {
+        let dir = tempfile::tempdir()?;
+        let ports = free_ports()?;
+        let peers =
+            ports.iter().enumerate().map(|(i, p)| format!("{}=127.0.0.1:{p}", i + 1)).collect::<Vec<_>>().join(",");
+        let config_addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        let mut config = Vec::new();
+        for (i, port) in ports.iter().enumerate() {
+            let id = i + 1;
+            let mut args = vec![
+                "configsvr".to_string(),
+                "--id".into(),
+                id.to_string(),
+                "--listen".into(),
+                format!("127.0.0.1:{port}"),
+                "--data-dir".into(),
+                dir.path().join(format!("cfg{id}")).display().to_string(),
+                "--peers".into(),
+                peers.clone(),
+            ];
+            if id == 1 {
+                args.push("--init".into());
+            }
+            let log_path = dir.path().join(format!("cfg{id}.log"));
+            config.push(
+                Process::start(ProcessSpec { name: format!("cfg{id}"), role: "configsvr".into(), args, log_path })
+                    .await?,
+            );
+        }
+        let shard = Process::start(ProcessSpec {
+            name: "shard0".into(),
+            role: "shard".into(),
+            args: vec![
+                "shard".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--data-dir".into(),
+                dir.path().join("shard0").display().to_string(),
+                "--config".into(),
+                config_addrs.join(","),
+            ],
+            log_path: dir.path().join("shard0.log"),
+        })
+        .await?;
+        let router = Process::start(ProcessSpec {
+            name: "router".into(),
+            role: "router".into(),
+            args: vec![
+                "router".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--shard".into(),
+                format!("http://{}", shard.addr()),
+                "--config".into(),
+                config_addrs.join(","),
+            ],
+            log_path: dir.path().join("router.log"),
+        })
+        .await?;
+        Ok(CatalogCluster { _dir: dir, _config: config, shard, router, config_addrs })
+    }
+
+    pub async fn client(&self) -> anyhow::Result<mongodb::Client> {
+        let uri = format!("mongodb://{}/?directConnection=true&serverSelectionTimeoutMS=5000", self.router.addr());
+        Ok(mongodb::Client::with_uri_str(uri).await?)
+    }
+}
