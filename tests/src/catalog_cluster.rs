@@ -6,8 +6,6 @@
 //!                      └────gRPC────> cfg1, cfg2, cfg3 (Raft)  <── test (catalog client)
 //! ```
 
-use std::net::TcpListener;
-
 use crate::process::{Process, ProcessSpec};
 
 pub struct CatalogCluster {
@@ -19,17 +17,11 @@ pub struct CatalogCluster {
     pub config_addrs: Vec<String>,
 }
 
-/// Three loopback ports that were free a moment ago (config servers need each other's ports
-/// before they start, so port 0 cannot be used).
-fn free_ports() -> anyhow::Result<Vec<u16>> {
-    let listeners = (0..3).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>()?;
-    listeners.iter().map(|l| Ok(l.local_addr()?.port())).collect()
-}
-
 impl CatalogCluster {
     pub async fn start() -> anyhow::Result<CatalogCluster> {
         let dir = tempfile::tempdir()?;
-        let ports = free_ports()?;
+        // Config servers need each other's ports before they start, so port 0 cannot be used.
+        let ports = crate::up::free_ports(3)?;
         let peers =
             ports.iter().enumerate().map(|(i, p)| format!("{}=127.0.0.1:{p}", i + 1)).collect::<Vec<_>>().join(",");
         let config_addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();

@@ -1,105 +1,17 @@
 //! Sharding admin commands and the `config` database through the router, backed by a real
 //! 3-node config-server group (separate processes).
 
-use std::net::TcpListener;
-
 use bson::{Document, doc};
-use mongodb::Client;
+use shoal_tests::catalog_cluster::CatalogCluster;
 use shoal_tests::cluster::Cluster;
 use shoal_tests::expect::command_error;
-use shoal_tests::process::{Process, ProcessSpec};
 
 /// Three loopback ports that were free a moment ago (config servers need each other's ports
 /// before they start, so port 0 cannot be used).
-fn free_ports() -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..3).map(|_| TcpListener::bind("127.0.0.1:0").expect("bind")).collect();
-    listeners.iter().map(|l| l.local_addr().expect("addr").port()).collect()
-}
-
-struct CatalogCluster {
-    _dir: tempfile::TempDir,
-    _config: Vec<Process>,
-    shard: Process,
-    router: Process,
-}
-
-impl CatalogCluster {
-    async fn start() -> CatalogCluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let ports = free_ports();
-        let peers =
-            ports.iter().enumerate().map(|(i, p)| format!("{}=127.0.0.1:{p}", i + 1)).collect::<Vec<_>>().join(",");
-        let config_addrs = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
-        let mut config = Vec::new();
-        for (i, port) in ports.iter().enumerate() {
-            let id = i + 1;
-            let mut args = vec![
-                "configsvr".to_string(),
-                "--id".into(),
-                id.to_string(),
-                "--listen".into(),
-                format!("127.0.0.1:{port}"),
-                "--data-dir".into(),
-                dir.path().join(format!("cfg{id}")).display().to_string(),
-                "--peers".into(),
-                peers.clone(),
-            ];
-            if id == 1 {
-                args.push("--init".into());
-            }
-            let spec = ProcessSpec {
-                name: format!("cfg{id}"),
-                role: "configsvr".into(),
-                args,
-                log_path: dir.path().join(format!("cfg{id}.log")),
-            };
-            config.push(Process::start(spec).await.expect("config server starts"));
-        }
-        let shard = Process::start(ProcessSpec {
-            name: "shard0".into(),
-            role: "shard".into(),
-            args: vec![
-                "shard".into(),
-                "--listen".into(),
-                "127.0.0.1:0".into(),
-                "--data-dir".into(),
-                dir.path().join("shard0").display().to_string(),
-                "--config".into(),
-                config_addrs.clone(),
-            ],
-            log_path: dir.path().join("shard0.log"),
-        })
-        .await
-        .expect("shard starts");
-        let router = Process::start(ProcessSpec {
-            name: "router".into(),
-            role: "router".into(),
-            args: vec![
-                "router".into(),
-                "--listen".into(),
-                "127.0.0.1:0".into(),
-                "--shard".into(),
-                format!("http://{}", shard.addr()),
-                "--config".into(),
-                config_addrs,
-            ],
-            log_path: dir.path().join("router.log"),
-        })
-        .await
-        .expect("router starts");
-        CatalogCluster { _dir: dir, _config: config, shard, router }
-    }
-
-    async fn client(&self) -> Client {
-        let uri = format!("mongodb://{}/?directConnection=true&serverSelectionTimeoutMS=5000", self.router.addr());
-        Client::with_uri_str(uri).await.expect("client")
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_shard_list_shards_enable_sharding_and_config_reads() {
-    let cluster = CatalogCluster::start().await;
-    let client = cluster.client().await;
+    let cluster = CatalogCluster::start().await.expect("catalog cluster starts");
+    let client = cluster.client().await.expect("client");
     let admin = client.database("admin");
     let shard_host = format!("shard0/{}", cluster.shard.addr());
 
@@ -139,8 +51,8 @@ async fn add_shard_list_shards_enable_sharding_and_config_reads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_commands_refuse_bad_input() {
-    let cluster = CatalogCluster::start().await;
-    let client = cluster.client().await;
+    let cluster = CatalogCluster::start().await.expect("catalog cluster starts");
+    let client = cluster.client().await.expect("client");
     let admin = client.database("admin");
     command_error(admin.run_command(doc! { "enableSharding": "app" }).await, 70);
     command_error(admin.run_command(doc! { "addShard": "not a host" }).await, 9);
