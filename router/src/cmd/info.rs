@@ -314,7 +314,7 @@ pub fn list_commands_reply() -> HandlerResult {
     Ok(rawdoc! { "commands": commands })
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".to_owned())
 }
 
