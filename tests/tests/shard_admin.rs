@@ -169,7 +169,12 @@ async fn shard_split_merge_and_inspect_collections() {
         .run_command(doc! { "shardCollection": "app.h8", "key": {"h": "hashed"}, "numInitialChunks": 8 })
         .await
         .expect("hashed, 8 chunks");
+    admin
+        .run_command(doc! { "shardCollection": "app.ah", "key": {"a": 1, "h": "hashed"} })
+        .await
+        .expect("compound, hashed second");
     let catalog = cluster.catalog().await;
+    assert_eq!(catalog.collection("app.ah").map(|c| c.chunks.len()), Some(1));
     assert_eq!(catalog.collection("app.pairs").map(|c| c.chunks.len()), Some(2));
     assert_eq!(catalog.collection("app.h").map(|c| c.chunks.len()), Some(2), "2 x 1 shard by default");
     assert_eq!(catalog.collection("app.h8").map(|c| c.chunks.len()), Some(8));

@@ -5,12 +5,12 @@
 //!
 //! ```text
 //! range key   -> one chunk [MinKey, MaxKey) on the database's primary shard
-//! hashed key  -> numInitialChunks (default 2 x shards) chunks, even over the i64 hash space,
-//!                dealt round-robin over the shards
+//! hashed first field -> numInitialChunks (default 2 x shards) chunks, even over the i64 hash space,
+//!                dealt round-robin over the shards (another hashed field: one chunk)
 //! ```
 
 use bson::{Binary, Bson, Document, doc, spec::BinarySubtype};
-use shoal_configsvr::catalog::{Command, Epoch, InitialChunks, KeyPattern, Response};
+use shoal_configsvr::catalog::{Command, Epoch, InitialChunks, KeyFieldKind, KeyPattern, Response};
 use shoal_proto::ErrorCode;
 use shoal_query::keystring;
 
@@ -123,7 +123,10 @@ pub async fn shard_collection(state: &RouterState, _conn: &ConnContext, cmd: &Cl
         let primary = least_loaded_shard(&catalog)?;
         state.catalog.write(&Command::CreateDatabase { name: req.db.clone(), primary, uuid: uuid_v4() }).await?;
     }
-    let initial = if req.key.is_hashed() {
+    // Pre-splitting cuts the first key field's range; only a hashed first field spreads evenly
+    // (MongoDB also starts a key whose hashed field is not first with one chunk).
+    let hashed_prefix = req.key.fields.first().is_some_and(|f| f.kind == KeyFieldKind::Hashed);
+    let initial = if hashed_prefix {
         let shards: Vec<String> =
             catalog.shards().values().filter(|s| !s.is_draining()).map(|s| s.id.clone()).collect();
         if shards.is_empty() {
