@@ -13,6 +13,7 @@ pub mod aggregate;
 pub mod display;
 pub mod error;
 pub mod filter;
+pub mod hash;
 pub mod keystring;
 pub mod order;
 pub mod path;

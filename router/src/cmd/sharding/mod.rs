@@ -1,5 +1,15 @@
-//! Sharding admin commands answered from the catalog: `listShards`, `addShard`,
-//! `enableSharding`. All run on `admin` only, as on a mongos.
+//! Sharding admin commands answered from the catalog. All run on `admin` only, as on a mongos.
+//! This file holds the shard and database commands (`listShards`, `addShard`, `enableSharding`);
+//! collections and chunks are in the submodules.
+
+mod chunks;
+mod info;
+mod key;
+mod shard_collection;
+
+pub use chunks::{merge_chunks, move_chunk, split};
+pub use info::{flush_router_config, get_shard_map, get_shard_version, is_db_grid};
+pub use shard_collection::shard_collection;
 
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use shoal_configsvr::catalog::{Catalog, Command, Response, Shard};
@@ -10,7 +20,7 @@ use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
 use crate::state::{ConnContext, RouterState};
 
-fn admin_only(cmd: &ClientCommand) -> Result<Document, CommandError> {
+pub(super) fn admin_only(cmd: &ClientCommand) -> Result<Document, CommandError> {
     if cmd.db != "admin" {
         return Err(CommandError::new(
             ErrorCode::Unauthorized,
@@ -20,7 +30,7 @@ fn admin_only(cmd: &ClientCommand) -> Result<Document, CommandError> {
     Ok(Document::try_from(cmd.body.as_ref())?)
 }
 
-fn raw(doc: &Document) -> HandlerResult {
+pub(super) fn raw(doc: &Document) -> HandlerResult {
     RawDocumentBuf::try_from(doc).map_err(CommandError::from)
 }
 
@@ -154,7 +164,7 @@ pub async fn enable_sharding(state: &RouterState, _conn: &ConnContext, cmd: &Cli
 }
 
 /// The active shard that is primary for the fewest databases (MongoDB picks the least loaded).
-fn least_loaded_shard(catalog: &Catalog) -> Result<String, CommandError> {
+pub(super) fn least_loaded_shard(catalog: &Catalog) -> Result<String, CommandError> {
     catalog
         .shards()
         .values()
@@ -164,6 +174,6 @@ fn least_loaded_shard(catalog: &Catalog) -> Result<String, CommandError> {
         .ok_or_else(|| CommandError::new(ErrorCode::ShardNotFound, "no shards in the cluster: run addShard first"))
 }
 
-fn uuid_v4() -> uuid::Uuid {
+pub(super) fn uuid_v4() -> uuid::Uuid {
     uuid::Uuid::new_v4()
 }

@@ -1,0 +1,213 @@
+//! `shardCollection: "db.coll", key, unique?, numInitialChunks?, collation?` (what
+//! `sh.shardCollection` sends): validates the key as MongoDB does, creates the database if it is
+//! missing (MongoDB 6+ needs no `enableSharding` first), then commits the collection and its
+//! first chunks to the catalog.
+//!
+//! ```text
+//! range key   -> one chunk [MinKey, MaxKey) on the database's primary shard
+//! hashed first field -> numInitialChunks (default 2 x shards) chunks, even over the i64 hash space,
+//!                dealt round-robin over the shards (another hashed field: one chunk)
+//! ```
+
+use bson::{Binary, Bson, Document, doc, spec::BinarySubtype};
+use shoal_configsvr::catalog::{Command, Epoch, InitialChunks, KeyFieldKind, KeyPattern, Response};
+use shoal_proto::ErrorCode;
+use shoal_query::keystring;
+
+use super::key::{hashed_split_points, parse_pattern};
+use super::{admin_only, least_loaded_shard, raw, uuid_v4};
+use crate::command::Command as ClientCommand;
+use crate::dispatch::HandlerResult;
+use crate::error::CommandError;
+use crate::state::{ConnContext, RouterState};
+
+/// MongoDB's cap: at most this many initial chunks per shard.
+const INITIAL_CHUNKS_PER_SHARD_MAX: u32 = 8192;
+
+/// The command's arguments, validated.
+#[derive(Debug, PartialEq)]
+pub struct ShardCollectionRequest {
+    pub db: String,
+    pub ns: String,
+    pub key: KeyPattern,
+    pub unique: bool,
+    /// 0: MongoDB's default (2 per shard).
+    pub num_initial_chunks: u32,
+}
+
+pub fn parse(body: &Document) -> Result<ShardCollectionRequest, CommandError> {
+    let ns = match body.get("shardCollection") {
+        Some(Bson::String(s)) => s.clone(),
+        _ => {
+            return Err(CommandError::type_mismatch(
+                "BSON field 'shardCollection' is the wrong type, expected type 'string'",
+            ));
+        }
+    };
+    let (db, coll) = ns
+        .split_once('.')
+        .filter(|(d, c)| !d.is_empty() && !c.is_empty())
+        .ok_or_else(|| CommandError::new(ErrorCode::InvalidNamespace, format!("Invalid namespace specified '{ns}'")))?;
+    shoal_proto::namespace::validate_db(db)
+        .map_err(|e| CommandError::new(ErrorCode::InvalidNamespace, e.to_string()))?;
+    if matches!(db, "admin" | "local" | "config") || coll.starts_with("system.") {
+        return Err(CommandError::new(ErrorCode::IllegalOperation, format!("can't shard {ns}")));
+    }
+    let key = match body.get("key") {
+        Some(Bson::Document(k)) => parse_pattern(k)?,
+        None => return Err(CommandError::new(ErrorCode::InvalidOptions, "shardCollection needs a shard key: key")),
+        Some(_) => {
+            return Err(CommandError::type_mismatch(
+                "BSON field 'shardCollection.key' is the wrong type, expected type 'object'",
+            ));
+        }
+    };
+    let unique = match body.get("unique") {
+        None | Some(Bson::Null) => false,
+        Some(Bson::Boolean(b)) => *b,
+        Some(_) => {
+            return Err(CommandError::type_mismatch(
+                "BSON field 'shardCollection.unique' is the wrong type, expected type 'bool'",
+            ));
+        }
+    };
+    if unique && key.is_hashed() {
+        return Err(CommandError::new(ErrorCode::InvalidOptions, "Hashed shard keys cannot be declared unique."));
+    }
+    let num_initial_chunks = match body.get("numInitialChunks") {
+        None | Some(Bson::Null) => 0,
+        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => {
+            let n = match v {
+                Bson::Int32(i) => i64::from(*i),
+                Bson::Int64(i) => *i,
+                Bson::Double(f) if f.fract() == 0.0 => *f as i64,
+                _ => -1,
+            };
+            u32::try_from(n).map_err(|_| {
+                CommandError::new(
+                    ErrorCode::InvalidOptions,
+                    format!("numInitialChunks must be a non-negative integer, got {v}"),
+                )
+            })?
+        }
+        Some(_) => {
+            return Err(CommandError::type_mismatch(
+                "BSON field 'shardCollection.numInitialChunks' is the wrong type, expected type 'int'",
+            ));
+        }
+    };
+    if num_initial_chunks > 0 && !key.is_hashed() {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            "numInitialChunks is only supported when the collection is empty and has a hashed field in the shard key \
+             pattern",
+        ));
+    }
+    match body.get("collation") {
+        None | Some(Bson::Null) => {}
+        Some(Bson::Document(c)) if c.get_str("locale").is_ok_and(|l| l == "simple") => {}
+        Some(_) => {
+            return Err(CommandError::bad_value(
+                "The collation for shardCollection must be {locale: 'simple'}, if specified",
+            ));
+        }
+    }
+    Ok(ShardCollectionRequest { db: db.to_owned(), ns, key, unique, num_initial_chunks })
+}
+
+pub async fn shard_collection(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
+    let body = admin_only(cmd)?;
+    let req = parse(&body)?;
+    let catalog = state.catalog.read().await?;
+    if catalog.database(&req.db).is_none() {
+        let primary = least_loaded_shard(&catalog)?;
+        state.catalog.write(&Command::CreateDatabase { name: req.db.clone(), primary, uuid: uuid_v4() }).await?;
+    }
+    // Pre-splitting cuts the first key field's range; only a hashed first field spreads evenly
+    // (MongoDB also starts a key whose hashed field is not first with one chunk).
+    let hashed_prefix = req.key.fields.first().is_some_and(|f| f.kind == KeyFieldKind::Hashed);
+    let initial = if hashed_prefix {
+        let shards: Vec<String> =
+            catalog.shards().values().filter(|s| !s.is_draining()).map(|s| s.id.clone()).collect();
+        if shards.is_empty() {
+            return Err(CommandError::new(ErrorCode::ShardNotFound, "no shards in the cluster: run addShard first"));
+        }
+        let shard_count = u32::try_from(shards.len()).unwrap_or(u32::MAX);
+        let n = if req.num_initial_chunks == 0 { 2 * shard_count } else { req.num_initial_chunks };
+        if n > INITIAL_CHUNKS_PER_SHARD_MAX.saturating_mul(shard_count) {
+            return Err(CommandError::new(
+                ErrorCode::InvalidOptions,
+                format!("numInitialChunks cannot be more than {INITIAL_CHUNKS_PER_SHARD_MAX} chunks per shard"),
+            ));
+        }
+        let split_points = hashed_split_points(n).into_iter().map(|p| keystring::encode(&Bson::Int64(p))).collect();
+        InitialChunks::Distributed { split_points, shards }
+    } else {
+        InitialChunks::Single
+    };
+    let command = Command::ShardCollection {
+        ns: req.ns.clone(),
+        uuid: uuid_v4(),
+        epoch: Epoch(bson::oid::ObjectId::new().bytes()),
+        key: req.key,
+        unique: req.unique,
+        initial,
+    };
+    let uuid = match state.catalog.write(&command).await? {
+        Response::CollectionSharded { uuid, .. } => uuid,
+        other => {
+            return Err(CommandError::new(
+                ErrorCode::InternalError,
+                format!("catalog answered {other:?} to shardCollection"),
+            ));
+        }
+    };
+    let uuid = Binary { subtype: BinarySubtype::Uuid, bytes: uuid.as_bytes().to_vec() };
+    raw(&doc! { "collectionsharded": &req.ns, "collectionUUID": uuid })
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::doc;
+
+    use super::*;
+
+    fn code(body: Document) -> i32 {
+        parse(&body).expect_err("refused").code
+    }
+
+    #[test]
+    fn accepts_mongosh_shapes() {
+        let r = parse(&doc! {"shardCollection": "d.c", "key": {"a": 1, "b": 1}, "unique": true}).expect("ok");
+        assert_eq!((r.db.as_str(), r.ns.as_str(), r.unique), ("d", "d.c", true));
+        let r = parse(&doc! {"shardCollection": "d.c", "key": {"a": "hashed"}, "numInitialChunks": 8,
+        "collation": {"locale": "simple"}})
+        .expect("ok");
+        assert_eq!(r.num_initial_chunks, 8);
+    }
+
+    #[test]
+    fn refusals_carry_mongodb_codes() {
+        assert_eq!(code(doc! {"shardCollection": 1, "key": {"a": 1}}), ErrorCode::TypeMismatch.code());
+        assert_eq!(code(doc! {"shardCollection": "nodot", "key": {"a": 1}}), ErrorCode::InvalidNamespace.code());
+        assert_eq!(code(doc! {"shardCollection": "d.c"}), ErrorCode::InvalidOptions.code());
+        assert_eq!(code(doc! {"shardCollection": "d.c", "key": {"a": 2}}), ErrorCode::BadValue.code());
+        assert_eq!(
+            code(doc! {"shardCollection": "d.c", "key": {"a": "hashed"}, "unique": true}),
+            ErrorCode::InvalidOptions.code()
+        );
+        assert_eq!(
+            code(doc! {"shardCollection": "d.c", "key": {"a": 1}, "numInitialChunks": 4}),
+            ErrorCode::InvalidOptions.code()
+        );
+        assert_eq!(
+            code(doc! {"shardCollection": "d.c", "key": {"a": "hashed"}, "numInitialChunks": -1}),
+            ErrorCode::InvalidOptions.code()
+        );
+        assert_eq!(
+            code(doc! {"shardCollection": "d.c", "key": {"a": 1}, "collation": {"locale": "fr"}}),
+            ErrorCode::BadValue.code()
+        );
+        assert_eq!(code(doc! {"shardCollection": "admin.c", "key": {"a": 1}}), ErrorCode::IllegalOperation.code());
+    }
+}
