@@ -4,104 +4,16 @@
 //! checked through `getShardVersion` and by reading the catalog with the config-server client.
 //! One cluster serves every check, to keep the file's wall time low.
 
-use std::net::TcpListener;
-
 use bson::{Bson, Document, doc};
-use mongodb::Client;
 use shoal_configsvr::catalog::{Catalog, ChunkBound, KeyPattern};
 use shoal_configsvr::client::{ClientSettings, ConfigClient};
+use shoal_tests::catalog_cluster::CatalogCluster;
 use shoal_tests::expect::command_error;
-use shoal_tests::process::{Process, ProcessSpec};
 
-struct ShardedCluster {
-    _dir: tempfile::TempDir,
-    _config: Vec<Process>,
-    config_addrs: Vec<String>,
-    shard: Process,
-    router: Process,
-}
-
-fn free_ports() -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..3).map(|_| TcpListener::bind("127.0.0.1:0").expect("bind")).collect();
-    listeners.iter().map(|l| l.local_addr().expect("addr").port()).collect()
-}
-
-impl ShardedCluster {
-    async fn start() -> ShardedCluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let ports = free_ports();
-        let peers =
-            ports.iter().enumerate().map(|(i, p)| format!("{}=127.0.0.1:{p}", i + 1)).collect::<Vec<_>>().join(",");
-        let config_addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-        let mut config = Vec::new();
-        for (i, port) in ports.iter().enumerate() {
-            let id = i + 1;
-            let mut args = vec![
-                "configsvr".to_string(),
-                "--id".into(),
-                id.to_string(),
-                "--listen".into(),
-                format!("127.0.0.1:{port}"),
-                "--data-dir".into(),
-                dir.path().join(format!("cfg{id}")).display().to_string(),
-                "--peers".into(),
-                peers.clone(),
-            ];
-            if id == 1 {
-                args.push("--init".into());
-            }
-            let spec = ProcessSpec {
-                name: format!("cfg{id}"),
-                role: "configsvr".into(),
-                args,
-                log_path: dir.path().join(format!("cfg{id}.log")),
-            };
-            config.push(Process::start(spec).await.expect("config server starts"));
-        }
-        let shard = Process::start(ProcessSpec {
-            name: "shard0".into(),
-            role: "shard".into(),
-            args: vec![
-                "shard".into(),
-                "--listen".into(),
-                "127.0.0.1:0".into(),
-                "--data-dir".into(),
-                dir.path().join("shard0").display().to_string(),
-                "--config".into(),
-                config_addrs.join(","),
-            ],
-            log_path: dir.path().join("shard0.log"),
-        })
-        .await
-        .expect("shard starts");
-        let router = Process::start(ProcessSpec {
-            name: "router".into(),
-            role: "router".into(),
-            args: vec![
-                "router".into(),
-                "--listen".into(),
-                "127.0.0.1:0".into(),
-                "--shard".into(),
-                format!("http://{}", shard.addr()),
-                "--config".into(),
-                config_addrs.join(","),
-            ],
-            log_path: dir.path().join("router.log"),
-        })
-        .await
-        .expect("router starts");
-        ShardedCluster { _dir: dir, _config: config, config_addrs, shard, router }
-    }
-
-    async fn client(&self) -> Client {
-        let uri = format!("mongodb://{}/?directConnection=true&serverSelectionTimeoutMS=5000", self.router.addr());
-        Client::with_uri_str(uri).await.expect("client")
-    }
-
-    async fn catalog(&self) -> Catalog {
-        let client = ConfigClient::new(self.config_addrs.clone(), ClientSettings::default());
-        client.read(true).await.expect("catalog read").0
-    }
+/// The catalog as the config servers hold it now (linearizable read).
+async fn read_catalog(cluster: &CatalogCluster) -> Catalog {
+    let client = ConfigClient::new(cluster.config_addrs.clone(), ClientSettings::default());
+    client.read(true).await.expect("catalog read").0
 }
 
 fn version(reply: &Document) -> (u32, u32) {
@@ -111,8 +23,8 @@ fn version(reply: &Document) -> (u32, u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shard_split_merge_and_inspect_collections() {
-    let cluster = ShardedCluster::start().await;
-    let client = cluster.client().await;
+    let cluster = CatalogCluster::start().await.expect("catalog cluster starts");
+    let client = cluster.client().await.expect("client");
     let admin = client.database("admin");
     admin.run_command(doc! { "addShard": format!("shard0/{}", cluster.shard.addr()) }).await.expect("addShard");
 
@@ -126,7 +38,7 @@ async fn shard_split_merge_and_inspect_collections() {
     let v0 = admin.run_command(doc! { "getShardVersion": "app.users" }).await.expect("getShardVersion");
     assert!(v0.get_object_id("versionEpoch").is_ok(), "{v0}");
     assert!(v0.get_timestamp("versionTimestamp").is_ok(), "{v0}");
-    let catalog = cluster.catalog().await;
+    let catalog = read_catalog(&cluster).await;
     assert_eq!(catalog.database("app").map(|d| d.primary.as_str()), Some("shard0"));
     let users = catalog.collection("app.users").expect("sharded in the catalog");
     assert_eq!(users.key, KeyPattern::range(&["a"]));
@@ -138,14 +50,14 @@ async fn shard_split_merge_and_inspect_collections() {
     assert!(version(&v1) > version(&v0), "{v0} -> {v1}");
     command_error(admin.run_command(doc! { "split": "app.users", "middle": {"a": 10} }).await, 87);
     admin.run_command(doc! { "split": "app.users", "find": {"a": 20, "other": 1} }).await.expect("split find");
-    assert_eq!(cluster.catalog().await.collection("app.users").expect("users").chunks.len(), 3);
+    assert_eq!(read_catalog(&cluster).await.collection("app.users").expect("users").chunks.len(), 3);
     command_error(admin.run_command(doc! { "split": "app.users", "middle": {"b": 1} }).await, 72);
     command_error(admin.run_command(doc! { "split": "app.nope", "middle": {"a": 1} }).await, 118);
 
     // Merge the three back into one.
     let bounds = vec![Bson::Document(doc! {"a": Bson::MinKey}), Bson::Document(doc! {"a": Bson::MaxKey})];
     admin.run_command(doc! { "mergeChunks": "app.users", "bounds": bounds.clone() }).await.expect("merge");
-    let users = cluster.catalog().await.collection("app.users").expect("users").clone();
+    let users = read_catalog(&cluster).await.collection("app.users").expect("users").clone();
     assert_eq!(users.chunks.len(), 1);
     assert!(users.chunks.contains_key(&ChunkBound::Min));
 
@@ -173,7 +85,7 @@ async fn shard_split_merge_and_inspect_collections() {
         .run_command(doc! { "shardCollection": "app.ah", "key": {"a": 1, "h": "hashed"} })
         .await
         .expect("compound, hashed second");
-    let catalog = cluster.catalog().await;
+    let catalog = read_catalog(&cluster).await;
     assert_eq!(catalog.collection("app.ah").map(|c| c.chunks.len()), Some(1));
     assert_eq!(catalog.collection("app.pairs").map(|c| c.chunks.len()), Some(2));
     assert_eq!(catalog.collection("app.h").map(|c| c.chunks.len()), Some(2), "2 x 1 shard by default");
