@@ -132,6 +132,7 @@ fn request(db: &str, body: Document, sequence: Option<Bytes>) -> anyhow::Result<
         body: body.to_vec()?.into(),
         sequence_id,
         sequence,
+        shard_version: None,
     })
 }
 

@@ -18,6 +18,7 @@ pub mod keystring;
 pub mod order;
 pub mod path;
 pub mod projection;
+pub mod shard_key;
 pub mod sort;
 pub mod update;
 

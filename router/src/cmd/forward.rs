@@ -27,6 +27,7 @@ pub fn request(cmd: &Command) -> Result<CommandRequest, CommandError> {
         body: Bytes::copy_from_slice(cmd.body.as_bytes()),
         sequence_id,
         sequence,
+        shard_version: None,
     })
 }
 

@@ -18,6 +18,7 @@ fn req(body: Document) -> CommandRequest {
         body: body.to_vec().expect("encode").into(),
         sequence_id: String::new(),
         sequence: Vec::new(),
+        shard_version: None,
     }
 }
 
