@@ -2,7 +2,8 @@
 //!
 //! Owns: the storage interface and its fjall implementation ([`storage`]), the document store with
 //! its collection catalog, `_id`-clustered documents and oplog ([`store`]), command execution
-//! ([`exec`]), cursors ([`cursors`]) and the gRPC service routers call ([`service`]).
+//! ([`exec`]), cursors ([`cursors`]), sharding state ([`sharding`]: owned chunks, migration
+//! critical sections) and the gRPC service routers call ([`service`]).
 //!
 //! Must not: speak the MongoDB wire protocol (that is the router's), know about other shards'
 //! data, or mention the storage engine outside [`storage`]. Blocking storage work runs on the
@@ -17,6 +18,7 @@ pub mod cursors;
 pub mod error;
 pub mod exec;
 pub mod service;
+pub mod sharding;
 pub mod storage;
 pub mod store;
 
@@ -32,6 +34,7 @@ use shoal_proto::shard::shard_server::ShardServer;
 
 use crate::cursors::CursorManager;
 use crate::exec::Engine;
+use crate::sharding::ShardingState;
 use crate::storage::{FjallEngine, StorageError};
 use crate::store::Store;
 
@@ -46,8 +49,8 @@ pub struct ShardConfig {
     pub cursor_idle_timeout: Duration,
     /// How often idle cursors are looked for.
     pub cursor_reap_interval: Duration,
-    /// Config servers (`host:port`). Recorded for the sharding issue, which makes shards read
-    /// their chunk ownership from the catalog; unused before that.
+    /// Config servers (`host:port`): where the shard reads the chunks it owns. Empty: a shard
+    /// outside any cluster (tests, benchmarks), which serves unversioned requests only.
     pub config_servers: Vec<String>,
 }
 
@@ -79,7 +82,11 @@ pub enum ShardError {
 pub fn open_engine(config: &ShardConfig) -> Result<Arc<Engine>, ShardError> {
     let engine = FjallEngine::open(&config.data_dir.join("db"), config.cache_size_bytes)?;
     let store = Store::open(Arc::new(engine))?;
-    Ok(Arc::new(Engine { store: Arc::new(store), cursors: CursorManager::new(config.cursor_idle_timeout) }))
+    Ok(Arc::new(Engine {
+        store: Arc::new(store),
+        cursors: CursorManager::new(config.cursor_idle_timeout),
+        sharding: ShardingState::new(config.name.clone(), &config.config_servers),
+    }))
 }
 
 /// Opens the store, serves gRPC on `config.listen` until `shutdown` resolves, then closes cleanly.

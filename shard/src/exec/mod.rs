@@ -26,13 +26,15 @@ use shoal_proto::shard::{CommandRequest, WriteError};
 
 use crate::cursors::CursorManager;
 use crate::error::{ExecError, ExecResult};
+use crate::sharding::ShardingState;
 use crate::store::Store;
 pub use write_concern::WriteConcern;
 
-/// What command execution needs: the store and the open cursors.
+/// What command execution needs: the store, the open cursors and the shard's sharding state.
 pub struct Engine {
     pub store: Arc<Store>,
     pub cursors: CursorManager,
+    pub sharding: ShardingState,
 }
 
 /// A parsed request: the command body as a document plus its statements' source.
