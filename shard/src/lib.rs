@@ -82,11 +82,12 @@ pub enum ShardError {
 pub fn open_engine(config: &ShardConfig) -> Result<Arc<Engine>, ShardError> {
     let engine = FjallEngine::open(&config.data_dir.join("db"), config.cache_size_bytes)?;
     let store = Store::open(Arc::new(engine))?;
-    Ok(Arc::new(Engine {
-        store: Arc::new(store),
-        cursors: CursorManager::new(config.cursor_idle_timeout),
-        sharding: ShardingState::new(config.name.clone(), &config.config_servers),
-    }))
+    let sharding = ShardingState::new(config.name.clone(), &config.config_servers);
+    let resumed = sharding.range_deleter.load(&store)?;
+    if resumed > 0 {
+        tracing::info!(tasks = resumed, "resuming range deletions");
+    }
+    Ok(Arc::new(Engine { store: Arc::new(store), cursors: CursorManager::new(config.cursor_idle_timeout), sharding }))
 }
 
 /// Opens the store, serves gRPC on `config.listen` until `shutdown` resolves, then closes cleanly.
@@ -100,6 +101,7 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
     tracing::info!(name = %config.name, addr = %local, data_dir = %config.data_dir.display(), "shard listening");
 
     let background = tokio::spawn(background_tasks(Arc::clone(&engine), config.cursor_reap_interval));
+    let range_deleter = tokio::spawn(sharding::range_deleter::run(Arc::clone(&engine)));
     let service = ShardServer::new(service::ShardService::new(Arc::clone(&engine)))
         .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
         .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
@@ -114,6 +116,7 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     background.abort();
+    range_deleter.abort();
     let store = Arc::clone(&engine.store);
     tokio::task::spawn_blocking(move || store.shutdown()).await.map_err(std::io::Error::other)?;
     tracing::info!(name = %config.name, "shard stopped");

@@ -26,7 +26,7 @@ use shoal_proto::shard::{CommandRequest, WriteError};
 
 use crate::cursors::CursorManager;
 use crate::error::{ExecError, ExecResult};
-use crate::sharding::ShardingState;
+use crate::sharding::{Ownership, ShardingState};
 use crate::store::Store;
 pub use write_concern::WriteConcern;
 
@@ -42,12 +42,20 @@ pub struct Request<'a> {
     pub db: &'a str,
     pub body: Document,
     pub raw: &'a CommandRequest,
+    /// Set for a versioned request on a sharded collection (by the service, after the version
+    /// check): reads and writes skip documents outside it. `None`: no filtering.
+    pub ownership: Option<Arc<Ownership>>,
 }
 
 impl<'a> Request<'a> {
     pub fn parse(raw: &'a CommandRequest) -> ExecResult<Self> {
         let body = Document::from_reader(&mut &raw.body[..])?;
-        Ok(Self { db: &raw.db, body, raw })
+        Ok(Self { db: &raw.db, body, raw, ownership: None })
+    }
+
+    /// The ownership filter, if any (see [`Request::ownership`]).
+    pub fn owned(&self) -> Option<&Ownership> {
+        self.ownership.as_deref()
     }
 
     pub fn name(&self) -> &str {
