@@ -38,6 +38,8 @@ pub struct ScanCursor {
     pub projection: Option<Projection>,
     pub skip: u64,
     pub remaining: Option<u64>,
+    /// The ownership the find was checked against: getMores keep hiding the same orphans.
+    pub ownership: Option<Arc<crate::sharding::Ownership>>,
 }
 
 pub struct Cursor {

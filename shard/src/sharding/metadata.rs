@@ -119,6 +119,11 @@ impl MetadataCache {
         self.by_ns.lock().unwrap_or_else(|p| p.into_inner()).remove(ns);
     }
 
+    pub fn forget_database(&self, db: &str) {
+        let prefix = format!("{db}.");
+        self.by_ns.lock().unwrap_or_else(|p| p.into_inner()).retain(|ns, _| !ns.starts_with(&prefix));
+    }
+
     /// Refreshes `ns` from the catalog. With `join`, a refresh that finished while this call
     /// waited for the namespace's lock counts as this one (single flight); without it (a caller
     /// that must see a change it just committed) the catalog is always asked after the wait.

@@ -123,6 +123,11 @@ impl ShardingState {
         self.metadata.forget(ns);
     }
 
+    /// [`Self::forget`] for every collection of `db` (after dropDatabase).
+    pub fn forget_database(&self, db: &str) {
+        self.metadata.forget_database(db);
+    }
+
     /// The cached metadata of `ns`, if loaded.
     pub fn metadata(&self, ns: &str) -> Option<CollectionMetadata> {
         self.metadata.get(ns)

@@ -57,12 +57,17 @@ impl Ownership {
         subtract(&(min.clone(), max.clone()), &self.ranges)
     }
 
+    /// The values of the shard-key fields of `doc` (what [`Self::check_key_unchanged`] compares).
+    pub fn key_values(&self, doc: &Document) -> Vec<Option<Bson>> {
+        self.key.iter().map(|f| shoal_query::path::get_path(doc, &f.name).cloned()).collect()
+    }
+
     /// Refuses an update that changed a shard-key field (ImmutableField, 66), as MongoDB does.
-    pub fn check_key_unchanged(&self, old: &Document, new: &Document) -> Result<(), ExecError> {
-        for f in &self.key {
-            let before = shoal_query::path::get_path(old, &f.name);
+    /// `before`: [`Self::key_values`] of the document before the update.
+    pub fn check_key_unchanged(&self, before: &[Option<Bson>], new: &Document) -> Result<(), ExecError> {
+        for (f, before) in self.key.iter().zip(before) {
             let after = shoal_query::path::get_path(new, &f.name);
-            if before != after {
+            if before.as_ref() != after {
                 return Err(ExecError::new(
                     ErrorCode::ImmutableField,
                     format!(
@@ -212,8 +217,9 @@ mod tests {
     #[test]
     fn shard_key_changes_are_refused() {
         let o = Ownership::new("d.c", fields(&[("a", false)]), version(), vec![(ChunkBound::Min, ChunkBound::Max)]);
-        assert!(o.check_key_unchanged(&doc! {"a": 1, "x": 1}, &doc! {"a": 1, "x": 2}).is_ok());
-        let e = o.check_key_unchanged(&doc! {"a": 1}, &doc! {"a": 2}).unwrap_err();
+        let before = o.key_values(&doc! {"a": 1, "x": 1});
+        assert!(o.check_key_unchanged(&before, &doc! {"a": 1, "x": 2}).is_ok());
+        let e = o.check_key_unchanged(&before, &doc! {"a": 2}).unwrap_err();
         assert_eq!(e.code, ErrorCode::ImmutableField);
         assert!(e.message.contains("(immutable) field 'a'"), "{}", e.message);
         assert_eq!(o.check_full_key(&doc! {"x": 1}).unwrap_err().code, ErrorCode::ShardKeyNotFound);
