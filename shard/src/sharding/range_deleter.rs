@@ -338,3 +338,7 @@ pub fn delete_batch(
     })?;
     Ok((deleted, if more { last } else { None }))
 }
+
+#[cfg(test)]
+#[path = "range_deleter_tests.rs"]
+mod tests;
