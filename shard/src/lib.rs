@@ -2,16 +2,19 @@
 //!
 //! Owns: the storage interface and its fjall implementation ([`storage`]), the document store with
 //! its collection catalog, `_id`-clustered documents and oplog ([`store`]), command execution
-//! ([`exec`]), cursors ([`cursors`]), sharding state ([`sharding`]: owned chunks, migration
-//! critical sections) and the gRPC service routers call ([`service`]).
+//! ([`exec`]), cursors ([`cursors`]), sharding state ([`sharding`]: the collection metadata cache
+//! loaded from the config servers, the shard-version check that answers StaleConfig, the ownership
+//! filter that hides orphans from versioned requests, migration critical sections, and the
+//! persisted range deleter) and the gRPC service routers call ([`service`]).
 //!
 //! Must not: speak the MongoDB wire protocol (that is the router's), know about other shards'
 //! data, or mention the storage engine outside [`storage`]. Blocking storage work runs on the
 //! blocking pool, never on the async runtime.
 //!
 //! ```text
-//!  router --gRPC (BSON bytes)--> service --> exec --> store --> storage::Engine (fjall)
-//!                                               \--> cursors          \--> GroupCommit (fsync)
+//!  router --gRPC (BSON bytes)--> service --check version--> exec --> store --> storage::Engine (fjall)
+//!                                   |                          \--> cursors          \--> GroupCommit (fsync)
+//!                                   \--> sharding (metadata <-- config servers, gates, range deleter)
 //! ```
 
 pub mod cursors;
@@ -130,7 +133,8 @@ pub fn announce_ready(role: &str, addr: SocketAddr) {
     let _ = out.flush();
 }
 
-/// Reaps idle cursors and deletes the documents of dropped collections.
+/// Reaps idle cursors and deletes the documents of dropped collections (the range deleter runs
+/// as its own task, [`sharding::range_deleter::run`]).
 async fn background_tasks(engine: Arc<Engine>, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     loop {
