@@ -21,6 +21,7 @@ use shoal_configsvr::catalog::api::{RoutingAnswer, RoutingSince};
 use shoal_configsvr::catalog::{ChangedChunks, KeyFieldKind, KeyPattern, PlacementVersion, RoutingTable};
 use shoal_configsvr::client::ConfigClient;
 use shoal_query::shard_key::KeyField;
+use std::future::Future;
 
 use super::error::ShardingError;
 use super::ownership::Ownership;
@@ -82,6 +83,30 @@ impl CollectionMetadata {
     }
 }
 
+/// Where routing tables come from: the config servers ([`ConfigClient`]), or a fake in tests.
+pub trait RoutingSource: Sync {
+    fn routing_table(
+        &self,
+        ns: &str,
+        since: Option<RoutingSince>,
+        linearizable: bool,
+    ) -> impl Future<Output = Result<RoutingAnswer, ShardingError>> + Send;
+}
+
+impl RoutingSource for ConfigClient {
+    async fn routing_table(
+        &self,
+        ns: &str,
+        since: Option<RoutingSince>,
+        linearizable: bool,
+    ) -> Result<RoutingAnswer, ShardingError> {
+        match ConfigClient::routing_table(self, ns, since, linearizable).await {
+            Ok((answer, _)) => Ok(answer),
+            Err(e) => Err(ShardingError::Catalog { ns: ns.to_owned(), code: e.code(), detail: e.to_string() }),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Entry {
     meta: RwLock<Option<CollectionMetadata>>,
@@ -130,7 +155,7 @@ impl MetadataCache {
     /// Returns the metadata now cached.
     pub async fn refresh(
         &self,
-        catalog: &ConfigClient,
+        catalog: &impl RoutingSource,
         shard_id: &str,
         ns: &str,
         linearizable: bool,
@@ -153,26 +178,21 @@ impl MetadataCache {
 }
 
 async fn load(
-    catalog: &ConfigClient,
+    catalog: &impl RoutingSource,
     shard_id: &str,
     ns: &str,
     cached: Option<&CollectionMetadata>,
     linearizable: bool,
 ) -> Result<CollectionMetadata, ShardingError> {
-    let fail = |e: shoal_configsvr::client::ClientError| ShardingError::Catalog {
-        ns: ns.to_owned(),
-        code: e.code(),
-        detail: e.to_string(),
-    };
     if let Some(CollectionMetadata::Sharded(m)) = cached {
         let since = RoutingSince { epoch: m.table.epoch, version: m.table.version };
-        let (answer, _) = catalog.routing_table(ns, Some(since), linearizable).await.map_err(fail)?;
+        let answer = catalog.routing_table(ns, Some(since), linearizable).await?;
         match apply_answer(Some(&m.table), answer, shard_id) {
             Some(meta) => return Ok(meta),
             None => tracing::debug!(ns, "collection generation changed; reloading its metadata"),
         }
     }
-    let (answer, _) = catalog.routing_table(ns, None, linearizable).await.map_err(fail)?;
+    let answer = catalog.routing_table(ns, None, linearizable).await?;
     apply_answer(None, answer, shard_id).ok_or_else(|| ShardingError::Catalog {
         ns: ns.to_owned(),
         code: None,
@@ -284,6 +304,63 @@ mod tests {
         let dropped = RoutingAnswer::Changes(ChangedChunks::NotSharded);
         assert!(matches!(apply_answer(Some(&t), dropped, "s1"), Some(CollectionMetadata::Unsharded)));
         assert!(matches!(apply_answer(None, RoutingAnswer::Full(None), "s1"), Some(CollectionMetadata::Unsharded)));
+    }
+
+    /// A catalog that answers with `table` (full or as "nothing changed"), counting calls, and
+    /// blocks each call until the test adds a permit.
+    struct FakeCatalog {
+        table: RoutingTable,
+        calls: std::sync::Mutex<Vec<Option<RoutingSince>>>,
+        gate: tokio::sync::Semaphore,
+    }
+
+    impl RoutingSource for FakeCatalog {
+        async fn routing_table(
+            &self,
+            _ns: &str,
+            since: Option<RoutingSince>,
+            _linearizable: bool,
+        ) -> Result<RoutingAnswer, ShardingError> {
+            self.calls.lock().unwrap().push(since);
+            self.gate.acquire().await.unwrap().forget();
+            Ok(match since {
+                None => RoutingAnswer::Full(Some(self.table.clone())),
+                Some(_) => RoutingAnswer::Changes(ChangedChunks::Changed {
+                    collection_version: self.table.collection_version(),
+                    chunks: Vec::new(),
+                }),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn concurrent_refreshes_share_one_catalog_read_then_go_incremental() {
+        let t = table(vec![chunk(ChunkBound::Min, ChunkBound::Max, "s1", 1, 0)]);
+        let fake =
+            Arc::new(FakeCatalog { table: t.clone(), calls: Default::default(), gate: tokio::sync::Semaphore::new(0) });
+        let cache = Arc::new(MetadataCache::default());
+        let mut waiters = Vec::new();
+        for _ in 0..3 {
+            let (c, f) = (Arc::clone(&cache), Arc::clone(&fake));
+            waiters.push(tokio::spawn(async move { c.refresh(f.as_ref(), "s1", "d.c", true, true).await }));
+        }
+        // Let every task reach the catalog call or the namespace's lock (single-threaded runtime).
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(fake.calls.lock().unwrap().len(), 1, "one refresh in flight");
+        // Enough permits that a broken single flight fails below instead of hanging.
+        fake.gate.add_permits(3);
+        for w in waiters {
+            assert!(matches!(w.await.unwrap().unwrap(), CollectionMetadata::Sharded(_)));
+        }
+        assert_eq!(fake.calls.lock().unwrap().len(), 1, "the waiters used the refresh that ran");
+
+        // A refresh that must see a fresh commit always asks, incrementally from the cached version.
+        cache.refresh(fake.as_ref(), "s1", "d.c", true, false).await.unwrap();
+        let calls = fake.calls.lock().unwrap().clone();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[1], Some(RoutingSince { epoch: t.epoch, version: t.version }));
     }
 
     #[test]
