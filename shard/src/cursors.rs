@@ -8,7 +8,9 @@
 //! namespace, numbered in the order pins were taken. The range deleter remembers the newest number
 //! when a deletion is scheduled and waits until no older pin on that namespace is left, so queries
 //! that could still see the range finish first (a pin lives as long as its cursor, even while a
-//! `getMore` has the cursor out of the table).
+//! `getMore` has the cursor out of the table). A cursor opened by a versioned read keeps the
+//! number of the read's own pin ([`Cursor::pinned_since`]), taken before its version check, so a
+//! deletion scheduled between the check and the cursor's registration still waits for it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
@@ -46,31 +48,47 @@ pub struct Cursor {
     pub ns: String,
     pub source: CursorSource,
     last_used: Instant,
+    /// The pin number this cursor holds deletions back as (default: a new one at registration).
+    pin_since: Option<u64>,
     _pin: Option<ReadPin>,
 }
 
 impl Cursor {
     pub fn new(ns: String, source: CursorSource) -> Self {
-        Self { ns, source, last_used: Instant::now(), _pin: None }
+        Self { ns, source, last_used: Instant::now(), pin_since: None, _pin: None }
+    }
+
+    /// Holds range deletions back as a pin numbered `seq` would (the opening read's pin).
+    pub fn pinned_since(mut self, seq: Option<u64>) -> Self {
+        self.pin_since = seq;
+        self
     }
 }
 
 #[derive(Default)]
 struct Pins {
-    /// The number the next pin gets (the first is 1).
+    /// The number the last pin got (the first is 1).
     next: u64,
-    live: BTreeMap<u64, String>,
+    /// Makes keys unique when pins share a number.
+    uniq: u64,
+    live: BTreeMap<(u64, u64), String>,
 }
 
 /// Keeps a namespace's range deletions waiting while it lives (see the module docs).
 pub struct ReadPin {
     pins: Arc<Mutex<Pins>>,
-    seq: u64,
+    key: (u64, u64),
+}
+
+impl ReadPin {
+    pub fn seq(&self) -> u64 {
+        self.key.0
+    }
 }
 
 impl Drop for ReadPin {
     fn drop(&mut self) {
-        self.pins.lock().unwrap_or_else(|p| p.into_inner()).live.remove(&self.seq);
+        self.pins.lock().unwrap_or_else(|p| p.into_inner()).live.remove(&self.key);
     }
 }
 
@@ -87,11 +105,23 @@ impl CursorManager {
 
     /// A pin on `ns` held by a read while it runs.
     pub fn pin(&self, ns: &str) -> ReadPin {
+        self.pin_as_of(ns, None)
+    }
+
+    /// A pin numbered `seq` (an older pin's number), or a new number.
+    fn pin_as_of(&self, ns: &str, seq: Option<u64>) -> ReadPin {
         let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
-        pins.next += 1;
-        let seq = pins.next;
-        pins.live.insert(seq, ns.to_owned());
-        ReadPin { pins: Arc::clone(&self.pins), seq }
+        let seq = match seq {
+            Some(s) => s,
+            None => {
+                pins.next += 1;
+                pins.next
+            }
+        };
+        pins.uniq += 1;
+        let key = (seq, pins.uniq);
+        pins.live.insert(key, ns.to_owned());
+        ReadPin { pins: Arc::clone(&self.pins), key }
     }
 
     /// The number of the newest pin taken so far (0 if none).
@@ -101,14 +131,14 @@ impl CursorManager {
 
     /// Whether a pin on `ns` numbered `seq` or lower is still held.
     pub fn pinned_at_or_before(&self, ns: &str, seq: u64) -> bool {
-        self.pins.lock().unwrap_or_else(|p| p.into_inner()).live.range(..=seq).any(|(_, n)| n == ns)
+        self.pins.lock().unwrap_or_else(|p| p.into_inner()).live.range(..=(seq, u64::MAX)).any(|(_, n)| n == ns)
     }
 
     /// Registers `cursor`, returning its id (positive, random, never 0).
     pub fn insert(&self, mut cursor: Cursor) -> i64 {
         cursor.last_used = Instant::now();
         if cursor._pin.is_none() {
-            cursor._pin = Some(self.pin(&cursor.ns));
+            cursor._pin = Some(self.pin_as_of(&cursor.ns, cursor.pin_since));
         }
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         loop {
@@ -189,5 +219,14 @@ mod tests {
         assert!(m.pinned_at_or_before("d.c", later));
         drop(read);
         assert!(!m.pinned_at_or_before("d.c", later));
+        // A cursor opened by an older read holds deletions back as that read did.
+        let read = m.pin("d.c");
+        let barrier = m.pin_seq();
+        let id =
+            m.insert(Cursor::new("d.c".into(), CursorSource::Buffered(VecDeque::new())).pinned_since(Some(read.seq())));
+        drop(read);
+        assert!(m.pinned_at_or_before("d.c", barrier));
+        m.kill(id);
+        assert!(!m.pinned_at_or_before("d.c", barrier));
     }
 }

@@ -38,7 +38,7 @@ use crate::sharding::{Ownership, WRITE_WAIT_MAX, WritePermit};
 struct Admitted {
     ownership: Option<Arc<Ownership>>,
     _permit: Option<WritePermit>,
-    _pin: Option<ReadPin>,
+    pin: Option<ReadPin>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -88,7 +88,7 @@ impl ShardService {
         let mut admitted = Admitted::default();
         match access {
             Access::Write => admitted._permit = Some(sharding.gates.write_permit(&ns, WRITE_WAIT_MAX).await?),
-            Access::Read => admitted._pin = Some(self.engine.cursors.pin(&ns)),
+            Access::Read => admitted.pin = Some(self.engine.cursors.pin(&ns)),
             Access::Other => {}
         }
         admitted.ownership = sharding.check(&ns, req.shard_version.as_ref()).await?;
@@ -102,9 +102,10 @@ impl ShardService {
         &self,
         req: CommandRequest,
         writes: bool,
-        ownership: Option<Arc<Ownership>>,
+        admitted: &Admitted,
         f: impl FnOnce(&Engine, &exec::Request<'_>) -> ExecResult<T> + Send + 'static,
     ) -> Result<(ExecResult<T>, Option<WriteConcern>), Status> {
+        let (ownership, read_pin_seq) = (admitted.ownership.clone(), admitted.pin.as_ref().map(ReadPin::seq));
         let engine = Arc::clone(&self.engine);
         let span = tracing::debug_span!("shard_command", request_id = %req.request_id, db = %req.db);
         tokio::task::spawn_blocking(move || {
@@ -114,6 +115,7 @@ impl ShardService {
                 Err(e) => return (Err(e), None),
             };
             parsed.ownership = ownership;
+            parsed.read_pin_seq = read_pin_seq;
             if !writes {
                 return (f(&engine, &parsed), None);
             }
@@ -136,7 +138,7 @@ impl ShardService {
             Err(e) => return Ok(Response::new(cursor_reply(Err(e)))),
         };
         // The pin is held until the cursor (if any) has its own.
-        let (result, _) = self.blocking(req, false, admitted.ownership.clone(), f).await?;
+        let (result, _) = self.blocking(req, false, &admitted, f).await?;
         drop(admitted);
         Ok(Response::new(cursor_reply(result)))
     }
@@ -157,7 +159,7 @@ impl ShardService {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(WriteReply { error: Some(e.to_wire()), ..Default::default() })),
         };
-        let (result, wc) = self.blocking(req, true, admitted.ownership.clone(), f).await?;
+        let (result, wc) = self.blocking(req, true, &admitted, f).await?;
         // Applied: the critical section may start; durability is waited for without the permit.
         drop(admitted);
         let reply = match result {
@@ -258,7 +260,7 @@ impl Shard for ShardService {
             Err(e) => return Ok(Response::new(command_reply(Err(e)))),
         };
         let (result, wc) = self
-            .blocking(req, true, admitted.ownership.clone(), |engine, r| -> ExecResult<(Document, u64)> {
+            .blocking(req, true, &admitted, |engine, r| -> ExecResult<(Document, u64)> {
                 match r.name() {
                     "findAndModify" | "findandmodify" => exec::find_and_modify::run(engine, r),
                     "count" => exec::count::count(engine, r).map(|d| (d, 0)),

@@ -136,7 +136,11 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let mut source = CursorSource::Buffered(queue);
     let (documents, exhausted) =
         next_batch(engine, &mut source, batch_size.unwrap_or(crate::exec::find::FIRST_BATCH_DEFAULT_DOCS))?;
-    let cursor_id = if exhausted { 0 } else { engine.cursors.insert(Cursor::new(ns_string.clone(), source)) };
+    let cursor_id = if exhausted {
+        0
+    } else {
+        engine.cursors.insert(Cursor::new(ns_string.clone(), source).pinned_since(req.read_pin_seq))
+    };
     Ok((Batch { documents, cursor_id }, ns_string))
 }
 

@@ -132,7 +132,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
             CursorSource::Buffered(out)
         }
     };
-    let mut cursor = Cursor::new(ns_string.clone(), source);
+    let mut cursor = Cursor::new(ns_string.clone(), source).pinned_since(req.read_pin_seq);
     let (documents, exhausted) = next_batch(engine, &mut cursor.source, first_batch)?;
     let cursor_id = if exhausted || single_batch { 0 } else { engine.cursors.insert(cursor) };
     Ok((Batch { documents, cursor_id }, ns_string))

@@ -45,12 +45,15 @@ pub struct Request<'a> {
     /// Set for a versioned request on a sharded collection (by the service, after the version
     /// check): reads and writes skip documents outside it. `None`: no filtering.
     pub ownership: Option<Arc<Ownership>>,
+    /// The number of the read pin the service took for this request (see `cursors`): a cursor it
+    /// opens holds range deletions back from then on.
+    pub read_pin_seq: Option<u64>,
 }
 
 impl<'a> Request<'a> {
     pub fn parse(raw: &'a CommandRequest) -> ExecResult<Self> {
         let body = Document::from_reader(&mut &raw.body[..])?;
-        Ok(Self { db: &raw.db, body, raw, ownership: None })
+        Ok(Self { db: &raw.db, body, raw, ownership: None, read_pin_seq: None })
     }
 
     /// The ownership filter, if any (see [`Request::ownership`]).
