@@ -57,6 +57,10 @@ fn target_ns(req: &CommandRequest) -> Option<String> {
     (!coll.is_empty()).then(|| format!("{}.{coll}", req.db))
 }
 
+fn admit_span(req: &CommandRequest) -> tracing::Span {
+    tracing::debug_span!("admit", request_id = %req.request_id, db = %req.db)
+}
+
 /// The command name (first field) of a generic command.
 fn command_name(req: &CommandRequest) -> String {
     bson::RawDocument::from_bytes(&req.body)
@@ -133,7 +137,7 @@ impl ShardService {
         req: CommandRequest,
         f: fn(&Engine, &exec::Request<'_>) -> ExecResult<(exec::find::Batch, String)>,
     ) -> Result<Response<CursorReply>, Status> {
-        let admitted = match self.admit(&req, Access::Read).await {
+        let admitted = match self.admit(&req, Access::Read).instrument(admit_span(&req)).await {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(cursor_reply(Err(e)))),
         };
@@ -155,7 +159,7 @@ impl ShardService {
         req: CommandRequest,
         f: fn(&Engine, &exec::Request<'_>) -> ExecResult<(WriteOutcome, u64)>,
     ) -> Result<Response<WriteReply>, Status> {
-        let admitted = match self.admit(&req, Access::Write).await {
+        let admitted = match self.admit(&req, Access::Write).instrument(admit_span(&req)).await {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(WriteReply { error: Some(e.to_wire()), ..Default::default() })),
         };
@@ -255,7 +259,7 @@ impl Shard for ShardService {
             "count" | "distinct" => Access::Read,
             _ => Access::Other,
         };
-        let admitted = match self.admit(&req, access).await {
+        let admitted = match self.admit(&req, access).instrument(admit_span(&req)).await {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(command_reply(Err(e)))),
         };

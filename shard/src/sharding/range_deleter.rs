@@ -59,6 +59,11 @@ pub struct RangeDeletion {
 }
 
 impl RangeDeletion {
+    /// The deletion of `[min, max)` of the collection `meta` describes (its catalog uuid and key).
+    pub fn of(meta: &super::ShardedMetadata, min: ChunkBound, max: ChunkBound) -> Self {
+        Self { ns: meta.table.ns.clone(), uuid: meta.table.uuid, key: meta.ownership.key.clone(), min, max }
+    }
+
     fn to_record(&self) -> Document {
         let key: Vec<Bson> = self.key.iter().map(|f| Bson::Document(doc! { "f": &f.name, "h": f.hashed })).collect();
         doc! {
