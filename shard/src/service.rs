@@ -276,6 +276,7 @@ impl Shard for ShardService {
                     "listDatabases" => exec::ddl::list_databases(engine, r).map(|d| (d, 0)),
                     "listIndexes" => exec::ddl::list_indexes(engine, r).map(|d| (d, 0)),
                     "createIndexes" => exec::ddl::create_indexes(engine, r),
+                    "shardingState" => Ok((engine.sharding.status(), 0)),
                     other => Err(ExecError::new(
                         shoal_proto::ErrorCode::CommandNotFound,
                         format!("no such command: '{other}'"),

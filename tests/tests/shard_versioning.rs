@@ -128,4 +128,13 @@ async fn shards_check_versions_and_hide_orphans() {
     assert_eq!(find(&mut shard, Some(wire(&future))).await, Err(13388));
     // Unversioned, the orphans are still there (the range deleter is the migration's job).
     assert_eq!(find(&mut shard, None).await.map(|v| v.len()), Ok(20));
+
+    let state = request(doc! { "shardingState": 1 }, None);
+    let state = shard.command(state).await.expect("rpc").into_inner();
+    let state = Document::from_reader(&mut &state.body[..]).expect("reply");
+    assert_eq!(state.get_bool("enabled").ok(), Some(true), "{state}");
+    assert_eq!(state.get_str("shardName").ok(), Some("shard0"), "{state}");
+    let v = state.get_document("versions").expect("versions").get_timestamp(NS).expect("version of the collection");
+    assert_eq!((v.time, v.increment), (new.version.major, new.version.minor));
+    assert_eq!(state.get_i64("rangeDeletionsPending").ok(), Some(0));
 }

@@ -144,6 +144,20 @@ impl MetadataCache {
         self.by_ns.lock().unwrap_or_else(|p| p.into_inner()).remove(ns);
     }
 
+    /// Every namespace with loaded metadata, sorted.
+    pub fn loaded(&self) -> Vec<(String, CollectionMetadata)> {
+        let entries: Vec<(String, Arc<Entry>)> = {
+            let map = self.by_ns.lock().unwrap_or_else(|p| p.into_inner());
+            map.iter().map(|(ns, e)| (ns.clone(), Arc::clone(e))).collect()
+        };
+        let mut out: Vec<_> = entries
+            .into_iter()
+            .filter_map(|(ns, e)| e.meta.read().unwrap_or_else(|p| p.into_inner()).clone().map(|m| (ns, m)))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
     pub fn forget_database(&self, db: &str) {
         let prefix = format!("{db}.");
         self.by_ns.lock().unwrap_or_else(|p| p.into_inner()).retain(|ns, _| !ns.starts_with(&prefix));

@@ -161,4 +161,23 @@ impl ShardingState {
     pub fn range_deletions_pending(&self) -> usize {
         self.range_deleter.pending_count()
     }
+
+    /// The `shardingState` command's reply, shaped like MongoDB's: whether the shard is in a
+    /// cluster, its name, the shard version of each sharded collection it has metadata for
+    /// (`Timestamp(major, minor)`), plus the number of pending range deletions.
+    pub fn status(&self) -> bson::Document {
+        let mut versions = bson::Document::new();
+        for (ns, meta) in self.metadata.loaded() {
+            if let CollectionMetadata::Sharded(m) = meta {
+                let v = m.shard_version().version;
+                versions.insert(ns, bson::Timestamp { time: v.major, increment: v.minor });
+            }
+        }
+        bson::doc! {
+            "enabled": self.catalog.is_some(),
+            "shardName": &self.shard_id,
+            "versions": versions,
+            "rangeDeletionsPending": self.range_deletions_pending() as i64,
+        }
+    }
 }
