@@ -299,3 +299,65 @@ impl Shard for ShardService {
         Ok(Response::new(command_reply(result)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bson::doc;
+    use shoal_proto::shard::ShardVersion;
+
+    use super::*;
+
+    fn service(dir: &std::path::Path) -> ShardService {
+        let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
+        ShardService::new(crate::open_engine(&config).expect("open"))
+    }
+
+    fn request(body: Document, shard_version: Option<ShardVersion>) -> Request<CommandRequest> {
+        Request::new(CommandRequest {
+            request_id: "t".into(),
+            db: "db".into(),
+            body: body.to_vec().expect("encode").into(),
+            sequence_id: String::new(),
+            sequence: Vec::new(),
+            shard_version,
+        })
+    }
+
+    #[tokio::test]
+    async fn writes_wait_for_a_critical_section() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let svc = service(dir.path());
+        let section = svc.engine.sharding.gates.enter("db.c").await;
+        let s = svc.clone();
+        let insert =
+            tokio::spawn(async move { s.insert(request(doc! {"insert": "c", "documents": [{"_id": 1}]}, None)).await });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!insert.is_finished(), "the insert ran during the critical section");
+        assert!(svc.engine.store.collection("db.c").is_none());
+        drop(section);
+        let reply = insert.await.expect("task").expect("rpc").into_inner();
+        assert!(reply.error.is_none(), "{:?}", reply.error);
+        assert_eq!(reply.n, 1);
+    }
+
+    #[tokio::test]
+    async fn versioned_requests_need_config_servers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let svc = service(dir.path());
+        let versioned = Some(ShardVersion::default());
+        let reply = svc.find(request(doc! {"find": "c"}, versioned.clone())).await.expect("rpc").into_inner();
+        assert_eq!(reply.error.map(|e| e.code), Some(shoal_proto::ErrorCode::NotYetInitialized.code()));
+        let reply = svc
+            .insert(request(doc! {"insert": "c", "documents": [{"_id": 1}]}, versioned))
+            .await
+            .expect("rpc")
+            .into_inner();
+        assert_eq!(reply.error.map(|e| e.code), Some(shoal_proto::ErrorCode::NotYetInitialized.code()));
+        assert!(svc.engine.store.collection("db.c").is_none(), "refused before anything ran");
+        // Unversioned requests work as before.
+        let reply = svc.find(request(doc! {"find": "c"}, None)).await.expect("rpc").into_inner();
+        assert!(reply.error.is_none());
+    }
+}
