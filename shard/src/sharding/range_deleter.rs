@@ -225,8 +225,13 @@ pub async fn run(engine: Arc<Engine>) {
     loop {
         let deleter = &engine.sharding.range_deleter;
         let Some((id, task)) = deleter.next_ready(&engine) else {
-            let idle = Duration::from_millis(PIN_POLL_INTERVAL_MS);
-            let _ = tokio::time::timeout(idle, deleter.wake.notified()).await;
+            if deleter.pending_count() == 0 {
+                // Nothing to do until a task is scheduled (`notify_one` keeps a wake-up for us).
+                deleter.wake.notified().await;
+            } else {
+                let poll = Duration::from_millis(PIN_POLL_INTERVAL_MS);
+                let _ = tokio::time::timeout(poll, deleter.wake.notified()).await;
+            }
             continue;
         };
         match run_task(&engine, id, &task).await {
