@@ -1,0 +1,166 @@
+//! A sharded cluster for migration tests: three config servers, two shards on fixed loopback
+//! ports (so a shard restarted on its data dir keeps the address the catalog has for it) and one
+//! router. Each shard is registered in the catalog under its `--name` (`shard0`, `shard1`)
+//! through the router's `addShard`.
+//!
+//! ```text
+//!   test ──driver──> router ──gRPC (unversioned, all data)──> shard0
+//!     │                └──── gRPC ─────> cfg1..3 (Raft) <──── shard0, shard1
+//!     └──gRPC (direct finds, versioned writes)──> shard0, shard1 ──migration──> each other
+//! ```
+//!
+//! The router forwards every data command to `shard0` until routing by chunk lands, so tests
+//! that need a document on its owning shard write to the shards directly.
+
+use std::path::Path;
+
+use bson::doc;
+
+use crate::process::{Process, ProcessSpec};
+
+pub const SHARDS: usize = 2;
+
+pub struct ShardedCluster {
+    dir: tempfile::TempDir,
+    _config: Vec<Process>,
+    shards: Vec<Option<Process>>,
+    shard_ports: Vec<u16>,
+    pub router: Process,
+    /// `host:port` of each config server, for a catalog client.
+    pub config_addrs: Vec<String>,
+}
+
+impl ShardedCluster {
+    pub async fn start() -> anyhow::Result<ShardedCluster> {
+        let dir = tempfile::tempdir()?;
+        let ports = crate::up::free_ports(3 + SHARDS)?;
+        let (cfg_ports, shard_ports) = ports.split_at(3);
+        let peers =
+            cfg_ports.iter().enumerate().map(|(i, p)| format!("{}=127.0.0.1:{p}", i + 1)).collect::<Vec<_>>().join(",");
+        let config_addrs: Vec<String> = cfg_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        let mut config = Vec::new();
+        for (i, port) in cfg_ports.iter().enumerate() {
+            let id = i + 1;
+            let mut args = vec![
+                "configsvr".to_string(),
+                "--id".into(),
+                id.to_string(),
+                "--listen".into(),
+                format!("127.0.0.1:{port}"),
+                "--data-dir".into(),
+                dir.path().join(format!("cfg{id}")).display().to_string(),
+                "--peers".into(),
+                peers.clone(),
+            ];
+            if id == 1 {
+                args.push("--init".into());
+            }
+            let log_path = dir.path().join(format!("cfg{id}.log"));
+            config.push(
+                Process::start(ProcessSpec { name: format!("cfg{id}"), role: "configsvr".into(), args, log_path })
+                    .await?,
+            );
+        }
+        let mut shards = Vec::new();
+        for (i, port) in shard_ports.iter().enumerate() {
+            shards.push(Some(Process::start(shard_spec(dir.path(), i, *port, &config_addrs, "")).await?));
+        }
+        let router = Process::start(ProcessSpec {
+            name: "router".into(),
+            role: "router".into(),
+            args: vec![
+                "router".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--shard".into(),
+                format!("http://127.0.0.1:{}", shard_ports[0]),
+                "--config".into(),
+                config_addrs.join(","),
+            ],
+            log_path: dir.path().join("router.log"),
+        })
+        .await?;
+        let cluster =
+            ShardedCluster { dir, _config: config, shards, shard_ports: shard_ports.to_vec(), router, config_addrs };
+        let admin = cluster.client().await?.database("admin");
+        for i in 0..SHARDS {
+            let name = Self::shard_name(i);
+            admin.run_command(doc! { "addShard": format!("{name}/{}", cluster.shard_addr(i)), "name": &name }).await?;
+        }
+        Ok(cluster)
+    }
+
+    pub fn shard_name(i: usize) -> String {
+        format!("shard{i}")
+    }
+
+    /// `127.0.0.1:<port>` of shard `i` (stable across restarts).
+    pub fn shard_addr(&self, i: usize) -> String {
+        format!("127.0.0.1:{}", self.shard_ports[i])
+    }
+
+    /// Starts shard `i` on its port and data dir; `failpoints` as for `shoal shard --failpoints`.
+    pub async fn start_shard(&mut self, i: usize, failpoints: &str) -> anyhow::Result<()> {
+        let spec = shard_spec(self.dir.path(), i, self.shard_ports[i], &self.config_addrs, failpoints);
+        self.shards[i] = Some(Process::start(spec).await?);
+        Ok(())
+    }
+
+    pub fn shard(&self, i: usize) -> Option<&Process> {
+        self.shards[i].as_ref()
+    }
+
+    pub fn kill9_shard(&mut self, i: usize) {
+        if let Some(p) = self.shards[i].take() {
+            p.kill9();
+        }
+    }
+
+    /// Waits (bounded) for shard `i` to exit by itself (a failpoint aborted it).
+    pub async fn wait_shard_exit(&mut self, i: usize, within: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        while tokio::time::Instant::now() < deadline {
+            if self.shards[i].as_ref().is_none_or(|p| !p.is_alive()) {
+                self.kill9_shard(i);
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    pub async fn client(&self) -> anyhow::Result<mongodb::Client> {
+        let uri = format!("mongodb://{}/?directConnection=true&serverSelectionTimeoutMS=5000", self.router.addr());
+        Ok(mongodb::Client::with_uri_str(uri).await?)
+    }
+
+    /// The tails of every log, for a failing test's message.
+    pub fn log_tails(&self, lines: usize) -> String {
+        let mut out = String::new();
+        for name in ["shard0", "shard1", "router", "cfg1"] {
+            let path = self.dir.path().join(format!("{name}.log"));
+            out.push_str(&format!("--- {name} ---\n{}\n", crate::process::log_tail(&path, lines)));
+        }
+        out
+    }
+}
+
+fn shard_spec(dir: &Path, i: usize, port: u16, config_addrs: &[String], failpoints: &str) -> ProcessSpec {
+    let name = ShardedCluster::shard_name(i);
+    let mut args = vec![
+        "shard".into(),
+        "--name".into(),
+        name.clone(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--data-dir".into(),
+        dir.join(&name).display().to_string(),
+        "--config".into(),
+        config_addrs.join(","),
+    ];
+    if !failpoints.is_empty() {
+        args.extend(["--failpoints".into(), failpoints.to_owned()]);
+    }
+    let log_path = dir.join(format!("{name}.log"));
+    ProcessSpec { name, role: "shard".into(), args, log_path }
+}
