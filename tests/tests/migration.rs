@@ -36,7 +36,10 @@ fn request(body: Document) -> CommandRequest {
 }
 
 async fn shard(addr: &str) -> ShardClient<tonic::transport::Channel> {
-    ShardClient::connect(format!("http://{addr}")).await.expect("connect to shard")
+    ShardClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect to shard")
+        .max_decoding_message_size(usize::MAX)
 }
 
 /// `k` of every document on the shard (unversioned: orphans included), sorted, with duplicates kept.
