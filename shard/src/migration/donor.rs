@@ -6,31 +6,24 @@
 //! metadata reflects it (or is dropped), or commit before the final catch-up was acked.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::{Document, Timestamp};
 use bytes::Bytes;
-use shoal_configsvr::catalog::api::RoutingAnswer;
-use shoal_configsvr::catalog::{ChunkBound, ChunkVersion, Command, Detail, Epoch};
+use shoal_configsvr::catalog::{ChunkBound, ChunkVersion, Detail, Epoch};
 use shoal_configsvr::client::ConfigClient;
 use shoal_proto::ErrorCode;
+use shoal_proto::shard::ReceiveStartRequest;
 use shoal_proto::shard::migration_client::MigrationClient;
-use shoal_proto::shard::{MigrationMod, ReceiveBatchRequest, ReceiveEndRequest, ReceiveStartRequest};
 use tonic::transport::Channel;
 
-use super::mods::{BATCH_BYTES_MAX, BATCH_DOCS_MAX, Mod, RangeFilter, Step, batches, id_document};
+use super::outcome::{Commit, commit, finish_committed, log_change, notify, refresh_or_forget};
 use super::record::{Phase, Record, Side};
+use super::transfer::{catch_up, clone_batch, peer_err, reply_ok, send, task_err};
 use super::*;
-use crate::sharding::{CollectionMetadata, RangeDeletion};
+use crate::sharding::CollectionMetadata;
 use crate::store::Store;
-use crate::store::catalog::CollectionInfo;
 
-/// Documents one clone read examines (bounds a blocking-pool slice).
-pub const CLONE_SCAN_DOCS_MAX: usize = 10_000;
-/// Oplog entries one catch-up read examines.
-pub const OPLOG_ENTRIES_PER_READ_MAX: usize = 20_000;
 /// How long `_waitForDelete` waits for the donor's range deletion.
 pub const WAIT_FOR_DELETE_MAX_MS: u64 = 600_000;
 
@@ -299,223 +292,8 @@ async fn phases(
     finish_committed(mig, &record).await.map_err(Failure::Unresolved)
 }
 
-/// After the commit: schedule the donor's range deletion, then drop the record.
-pub async fn finish_committed(mig: &Migrations, record: &Record) -> Result<(), MigrationError> {
-    let engine = &mig.engine;
-    let task = RangeDeletion {
-        ns: record.ns.clone(),
-        uuid: record.uuid,
-        key: record.key_fields(),
-        min: record.min.clone(),
-        max: record.max.clone(),
-    };
-    engine.sharding.schedule_range_deletion(&engine.store, &engine.cursors, task).await?;
-    let (store, id) = (Arc::clone(&engine.store), record.id.clone());
-    tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id)).await.map_err(task_err)??;
-    Ok(())
-}
-
-/// Refreshes `ns` (bounded retries); if the catalog stays unreachable, drops the cached
-/// metadata so no request is admitted with the old version.
-pub async fn refresh_or_forget(mig: &Migrations, ns: &str) {
-    for attempt in 0..CATALOG_ATTEMPTS_MAX {
-        match mig.engine.sharding.refresh(ns).await {
-            Ok(()) => return,
-            Err(e) => tracing::warn!(attempt, error = %e, "refresh after commit failed"),
-        }
-        tokio::time::sleep(backoff(attempt)).await;
-    }
-    mig.engine.sharding.forget(ns);
-}
-
-enum Commit {
-    Committed,
-    Refused(MigrationError),
-    Unknown(String),
-}
-
-async fn commit(catalog: &ConfigClient, record: &Record) -> Commit {
-    let cmd = Command::CommitMigration {
-        ns: record.ns.clone(),
-        epoch: record.epoch,
-        min: record.min.clone(),
-        max: record.max.clone(),
-        from: record.from.clone(),
-        to: record.to.clone(),
-        expected_version: record.expected_version,
-        fencing: None,
-    };
-    match catalog.write(&cmd).await {
-        Ok(w) => match w.outcome {
-            Ok(_) => Commit::Committed,
-            Err(e) => Commit::Refused(MigrationError::refused(e.code(), e.to_string())),
-        },
-        Err(e) => {
-            tracing::warn!(error = %e, "commit outcome unknown; asking the catalog who owns the range");
-            match owner(catalog, record).await {
-                Ok(Some(o)) if o != record.from => Commit::Committed,
-                Ok(_) => {
-                    Commit::Refused(MigrationError::refused(ErrorCode::OperationFailed, format!("commit failed: {e}")))
-                }
-                Err(why) => Commit::Unknown(format!("commit outcome unknown: {e}; {why}")),
-            }
-        }
-    }
-}
-
-/// Who owns `record.min` per the catalog (linearizable read, bounded retries). `Ok(None)`: the
-/// collection is gone or re-sharded (nothing of this migration can be committed any more).
-pub async fn owner(catalog: &ConfigClient, record: &Record) -> Result<Option<String>, String> {
-    let mut last = String::new();
-    for attempt in 0..CATALOG_ATTEMPTS_MAX {
-        match catalog.routing_table(&record.ns, None, true).await {
-            Ok((RoutingAnswer::Full(Some(t)), _)) if t.epoch == record.epoch => {
-                let chunk = t.chunks.iter().find(|c| c.min <= record.min && record.min < c.max);
-                return Ok(chunk.map(|c| c.shard.clone()));
-            }
-            Ok((RoutingAnswer::Full(_), _)) => return Ok(None),
-            Ok((other, _)) => last = format!("unexpected answer {other:?}"),
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(backoff(attempt)).await;
-    }
-    Err(format!("catalog unreachable: {last}"))
-}
-
-/// Best-effort `ReceiveCommit` / `ReceiveAbort` (the recipient's recovery settles it otherwise).
-pub async fn notify(peer: &mut MigrationClient<Channel>, id: &str, committed: bool) {
-    let req = ReceiveEndRequest { request_id: id.to_owned(), migration_id: id.to_owned() };
-    let reply = if committed { peer.receive_commit(req).await } else { peer.receive_abort(req).await };
-    match reply.map(|r| r.into_inner().error) {
-        Ok(None) => {}
-        Ok(Some(e)) => tracing::warn!(committed, error = %e.errmsg, "recipient refused the outcome"),
-        Err(e) => tracing::warn!(committed, error = %e, "recipient unreachable for the outcome"),
-    }
-}
-
-/// Best-effort changelog entry.
-pub async fn log_change(catalog: &ConfigClient, what: &str, ns: &str, details: BTreeMap<String, Detail>) {
-    let cmd = Command::LogChange { what: what.to_owned(), ns: ns.to_owned(), details };
-    match catalog.write(&cmd).await.map(|w| w.outcome) {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => tracing::warn!(what, error = %e, "changelog entry refused"),
-        Err(e) => tracing::warn!(what, error = %e, "changelog entry not recorded"),
-    }
-}
-
 async fn save(store: &Arc<Store>, record: &Record) -> Result<(), MigrationError> {
     let (s, r) = (Arc::clone(store), record.clone());
     tokio::task::spawn_blocking(move || r.save(&s, Side::Donor)).await.map_err(task_err)??;
     Ok(())
-}
-
-fn task_err(e: tokio::task::JoinError) -> MigrationError {
-    MigrationError::refused(ErrorCode::InternalError, format!("task failed: {e}"))
-}
-
-fn peer_err(peer: &str, e: tonic::Status) -> MigrationError {
-    MigrationError::Peer { peer: peer.to_owned(), message: format!("unreachable: {}", e.message()) }
-}
-
-fn reply_ok(peer: &str, error: Option<shoal_proto::shard::CommandError>) -> Result<(), MigrationError> {
-    match error {
-        None => Ok(()),
-        Some(e) => Err(MigrationError::Peer {
-            peer: peer.to_owned(),
-            message: format!("{} ({}): {}", e.code_name, e.code, e.errmsg),
-        }),
-    }
-}
-
-/// Sends `mods` in bounded batches, each acked once durable on the recipient.
-async fn send(peer: &mut MigrationClient<Channel>, record: &Record, mods: Vec<Mod>) -> Result<(), MigrationError> {
-    for batch in batches(mods) {
-        let mods = batch
-            .into_iter()
-            .map(|m| match m {
-                Mod::Upsert(d) => MigrationMod { doc: d.into_bytes().into(), delete: false },
-                Mod::Delete(id) => {
-                    MigrationMod { doc: id_document(&id).to_vec().unwrap_or_default().into(), delete: true }
-                }
-            })
-            .collect();
-        let req = ReceiveBatchRequest { request_id: record.id.clone(), migration_id: record.id.clone(), mods };
-        let reply = peer.receive_batch(req).await.map_err(|e| peer_err(&record.to, e))?.into_inner();
-        reply_ok(&record.to, reply.error)?;
-    }
-    Ok(())
-}
-
-/// One catch-up pass: every oplog entry after `pos` available now. Answers (mods, bytes, new pos).
-async fn catch_up(
-    store: &Arc<Store>,
-    peer: &mut MigrationClient<Channel>,
-    record: &Record,
-    mut pos: Timestamp,
-) -> Result<(usize, usize, Timestamp), MigrationError> {
-    let (mut total, mut bytes) = (0, 0);
-    loop {
-        let (s, r) = (Arc::clone(store), record.clone());
-        let (mods, next, more) =
-            tokio::task::spawn_blocking(move || read_oplog(&s, &r, pos)).await.map_err(task_err)??;
-        pos = next;
-        total += mods.len();
-        bytes += mods.iter().map(Mod::size_bytes).sum::<usize>();
-        send(peer, record, mods).await?;
-        if !more {
-            return Ok((total, bytes, pos));
-        }
-    }
-}
-
-/// Oplog entries after `after` (at most [`OPLOG_ENTRIES_PER_READ_MAX`]) as mods of the range.
-fn read_oplog(store: &Store, record: &Record, after: Timestamp) -> Result<(Vec<Mod>, Timestamp, bool), MigrationError> {
-    let key = record.key_fields();
-    let filter = RangeFilter { ns: &record.ns, key: &key, min: &record.min, max: &record.max };
-    let (mut mods, mut last, mut examined) = (Vec::new(), after, 0);
-    for kv in store.oplog_after(after) {
-        let (k, v) = kv?;
-        if let Some(ts) = crate::store::keys::oplog_ts(&k) {
-            last = ts;
-        }
-        let entry = Document::from_reader(&mut &v[..]).map_err(crate::error::ExecError::from)?;
-        match filter.step(&entry) {
-            Step::Skip => {}
-            Step::Apply(m) => mods.push(m),
-            Step::Fail(why) => return Err(MigrationError::refused(ErrorCode::OperationFailed, why)),
-        }
-        examined += 1;
-        if examined >= OPLOG_ENTRIES_PER_READ_MAX {
-            return Ok((mods, last, true));
-        }
-    }
-    Ok((mods, last, false))
-}
-
-/// Documents of the range after storage key `after`: one batch's worth. Answers where the next
-/// read starts (`None`: the scan is done).
-fn clone_batch(
-    store: &Store,
-    coll: &CollectionInfo,
-    record: &Record,
-    after: Option<Bytes>,
-) -> Result<(Vec<Mod>, Option<Bytes>), MigrationError> {
-    let key = record.key_fields();
-    let filter = RangeFilter { ns: &record.ns, key: &key, min: &record.min, max: &record.max };
-    let lower = after.map_or(Bound::Unbounded, |k| Bound::Excluded(k.to_vec()));
-    let (mut mods, mut bytes, mut examined) = (Vec::new(), 0, 0);
-    for kv in store.scan(coll, lower, Bound::Unbounded, false) {
-        let (k, raw) = kv?;
-        let doc = Document::from_reader(&mut &raw[..]).map_err(crate::error::ExecError::from)?;
-        examined += 1;
-        if filter.contains(&doc) {
-            bytes += raw.len();
-            let raw = bson::RawDocumentBuf::from_bytes(raw.to_vec()).map_err(crate::error::ExecError::from)?;
-            mods.push(Mod::Upsert(raw));
-        }
-        if examined >= CLONE_SCAN_DOCS_MAX || mods.len() >= BATCH_DOCS_MAX || bytes >= BATCH_BYTES_MAX {
-            return Ok((mods, Some(k)));
-        }
-    }
-    Ok((mods, None))
 }

@@ -1,7 +1,8 @@
 //! Chunk migration, donor → recipient, donor-driven, with crash safety.
 //!
-//! Owns: the `Migration` gRPC service ([`service`]), the donor's run ([`donor`]), the
-//! recipient's handlers ([`recipient`]), the catch-up filter and batching ([`mods`]), the
+//! Owns: the `Migration` gRPC service ([`service`]), the donor's run ([`donor`]) with what it
+//! sends ([`transfer`]) and how a commit settles ([`outcome`]), the recipient's handlers
+//! ([`recipient`]), the catch-up filter and batching ([`mods`]), the
 //! persisted records ([`record`]), startup recovery ([`recovery`]) and test failpoints
 //! ([`failpoint`]). Must not: decide placement (the catalog's compare-and-set does), or delete
 //! ranges itself (the range deleter does, after `ShardingState::schedule_range_deletion`).
@@ -43,10 +44,12 @@
 pub mod donor;
 pub mod failpoint;
 pub mod mods;
+pub mod outcome;
 pub mod recipient;
 pub mod record;
 pub mod recovery;
 pub mod service;
+pub mod transfer;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use shoal_configsvr::catalog::Detail;
 use tracing::Instrument;
 
-use super::donor::{finish_committed, log_change, notify, owner, refresh_or_forget};
+use super::outcome::{finish_committed, log_change, notify, owner, refresh_or_forget};
 use super::recipient::abort_record;
 use super::record::{Record, Side};
 use super::{MigrationError, Migrations, backoff, peer_client, shard_endpoint};
