@@ -277,6 +277,8 @@ impl Shard for ShardService {
                     "listIndexes" => exec::ddl::list_indexes(engine, r).map(|d| (d, 0)),
                     "createIndexes" => exec::ddl::create_indexes(engine, r),
                     "shardingState" => Ok((engine.sharding.status(), 0)),
+                    "splitVector" => exec::split_vector::split_vector(engine, r).map(|d| (d, 0)),
+                    "dataSize" | "datasize" => exec::split_vector::data_size(engine, r).map(|d| (d, 0)),
                     other => Err(ExecError::new(
                         shoal_proto::ErrorCode::CommandNotFound,
                         format!("no such command: '{other}'"),

@@ -13,6 +13,7 @@ pub mod find_and_modify;
 pub mod insert;
 pub mod plan;
 pub mod scan;
+pub mod split_vector;
 pub mod statements;
 #[cfg(test)]
 mod tests;

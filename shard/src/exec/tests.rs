@@ -239,3 +239,49 @@ fn versioned_writes_skip_orphans_and_keep_the_shard_key() {
         find(&e, doc! { "find": "c", "sort": {"a": 1} }).iter().map(|d| d.get_i32("a").expect("a")).collect();
     assert_eq!(left, vec![5, 6, 7, 8, 9], "the orphans are still there");
 }
+
+#[test]
+fn split_vector_and_data_size_over_a_key_range() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = engine(dir.path());
+    let docs: Vec<Bson> = (0..100).map(|i| Bson::Document(doc! {"_id": i, "k": i * 10, "h": i})).collect();
+    write(&e, exec::insert::run, doc! { "insert": "c", "documents": docs });
+    let run = |f: fn(&Engine, &Request<'_>) -> crate::error::ExecResult<Document>, body: Document| {
+        let r = req(body);
+        f(&e, &Request::parse(&r).expect("parse"))
+    };
+    let median = run(
+        exec::split_vector::split_vector,
+        doc! { "splitVector": "db.c", "keyPattern": {"k": 1}, "min": {"k": 100}, "max": {"k": 300}, "force": true },
+    )
+    .expect("splitVector");
+    assert_eq!(median, doc! { "splitKeys": [{"k": 200}] }, "median of k in [100, 300)");
+    let by_size = run(
+        exec::split_vector::split_vector,
+        doc! { "splitVector": "db.c", "keyPattern": {"k": 1}, "maxChunkSizeBytes": 1000_i64 },
+    )
+    .expect("splitVector");
+    let points = by_size.get_array("splitKeys").expect("splitKeys");
+    assert!(points.len() >= 4, "about 3 kB of documents cut every 500 B: {by_size}");
+    let hashed = run(
+        exec::split_vector::split_vector,
+        doc! { "splitVector": "db.c", "keyPattern": {"h": "hashed"}, "force": true },
+    )
+    .expect("splitVector");
+    let point = hashed.get_array("splitKeys").expect("splitKeys")[0].as_document().expect("doc").clone();
+    assert!(matches!(point.get("h"), Some(Bson::Int64(_))), "hashed points are NumberLong: {point}");
+    let size = run(
+        exec::split_vector::data_size,
+        doc! { "dataSize": "db.c", "keyPattern": {"k": 1}, "min": {"k": 0}, "max": {"k": 500} },
+    )
+    .expect("dataSize");
+    assert_eq!(size.get_i64("numObjects").expect("numObjects"), 50);
+    assert!(size.get_i64("size").expect("size") > 50 * 20);
+    let err = run(exec::split_vector::split_vector, doc! { "splitVector": "db.c", "keyPattern": {"k": 1} })
+        .expect_err("neither force nor a size");
+    assert_eq!(err.code, ErrorCode::BadValue);
+    let err =
+        run(exec::split_vector::split_vector, doc! { "splitVector": "db.c", "keyPattern": {"k": -1}, "force": true })
+            .expect_err("descending key");
+    assert_eq!(err.code, ErrorCode::BadValue);
+}
