@@ -10,7 +10,9 @@
 //! ```
 //!
 //! The router forwards every data command to `shard0` until routing by chunk lands, so tests
-//! that need a document on its owning shard write to the shards directly.
+//! that need a document on its owning shard write to the shards directly. (Branch `route` adds
+//! `sharded_cluster.rs`, N shards on ephemeral ports behind a catalog-routed router; this one
+//! differs in keeping each shard's port across a kill -9 and restart, which recovery needs.)
 
 use std::path::Path;
 
@@ -20,7 +22,7 @@ use crate::process::{Process, ProcessSpec};
 
 pub const SHARDS: usize = 2;
 
-pub struct ShardedCluster {
+pub struct MigrationCluster {
     dir: tempfile::TempDir,
     _config: Vec<Process>,
     shards: Vec<Option<Process>>,
@@ -30,8 +32,8 @@ pub struct ShardedCluster {
     pub config_addrs: Vec<String>,
 }
 
-impl ShardedCluster {
-    pub async fn start() -> anyhow::Result<ShardedCluster> {
+impl MigrationCluster {
+    pub async fn start() -> anyhow::Result<MigrationCluster> {
         let dir = tempfile::tempdir()?;
         let ports = crate::up::free_ports(3 + SHARDS)?;
         let (cfg_ports, shard_ports) = ports.split_at(3);
@@ -81,7 +83,7 @@ impl ShardedCluster {
         })
         .await?;
         let cluster =
-            ShardedCluster { dir, _config: config, shards, shard_ports: shard_ports.to_vec(), router, config_addrs };
+            MigrationCluster { dir, _config: config, shards, shard_ports: shard_ports.to_vec(), router, config_addrs };
         let admin = cluster.client().await?.database("admin");
         for i in 0..SHARDS {
             let name = Self::shard_name(i);
@@ -146,7 +148,7 @@ impl ShardedCluster {
 }
 
 fn shard_spec(dir: &Path, i: usize, port: u16, config_addrs: &[String], failpoints: &str) -> ProcessSpec {
-    let name = ShardedCluster::shard_name(i);
+    let name = MigrationCluster::shard_name(i);
     let mut args = vec![
         "shard".into(),
         "--name".into(),
