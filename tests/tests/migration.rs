@@ -160,6 +160,22 @@ async fn move_upper(client: &mongodb::Client, to: usize, wait_for_delete: bool) 
         .await
 }
 
+/// [`move_upper`], retried (bounded) while a shard answers ConflictingOperationInProgress (117):
+/// it is still settling a migration an earlier crash interrupted.
+async fn move_retrying(client: &mongodb::Client, to: usize) -> mongodb::error::Result<Document> {
+    let mut attempts = 0;
+    loop {
+        let outcome = move_upper(client, to, false).await;
+        let busy =
+            matches!(&outcome, Err(e) if matches!(*e.kind, mongodb::error::ErrorKind::Command(ref c) if c.code == 117));
+        attempts += 1;
+        if !busy || attempts >= 300 {
+            return outcome;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_moved_chunk_lands_whole_on_the_recipient_and_leaves_the_donor() {
     let (cluster, catalog, client) = setup().await;
@@ -218,7 +234,7 @@ async fn crash_at(
     cluster.start_shard(victim, &format!("{failpoint}=exit")).await.expect("restart with the failpoint");
     // The answer depends on the phase (an error, or ok if the commit got through); the state
     // afterwards is what counts.
-    let outcome = move_upper(client, recipient, false).await;
+    let outcome = move_retrying(client, recipient).await;
     assert!(
         cluster.wait_shard_exit(victim, Duration::from_secs(60)).await,
         "{failpoint}: the failpoint was never reached (outcome {outcome:?})\n{}",
@@ -242,7 +258,7 @@ async fn a_donor_crash_at_any_phase_leaves_one_owner_and_every_document() {
     }
     // The shards still migrate afterwards.
     let (_, recipient) = upper_owner(&catalog).await;
-    move_upper(&client, recipient, true).await.expect("a clean move after the crashes");
+    move_retrying(&client, recipient).await.expect("a clean move after the crashes");
     wait_settled(&cluster, &catalog, "clean move").await;
 }
 
@@ -255,7 +271,7 @@ async fn a_recipient_crash_at_any_phase_leaves_one_owner_and_every_document() {
         crash_at(&mut cluster, &catalog, &client, failpoint, false).await;
     }
     let (_, recipient) = upper_owner(&catalog).await;
-    move_upper(&client, recipient, true).await.expect("a clean move after the crashes");
+    move_retrying(&client, recipient).await.expect("a clean move after the crashes");
     wait_settled(&cluster, &catalog, "clean move").await;
     let _ = Bson::Null;
 }

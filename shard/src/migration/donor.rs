@@ -19,7 +19,7 @@ use tonic::transport::Channel;
 
 use super::outcome::{Commit, commit, finish_committed, log_change, notify, refresh_or_forget};
 use super::record::{Phase, Record, Side};
-use super::transfer::{catch_up, clone_batch, peer_err, reply_ok, send, task_err};
+use super::transfer::{catch_up, clone_batch, peer_err, ping, reply_ok, send, task_err};
 use super::*;
 use crate::sharding::CollectionMetadata;
 use crate::store::Store;
@@ -268,6 +268,7 @@ async fn phases(
     })?;
     let (n, _, _) = catch_up(&store, peer, &record, pos).await.map_err(Abort)?;
     stats.catch_up_mods += n as u64;
+    ping(peer, &record).await.map_err(Abort)?;
     record.phase = Phase::Committing;
     save(&store, &record).await.map_err(Abort)?;
     failpoint::hit("migration.in_critical_section");

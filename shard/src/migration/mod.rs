@@ -20,6 +20,7 @@
 //!    |              |------------- ReceiveBatch* ------------>|   (until a pass is small)
 //!    |              | gates.enter(ns): writes wait            |
 //!    |              | final catch-up ---- ReceiveBatch* ----->|
+//!    |              | still yours? ------ ReceiveBatch [] --->| fails if restarted since
 //!    |              | persist Committing --------------- CommitMigration (CAS) ---------->|
 //!    |              | refresh(ns) ------ ReceiveCommit ------>| refresh, drop record
 //!    |              | persist Committed, leave section, schedule range deletion, drop record
@@ -37,9 +38,11 @@
 //! (durable). Every phase is logged and recorded in the catalog changelog (`moveChunk.start`,
 //! `moveChunk.to`, `moveChunk.from`, `moveChunk.error`; the catalog logs `moveChunk.commit`).
 //!
-//! Known gap: a recipient that crashes after acking the final batch and restarts before the
-//! donor's commit lands may schedule deletion of the range it is about to own; the range deleter
-//! re-checks ownership before deleting, which narrows but does not close that window.
+//! Known gap: right before the commit the donor checks the recipient still runs the migration
+//! (an empty batch). A recipient that crashes after that check and restarts before the commit
+//! lands may schedule deletion of the range it is about to own; the range deleter re-checks
+//! ownership right before deleting, which narrows but does not close that window (closing it
+//! needs the recipient's recovery to ask the donor, or a catalog-side fence).
 
 pub mod donor;
 pub mod failpoint;

@@ -35,6 +35,10 @@ pub fn peer_err(peer: &str, e: tonic::Status) -> MigrationError {
 pub fn reply_ok(peer: &str, error: Option<shoal_proto::shard::CommandError>) -> Result<(), MigrationError> {
     match error {
         None => Ok(()),
+        // A busy recipient is busy for the caller too: MongoDB clients retry 117.
+        Some(e) if e.code == ErrorCode::ConflictingOperationInProgress.code() => {
+            Err(MigrationError::Busy(format!("recipient {peer}: {}", e.errmsg)))
+        }
         Some(e) => Err(MigrationError::Peer {
             peer: peer.to_owned(),
             message: format!("{} ({}): {}", e.code_name, e.code, e.errmsg),
@@ -59,6 +63,14 @@ pub async fn send(peer: &mut MigrationClient<Channel>, record: &Record, mods: Ve
         reply_ok(&record.to, reply.error)?;
     }
     Ok(())
+}
+
+/// An empty batch: fails if the recipient no longer runs this migration (it restarted since its
+/// last ack), so the donor aborts instead of committing a range the recipient forgot.
+pub async fn ping(peer: &mut MigrationClient<Channel>, record: &Record) -> Result<(), MigrationError> {
+    let req = ReceiveBatchRequest { request_id: record.id.clone(), migration_id: record.id.clone(), mods: Vec::new() };
+    let reply = peer.receive_batch(req).await.map_err(|e| peer_err(&record.to, e))?.into_inner();
+    reply_ok(&record.to, reply.error)
 }
 
 /// One catch-up pass: every oplog entry after `pos` available now. Answers (mods, bytes, new pos).
