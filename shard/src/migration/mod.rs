@@ -80,6 +80,9 @@ pub const CRITICAL_SECTION_ENTER_WAIT_MS: u64 = 30_000;
 pub const CATCH_UP_PASSES_MAX: usize = 50;
 pub const CATCH_UP_SMALL_MODS: usize = 100;
 pub const CATCH_UP_SMALL_BYTES: usize = 1 << 20;
+/// A receiving migration whose donor has not called for this long may be displaced by another
+/// donor's (far above the gap between a donor's calls, which each have a timeout).
+pub const RECEIVE_IDLE_MS_MAX: u64 = 600_000;
 /// Bounded retries (doubling backoff) for catalog calls whose answer the migration needs.
 pub const CATALOG_ATTEMPTS_MAX: u32 = 12;
 pub const RETRY_BACKOFF_MIN_MS: u64 = 100;
@@ -129,6 +132,8 @@ impl From<crate::storage::StorageError> for MigrationError {
 pub struct Active {
     pub side: Side,
     pub record: Record,
+    /// When the donor last called about it (recipient side).
+    pub last_call: std::time::Instant,
 }
 
 /// The shard's migration registry, shared by the service and recovery.
@@ -163,7 +168,15 @@ impl Migrations {
         let mut active = self.lock();
         let replaced = match active.as_ref() {
             None => None,
-            Some(a) if side == Side::Recipient && a.side == Side::Recipient && a.record.from == record.from => {
+            // The same donor restarted and forgot it, or a donor went silent (its commit or abort
+            // notice lost): the earlier attempt is settled by the caller (its range deletion keeps
+            // whatever the catalog says this shard owns by then).
+            Some(a)
+                if side == Side::Recipient
+                    && a.side == Side::Recipient
+                    && (a.record.from == record.from
+                        || a.last_call.elapsed() >= Duration::from_millis(RECEIVE_IDLE_MS_MAX)) =>
+            {
                 active.take()
             }
             Some(a) => {
@@ -173,7 +186,7 @@ impl Migrations {
                 )));
             }
         };
-        *active = Some(Active { side, record: record.clone() });
+        *active = Some(Active { side, record: record.clone(), last_call: std::time::Instant::now() });
         Ok(replaced)
     }
 
@@ -185,9 +198,12 @@ impl Migrations {
         }
     }
 
-    /// The recipient migration `id`, if this process is running it.
+    /// The recipient migration `id`, if this process is running it (and notes the call).
     pub fn receiving(&self, id: &str) -> Option<Record> {
-        self.lock().as_ref().filter(|a| a.side == Side::Recipient && a.record.id == id).map(|a| a.record.clone())
+        let mut active = self.lock();
+        let a = active.as_mut().filter(|a| a.side == Side::Recipient && a.record.id == id)?;
+        a.last_call = std::time::Instant::now();
+        Some(a.record.clone())
     }
 
     fn set_recovering(&self, n: usize) {

@@ -59,7 +59,7 @@ pub async fn start(mig: &Migrations, req: ReceiveStartRequest) -> Result<(), Mig
         return Ok(()); // a retried start
     }
     if let Some(stale) = mig.claim(Side::Recipient, &record)? {
-        tracing::warn!(stale = %stale.record.id, "a new migration from the same donor replaces an earlier attempt");
+        tracing::warn!(stale = %stale.record.id, "a new migration replaces an abandoned one; deleting what it received");
         abort_record(mig, &stale.record).await?;
     }
     let result = prepare(mig, &record, &ns, options).await;
