@@ -269,6 +269,7 @@ async fn phases(
     let (n, _, _) = catch_up(&store, peer, &record, pos).await.map_err(Abort)?;
     stats.catch_up_mods += n as u64;
     ping(peer, &record).await.map_err(Abort)?;
+    mig.begin_commit(&record.id).map_err(Abort)?;
     record.phase = Phase::Committing;
     save(&store, &record).await.map_err(Abort)?;
     failpoint::hit("migration.in_critical_section");

@@ -38,11 +38,15 @@
 //! (durable). Every phase is logged and recorded in the catalog changelog (`moveChunk.start`,
 //! `moveChunk.to`, `moveChunk.from`, `moveChunk.error`; the catalog logs `moveChunk.commit`).
 //!
-//! Known gap: right before the commit the donor checks the recipient still runs the migration
-//! (an empty batch). A recipient that crashes after that check and restarts before the commit
-//! lands may schedule deletion of the range it is about to own; the range deleter re-checks
-//! ownership right before deleting, which narrows but does not close that window (closing it
-//! needs the recipient's recovery to ask the donor, or a catalog-side fence).
+//! A recipient that restarts with a receiving record the catalog does not give it asks the donor
+//! first (`MigrationFate`): a donor short of its commit point vetoes the migration (it aborts
+//! instead of committing), so the recipient deletes only ranges that can never become its own;
+//! a donor that is committing, or still settling the migration after its own restart, answers
+//! "ask again later" and the recipient keeps the (orphaned, hidden) documents meanwhile.
+//!
+//! Known gap: a donor restarted while its `CommitMigration` was still in flight in the config
+//! service settles by a linearizable read of the owner; a proposal the leader applies after that
+//! read (it would have to outlive the donor's restart) is not fenced off.
 
 pub mod donor;
 pub mod failpoint;
@@ -134,6 +138,20 @@ pub struct Active {
     pub record: Record,
     /// When the donor last called about it (recipient side).
     pub last_call: std::time::Instant,
+    /// Donor side: a restarted recipient asked for this migration's fate before the commit point;
+    /// the donor must abort instead of committing.
+    pub vetoed: bool,
+    /// Donor side: past the commit point (the catalog commit may be in flight).
+    pub committing: bool,
+}
+
+/// A donor's answer to [`Migrations::fate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// It will never commit from now on: the catalog's owner is final.
+    Decided,
+    /// Committing, or a record still being settled after a restart: ask again later.
+    Pending,
 }
 
 /// The shard's migration registry, shared by the service and recovery.
@@ -186,8 +204,47 @@ impl Migrations {
                 )));
             }
         };
-        *active = Some(Active { side, record: record.clone(), last_call: std::time::Instant::now() });
+        *active = Some(Active {
+            side,
+            record: record.clone(),
+            last_call: std::time::Instant::now(),
+            vetoed: false,
+            committing: false,
+        });
         Ok(replaced)
+    }
+
+    /// The donor's commit point: from here a fate question answers Pending. Fails if a restarted
+    /// recipient already vetoed the migration (it may be deleting what it received).
+    pub fn begin_commit(&self, id: &str) -> Result<(), MigrationError> {
+        let mut active = self.lock();
+        match active.as_mut().filter(|a| a.side == Side::Donor && a.record.id == id) {
+            Some(a) if a.vetoed => Err(MigrationError::Peer {
+                peer: a.record.to.clone(),
+                message: "the recipient restarted during the migration and vetoed its commit".into(),
+            }),
+            Some(a) => {
+                a.committing = true;
+                Ok(())
+            }
+            None => Err(MigrationError::refused(ErrorCode::InternalError, format!("migration {id} is not running"))),
+        }
+    }
+
+    /// Whether donor migration `id` can still commit. A running migration short of its commit
+    /// point is vetoed (it will abort), so the answer stays true; one still persisted but not
+    /// running (being settled after a restart) is Pending, as is one committing.
+    pub fn fate(&self, id: &str, persisted: bool) -> Fate {
+        let mut active = self.lock();
+        match active.as_mut().filter(|a| a.side == Side::Donor && a.record.id == id) {
+            Some(a) if a.committing => Fate::Pending,
+            Some(a) => {
+                a.vetoed = true;
+                Fate::Decided
+            }
+            None if persisted => Fate::Pending,
+            None => Fate::Decided,
+        }
     }
 
     /// Frees the slot if `id` holds it.
@@ -255,4 +312,56 @@ pub fn peer_client(endpoint: &str) -> Result<MigrationClient<Channel>, Migration
 pub fn backoff(n: u32) -> Duration {
     let ms = RETRY_BACKOFF_MIN_MS.saturating_mul(1u64 << n.min(16));
     Duration::from_millis(ms.min(RETRY_BACKOFF_MAX_MS))
+}
+
+#[cfg(test)]
+mod tests {
+    use shoal_configsvr::catalog::{ChunkVersion, Epoch};
+    use uuid::Uuid;
+
+    use super::record::Phase;
+    use super::*;
+
+    fn record(id: &str) -> Record {
+        Record {
+            id: id.into(),
+            ns: "db.c".into(),
+            uuid: Uuid::new_v4(),
+            key: vec![("k".into(), false)],
+            min: ChunkBound::Min,
+            max: ChunkBound::Max,
+            from: "s0".into(),
+            to: "s1".into(),
+            epoch: Epoch([1; 12]),
+            expected_version: ChunkVersion { major: 1, minor: 0 },
+            phase: Phase::Cloning,
+        }
+    }
+
+    fn migrations(dir: &std::path::Path) -> Migrations {
+        let config = crate::ShardConfig::new("s0", "127.0.0.1:0".parse().unwrap(), dir.to_path_buf());
+        Migrations::new(crate::open_engine(&config).unwrap())
+    }
+
+    #[test]
+    fn a_fate_question_before_the_commit_point_vetoes_the_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mig = migrations(dir.path());
+        mig.claim(Side::Donor, &record("m1")).unwrap();
+        assert_eq!(mig.fate("m1", true), Fate::Decided);
+        assert!(mig.begin_commit("m1").is_err(), "a vetoed migration must not commit");
+    }
+
+    #[test]
+    fn a_committing_or_persisted_migration_is_pending_and_an_unknown_one_decided() {
+        let dir = tempfile::tempdir().unwrap();
+        let mig = migrations(dir.path());
+        mig.claim(Side::Donor, &record("m1")).unwrap();
+        mig.begin_commit("m1").unwrap();
+        assert_eq!(mig.fate("m1", true), Fate::Pending);
+        mig.release("m1");
+        assert_eq!(mig.fate("m1", true), Fate::Pending, "still persisted: being settled");
+        assert_eq!(mig.fate("m1", false), Fate::Decided);
+        assert_eq!(mig.fate("other", false), Fate::Decided);
+    }
 }

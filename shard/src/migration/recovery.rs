@@ -7,7 +7,9 @@
 //!                                       schedule the donor's range deletion, drop the record
 //!                     owner == donor → aborted:   ReceiveAbort (best effort), drop the record
 //!  recipient record:  owner == us    → keep the data, refresh, drop the record
-//!                     otherwise      → schedule deletion of the range, drop the record
+//!                     otherwise      → ask the donor (MigrationFate) until it answers that the
+//!                                       migration can no longer commit, read the owner again:
+//!                                       ours → keep; else schedule deletion, drop the record
 //! ```
 //!
 //! Until every record is settled the shard refuses new migrations (117). A recipient that
@@ -122,6 +124,15 @@ async fn settle_recipient_in_span(mig: &Migrations, record: Record) {
             let owner = owner(catalog, &record)
                 .await
                 .map_err(|why| MigrationError::Peer { peer: "catalog".into(), message: why })?;
+            // Not ours (yet): only a donor that can no longer commit makes that final.
+            let owner = if owner.as_deref() == Some(record.to.as_str()) {
+                owner
+            } else {
+                donor_decided(catalog, &record).await?;
+                super::outcome::owner(catalog, &record)
+                    .await
+                    .map_err(|why| MigrationError::Peer { peer: "catalog".into(), message: why })?
+            };
             if owner.as_deref() == Some(record.to.as_str()) {
                 refresh_or_forget(mig, &record.ns).await;
                 let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
@@ -143,4 +154,26 @@ async fn settle_recipient_in_span(mig: &Migrations, record: Record) {
         tokio::time::sleep(backoff(round)).await;
     }
     tracing::error!("received range left unsettled; the next restart retries");
+}
+
+/// Waits for nothing: asks `record.from` once whether the migration can still commit; an error
+/// (pending, unreachable) makes the caller retry later. A donor shard gone from the catalog can
+/// commit nothing.
+async fn donor_decided(catalog: &shoal_configsvr::client::ConfigClient, record: &Record) -> Result<(), MigrationError> {
+    let peer_err = |message: String| MigrationError::Peer { peer: record.from.clone(), message };
+    let (cat, _) = catalog.read(true).await.map_err(|e| peer_err(format!("catalog: {e}")))?;
+    if cat.shard(&record.from).is_none() {
+        return Ok(());
+    }
+    let mut peer = shard_endpoint(&cat, &record.from).and_then(|e| peer_client(&e))?;
+    let reply = peer
+        .migration_fate(shoal_proto::shard::MigrationFateRequest { migration_id: record.id.clone() })
+        .await
+        .map_err(|s| peer_err(format!("asking the donor: {}", s.message())))?
+        .into_inner();
+    if reply.decided {
+        Ok(())
+    } else {
+        Err(peer_err("the donor is still committing or settling this migration".into()))
+    }
 }

@@ -9,13 +9,15 @@ use shoal_configsvr::catalog::{ChunkVersion, Epoch};
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::migration_server::Migration;
 use shoal_proto::shard::{
-    MoveRangeReply, MoveRangeRequest, ReceiveBatchRequest, ReceiveEndRequest, ReceiveReply, ReceiveStartRequest,
+    MigrationFateReply, MigrationFateRequest, MoveRangeReply, MoveRangeRequest, ReceiveBatchRequest, ReceiveEndRequest,
+    ReceiveReply, ReceiveStartRequest,
 };
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::donor::{MoveRequest, move_range};
-use super::{MigrationError, Migrations, bound_from_wire, recipient};
+use super::record::{Record, Side};
+use super::{Fate, MigrationError, Migrations, bound_from_wire, recipient};
 
 #[derive(Clone)]
 pub struct MigrationService {
@@ -90,5 +92,23 @@ impl Migration for MigrationService {
         let req = request.into_inner();
         let span = tracing::info_span!("receive_abort", request_id = %req.request_id);
         Ok(receive_reply(recipient::abort(&self.migrations, req).instrument(span).await))
+    }
+
+    async fn migration_fate(
+        &self,
+        request: Request<MigrationFateRequest>,
+    ) -> Result<Response<MigrationFateReply>, Status> {
+        let id = request.into_inner().migration_id;
+        let store = Arc::clone(&self.migrations.engine.store);
+        let wanted = id.clone();
+        let persisted = tokio::task::spawn_blocking(move || Record::load_all(&store, Side::Donor))
+            .await
+            .map_err(|e| Status::internal(format!("fate task failed: {e}")))?
+            .map_err(|e| Status::internal(format!("reading migration records: {e}")))?
+            .iter()
+            .any(|r| r.id == wanted);
+        let fate = self.migrations.fate(&id, persisted);
+        tracing::info!(migration = %id, ?fate, "a restarted recipient asked for a migration's fate");
+        Ok(Response::new(MigrationFateReply { decided: fate == Fate::Decided }))
     }
 }
