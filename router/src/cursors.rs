@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct RouterCursor {
     pub ns: String,
+    /// The shard holding the cursor (`routing::pool::LEGACY_SHARD` in single-shard mode).
+    pub shard: String,
     pub shard_cursor_id: i64,
     last_used: Instant,
 }
@@ -45,13 +47,13 @@ impl CursorRegistry {
         Self { open: Mutex::new(HashMap::new()), buffered: Mutex::new(HashMap::new()), idle_timeout }
     }
 
-    pub fn register(&self, ns: String, shard_cursor_id: i64) -> i64 {
+    pub fn register(&self, ns: String, shard: String, shard_cursor_id: i64) -> i64 {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let buffered = self.buffered.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             let id = rand::random::<i64>() & i64::MAX;
             if id != 0 && !open.contains_key(&id) && !buffered.contains_key(&id) {
-                open.insert(id, RouterCursor { ns, shard_cursor_id, last_used: Instant::now() });
+                open.insert(id, RouterCursor { ns, shard, shard_cursor_id, last_used: Instant::now() });
                 return id;
             }
         }
@@ -125,13 +127,13 @@ impl CursorRegistry {
         self.len() == 0
     }
 
-    /// Removes idle cursors and returns their shard cursor ids, to be killed there.
-    pub fn reap_idle(&self) -> Vec<i64> {
+    /// Removes idle cursors and returns their shards and shard cursor ids, to be killed there.
+    pub fn reap_idle(&self) -> Vec<(String, i64)> {
         let timeout = self.idle_timeout;
         self.buffered.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, c| c.last_used.elapsed() < timeout);
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let idle: Vec<i64> = open.iter().filter(|(_, c)| c.last_used.elapsed() >= timeout).map(|(id, _)| *id).collect();
-        idle.iter().filter_map(|id| open.remove(id)).map(|c| c.shard_cursor_id).collect()
+        idle.iter().filter_map(|id| open.remove(id)).map(|c| (c.shard, c.shard_cursor_id)).collect()
     }
 }
 
@@ -143,15 +145,22 @@ pub async fn reap_idle_forever(state: std::sync::Arc<crate::state::RouterState>)
     let mut tick = tokio::time::interval(REAP_INTERVAL);
     loop {
         tick.tick().await;
-        let shard_ids = state.cursors.reap_idle();
-        if shard_ids.is_empty() {
+        let reaped = state.cursors.reap_idle();
+        if reaped.is_empty() {
             continue;
         }
-        tracing::info!(count = shard_ids.len(), "killing idle cursors");
-        let req = shoal_proto::shard::KillCursorsRequest { request_id: "reaper".into(), cursor_ids: shard_ids };
-        // Shard cursors we fail to kill here are reaped by the shard's own idle timeout.
-        if let Err(status) = state.shards.client().kill_cursors(req).await {
-            state.shards.status_error(&status);
+        tracing::info!(count = reaped.len(), "killing idle cursors");
+        let mut by_shard: std::collections::HashMap<String, Vec<i64>> = std::collections::HashMap::new();
+        for (shard, id) in reaped {
+            by_shard.entry(shard).or_default().push(id);
+        }
+        for (shard, cursor_ids) in by_shard {
+            let Some(pool) = state.shards.get(&shard) else { continue };
+            let req = shoal_proto::shard::KillCursorsRequest { request_id: "reaper".into(), cursor_ids };
+            // Shard cursors we fail to kill here are reaped by the shard's own idle timeout.
+            if let Err(status) = pool.client().kill_cursors(req).await {
+                pool.status_error(&status);
+            }
         }
     }
 }
@@ -163,10 +172,10 @@ mod tests {
     #[test]
     fn register_touch_remove_reap() {
         let r = CursorRegistry::new(Duration::from_secs(0));
-        let id = r.register("d.c".into(), 42);
+        let id = r.register("d.c".into(), String::new(), 42);
         assert!(id > 0);
         assert_eq!(r.touch(id).map(|c| c.shard_cursor_id), Some(42));
-        assert_eq!(r.reap_idle(), vec![42]);
+        assert_eq!(r.reap_idle(), vec![(String::new(), 42)]);
         assert!(r.touch(id).is_none());
         assert!(r.remove(id).is_none());
     }

@@ -21,6 +21,8 @@ pub mod config;
 pub mod cursors;
 pub mod dispatch;
 pub mod error;
+pub mod merge;
+pub mod routing;
 pub mod server;
 pub mod shard_client;
 pub mod state;

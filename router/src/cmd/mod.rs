@@ -13,4 +13,7 @@ pub mod ddl;
 pub mod forward;
 pub mod handshake;
 pub mod info;
+pub mod routed_read;
+pub mod routed_write;
+pub mod shard_call;
 pub mod sharding;
