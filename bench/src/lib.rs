@@ -6,7 +6,9 @@
 //! driver — so the cost of each layer shows as a ratio; and the config catalog benchmark
 //! ([`catalog`], `shoal bench catalog`): commits/s and linearizable reads/s of a 3-node config
 //! cluster beside etcd ([`etcd`]) under the same load; and YCSB ([`ycsb`], `shoal bench load|run|matrix`):
-//! CoreWorkload against Shoal, any MongoDB endpoint, or PostgreSQL with JSONB rows.
+//! CoreWorkload against Shoal, any MongoDB endpoint, or PostgreSQL with JSONB rows; and chunk
+//! migration ([`migration`], `shoal bench migration`): MiB/s beside plain copies of the same bytes,
+//! critical sections, and a foreground load with and without migrations.
 //!
 //! Must not: be linked by the server crates; it is a client of them (it links `shoal-shard` only to
 //! drive its storage and executor in-process). Timing lives here, never in tests.
@@ -15,5 +17,6 @@ pub mod catalog;
 pub mod crud;
 pub mod etcd;
 pub mod measure;
+pub mod migration;
 pub mod procs;
 pub mod ycsb;

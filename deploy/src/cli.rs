@@ -43,6 +43,33 @@ pub enum BenchCommand {
     Run(YcsbArgs),
     /// The seed matrix (record sizes x threads x {load, 50/50, 80/20}) on Shoal and PostgreSQL.
     Matrix(MatrixArgs),
+    /// Chunk migration MiB/s vs plain copies, critical sections, and a load with and without moves.
+    Migration(MigrationBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MigrationBenchArgs {
+    /// A router of a running cluster with at least two shards.
+    #[arg(long, default_value = "mongodb://127.0.0.1:27017")]
+    pub uri: String,
+    /// MiB of documents in the migrated chunk.
+    #[arg(long, default_value_t = 64)]
+    pub data_mib: u64,
+    /// Padding bytes per document.
+    #[arg(long, default_value_t = 1024)]
+    pub doc_bytes: usize,
+    /// Moves measured on the idle cluster.
+    #[arg(long, default_value_t = 6)]
+    pub moves: usize,
+    /// Client tasks of the 80/20 find/update load.
+    #[arg(long, default_value_t = 16)]
+    pub threads: usize,
+    /// Seconds of each load phase (without and with migrations).
+    #[arg(long, default_value_t = 30)]
+    pub load_secs: u64,
+    /// Also write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -6,7 +6,7 @@
 //!  shoal router    --> serve::router    (one router, foreground)
 //!  shoal configsvr --> serve::configsvr (one config server, foreground)
 //!  shoal up        --> up::run          (spec.rs -> plan.rs -> launcher.rs children, probe.rs ping)
-//!  shoal bench     --> shoal_bench::{crud, catalog, ycsb (load, run, matrix)}
+//!  shoal bench     --> shoal_bench::{crud, catalog, ycsb (load, run, matrix), migration}
 //! ```
 
 mod cli;
@@ -53,6 +53,7 @@ fn main() -> ExitCode {
             Command::Bench(cli::BenchCommand::Load(args)) => bench_ycsb(shoal_bench::ycsb::Phase::Load, args).await,
             Command::Bench(cli::BenchCommand::Run(args)) => bench_ycsb(shoal_bench::ycsb::Phase::Run, args).await,
             Command::Bench(cli::BenchCommand::Matrix(args)) => bench_matrix(args).await,
+            Command::Bench(cli::BenchCommand::Migration(args)) => bench_migration(args).await,
         }
     });
     match outcome {
@@ -118,6 +119,23 @@ async fn bench_ycsb(phase: shoal_bench::ycsb::Phase, args: cli::YcsbArgs) -> any
         0 => Ok(()),
         n => Err(anyhow::anyhow!("{n} operations failed (counted in the report above)")),
     }
+}
+
+async fn bench_migration(args: cli::MigrationBenchArgs) -> anyhow::Result<()> {
+    let opts = shoal_bench::migration::MigrationOptions {
+        uri: args.uri,
+        data_mib: args.data_mib,
+        doc_bytes: args.doc_bytes,
+        moves: args.moves,
+        threads: args.threads,
+        load_secs: args.load_secs,
+    };
+    let report = shoal_bench::migration::run(&opts).await?;
+    println!("{}", shoal_bench::migration::report(&opts, &report));
+    if let Some(path) = args.json {
+        std::fs::write(&path, shoal_bench::migration::json(&report)?)?;
+    }
+    Ok(())
 }
 
 async fn bench_matrix(args: cli::MatrixArgs) -> anyhow::Result<()> {

@@ -251,7 +251,8 @@ shards:
         let cfg = |name: &str, port| ConfigServerSpec { name: name.into(), port };
         assert_eq!(spec.config_servers, vec![cfg("cfg1", 27019), cfg("cfg2", 27020), cfg("cfg3", 27021)]);
         assert_eq!(spec.routers, vec![RouterSpec { name: "router0".into(), port: 27017 }]);
-        assert_eq!(spec.shards, vec![ShardSpec { name: "shard0".into(), members: vec![MemberSpec { port: 27101 }] }]);
+        let shard = |name: &str, port| ShardSpec { name: name.into(), members: vec![MemberSpec { port }] };
+        assert_eq!(spec.shards, vec![shard("shard0", 27101), shard("shard1", 27102)]);
     }
 
     #[test]

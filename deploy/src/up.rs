@@ -41,11 +41,6 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         spec.override_first_router_port(port);
     }
     spec.validate(args.allow_non_loopback).with_context(|| format!("invalid spec {source}"))?;
-    if spec.shards.len() > 1 {
-        warn!(
-            "until sharding arrives (issue 5) routers forward data to the first shard only; the other shards get none"
-        );
-    }
     // Absolute so the paths in messages and children's arguments do not depend on a cwd.
     let data_dir =
         std::path::absolute(&args.data_dir).with_context(|| format!("bad data dir {}", args.data_dir.display()))?;

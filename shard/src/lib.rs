@@ -2,16 +2,19 @@
 //!
 //! Owns: the storage interface and its fjall implementation ([`storage`]), the document store with
 //! its collection catalog, `_id`-clustered documents and oplog ([`store`]), command execution
-//! ([`exec`]), cursors ([`cursors`]), sharding state ([`sharding`]: owned chunks, migration
-//! critical sections) and the gRPC service routers call ([`service`]).
+//! ([`exec`]), cursors ([`cursors`]), sharding state ([`sharding`]: the collection metadata cache
+//! loaded from the config servers, the shard-version check that answers StaleConfig, the ownership
+//! filter that hides orphans from versioned requests, migration critical sections, and the
+//! persisted range deleter) and the gRPC service routers call ([`service`]).
 //!
 //! Must not: speak the MongoDB wire protocol (that is the router's), know about other shards'
 //! data, or mention the storage engine outside [`storage`]. Blocking storage work runs on the
 //! blocking pool, never on the async runtime.
 //!
 //! ```text
-//!  router --gRPC (BSON bytes)--> service --> exec --> store --> storage::Engine (fjall)
-//!                                               \--> cursors          \--> GroupCommit (fsync)
+//!  router --gRPC (BSON bytes)--> service --check version--> exec --> store --> storage::Engine (fjall)
+//!                                   |                          \--> cursors          \--> GroupCommit (fsync)
+//!                                   \--> sharding (metadata <-- config servers, gates, range deleter)
 //! ```
 
 pub mod cursors;
@@ -82,11 +85,12 @@ pub enum ShardError {
 pub fn open_engine(config: &ShardConfig) -> Result<Arc<Engine>, ShardError> {
     let engine = FjallEngine::open(&config.data_dir.join("db"), config.cache_size_bytes)?;
     let store = Store::open(Arc::new(engine))?;
-    Ok(Arc::new(Engine {
-        store: Arc::new(store),
-        cursors: CursorManager::new(config.cursor_idle_timeout),
-        sharding: ShardingState::new(config.name.clone(), &config.config_servers),
-    }))
+    let sharding = ShardingState::new(config.name.clone(), &config.config_servers);
+    let resumed = sharding.range_deleter.load(&store)?;
+    if resumed > 0 {
+        tracing::info!(tasks = resumed, "resuming range deletions");
+    }
+    Ok(Arc::new(Engine { store: Arc::new(store), cursors: CursorManager::new(config.cursor_idle_timeout), sharding }))
 }
 
 /// Opens the store, serves gRPC on `config.listen` until `shutdown` resolves, then closes cleanly.
@@ -100,6 +104,7 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
     tracing::info!(name = %config.name, addr = %local, data_dir = %config.data_dir.display(), "shard listening");
 
     let background = tokio::spawn(background_tasks(Arc::clone(&engine), config.cursor_reap_interval));
+    let range_deleter = tokio::spawn(sharding::range_deleter::run(Arc::clone(&engine)));
     let service = ShardServer::new(service::ShardService::new(Arc::clone(&engine)))
         .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
         .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
@@ -114,6 +119,7 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     background.abort();
+    range_deleter.abort();
     let store = Arc::clone(&engine.store);
     tokio::task::spawn_blocking(move || store.shutdown()).await.map_err(std::io::Error::other)?;
     tracing::info!(name = %config.name, "shard stopped");
@@ -127,7 +133,8 @@ pub fn announce_ready(role: &str, addr: SocketAddr) {
     let _ = out.flush();
 }
 
-/// Reaps idle cursors and deletes the documents of dropped collections.
+/// Reaps idle cursors and deletes the documents of dropped collections (the range deleter runs
+/// as its own task, [`sharding::range_deleter::run`]).
 async fn background_tasks(engine: Arc<Engine>, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     loop {

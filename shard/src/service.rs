@@ -2,11 +2,20 @@
 //! may block on I/O), waits for durability as the write concern asks, and maps every
 //! [`ExecError`] to the wire once.
 //!
+//! A request carrying a `shard_version` is checked first ([`ShardingState::check`], async: it may
+//! ask the catalog); a mismatch is the reply's top-level error (StaleConfig), returned before any
+//! document changes, so the router can retry the whole request. Writes hold their collection's
+//! write permit from before the check until they are applied, so a migration's critical section
+//! waits for them and a write that waited for it is checked against the new metadata. Versioned
+//! reads hold a read pin (see `cursors`) so the range deleter waits for them.
+//!
 //! ```text
-//! router --gRPC--> ShardService::insert --spawn_blocking--> exec::insert::run (writer lock, batch)
-//!                        |                                                      |
-//!                        +<-- wait_durable(seq) (group commit) <----------------+
+//! router --gRPC--> ShardService::insert -- permit(ns) -- check(ns, version) --spawn_blocking--> exec::insert::run
+//!                        |                                                      (writer lock, batch, ownership)
+//!                        +<-- drop permit -- wait_durable(seq) (group commit) <----------------+
 //! ```
+//!
+//! [`ShardingState::check`]: crate::sharding::ShardingState::check
 
 use std::sync::Arc;
 
@@ -19,8 +28,46 @@ use shoal_proto::shard::{
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
+use crate::cursors::ReadPin;
 use crate::error::{ExecError, ExecResult};
 use crate::exec::{self, Engine, WriteConcern, WriteOutcome};
+use crate::sharding::{Ownership, WRITE_WAIT_MAX, WritePermit};
+
+/// What a request holds while it runs, from before its version check until it is applied.
+#[derive(Default)]
+struct Admitted {
+    ownership: Option<Arc<Ownership>>,
+    _permit: Option<WritePermit>,
+    pin: Option<ReadPin>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
+    Other,
+}
+
+/// `db.coll` of a command whose first field names its collection (`{find: "c", ...}`); `None`
+/// for database-level commands (`{aggregate: 1}`, `listCollections`).
+fn target_ns(req: &CommandRequest) -> Option<String> {
+    let body = bson::RawDocument::from_bytes(&req.body).ok()?;
+    let (_, first) = body.iter().next()?.ok()?;
+    let coll = first.as_str()?;
+    (!coll.is_empty()).then(|| format!("{}.{coll}", req.db))
+}
+
+fn admit_span(req: &CommandRequest) -> tracing::Span {
+    tracing::debug_span!("admit", request_id = %req.request_id, db = %req.db)
+}
+
+/// The command name (first field) of a generic command.
+fn command_name(req: &CommandRequest) -> String {
+    bson::RawDocument::from_bytes(&req.body)
+        .ok()
+        .and_then(|b| b.iter().next().and_then(|e| e.ok()).map(|(k, _)| k.as_str().to_owned()))
+        .unwrap_or_default()
+}
 
 #[derive(Clone)]
 pub struct ShardService {
@@ -32,6 +79,26 @@ impl ShardService {
         Self { engine }
     }
 
+    /// Admits a request: takes a write's permit (waiting out a critical section) or a versioned
+    /// read's pin, then checks its shard version. Unversioned reads and other commands take
+    /// nothing; unversioned writes take only the permit, which is free unless a migration commits.
+    async fn admit(&self, req: &CommandRequest, access: Access) -> ExecResult<Admitted> {
+        let versioned = req.shard_version.is_some();
+        if !versioned && access != Access::Write {
+            return Ok(Admitted::default());
+        }
+        let Some(ns) = target_ns(req) else { return Ok(Admitted::default()) };
+        let sharding = &self.engine.sharding;
+        let mut admitted = Admitted::default();
+        match access {
+            Access::Write => admitted._permit = Some(sharding.gates.write_permit(&ns, WRITE_WAIT_MAX).await?),
+            Access::Read => admitted.pin = Some(self.engine.cursors.pin(&ns)),
+            Access::Other => {}
+        }
+        admitted.ownership = sharding.check(&ns, req.shard_version.as_ref()).await?;
+        Ok(admitted)
+    }
+
     /// Runs `f` on the blocking pool with the parsed request.
     /// With `writes`, the write concern is parsed first: a bad one fails the command before it
     /// runs, a good one comes back for the durability wait.
@@ -39,16 +106,20 @@ impl ShardService {
         &self,
         req: CommandRequest,
         writes: bool,
+        admitted: &Admitted,
         f: impl FnOnce(&Engine, &exec::Request<'_>) -> ExecResult<T> + Send + 'static,
     ) -> Result<(ExecResult<T>, Option<WriteConcern>), Status> {
+        let (ownership, read_pin_seq) = (admitted.ownership.clone(), admitted.pin.as_ref().map(ReadPin::seq));
         let engine = Arc::clone(&self.engine);
         let span = tracing::debug_span!("shard_command", request_id = %req.request_id, db = %req.db);
         tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
-            let parsed = match exec::Request::parse(&req) {
+            let mut parsed = match exec::Request::parse(&req) {
                 Ok(p) => p,
                 Err(e) => return (Err(e), None),
             };
+            parsed.ownership = ownership;
+            parsed.read_pin_seq = read_pin_seq;
             if !writes {
                 return (f(&engine, &parsed), None);
             }
@@ -59,6 +130,21 @@ impl ShardService {
         })
         .await
         .map_err(|e| Status::internal(format!("command task failed: {e}")))
+    }
+
+    async fn read(
+        &self,
+        req: CommandRequest,
+        f: fn(&Engine, &exec::Request<'_>) -> ExecResult<(exec::find::Batch, String)>,
+    ) -> Result<Response<CursorReply>, Status> {
+        let admitted = match self.admit(&req, Access::Read).instrument(admit_span(&req)).await {
+            Ok(a) => a,
+            Err(e) => return Ok(Response::new(cursor_reply(Err(e)))),
+        };
+        // The pin is held until the cursor (if any) has its own.
+        let (result, _) = self.blocking(req, false, &admitted, f).await?;
+        drop(admitted);
+        Ok(Response::new(cursor_reply(result)))
     }
 
     async fn durable(&self, seq: u64, wc: Option<WriteConcern>) -> ExecResult<()> {
@@ -73,7 +159,13 @@ impl ShardService {
         req: CommandRequest,
         f: fn(&Engine, &exec::Request<'_>) -> ExecResult<(WriteOutcome, u64)>,
     ) -> Result<Response<WriteReply>, Status> {
-        let (result, wc) = self.blocking(req, true, f).await?;
+        let admitted = match self.admit(&req, Access::Write).instrument(admit_span(&req)).await {
+            Ok(a) => a,
+            Err(e) => return Ok(Response::new(WriteReply { error: Some(e.to_wire()), ..Default::default() })),
+        };
+        let (result, wc) = self.blocking(req, true, &admitted, f).await?;
+        // Applied: the critical section may start; durability is waited for without the permit.
+        drop(admitted);
         let reply = match result {
             Ok((outcome, seq)) => match self.durable(seq, wc).await {
                 Ok(()) => write_reply(outcome),
@@ -126,13 +218,11 @@ impl Shard for ShardService {
     }
 
     async fn find(&self, request: Request<CommandRequest>) -> Result<Response<CursorReply>, Status> {
-        let (result, _) = self.blocking(request.into_inner(), false, exec::find::run).await?;
-        Ok(Response::new(cursor_reply(result)))
+        self.read(request.into_inner(), exec::find::run).instrument(tracing::debug_span!("find")).await
     }
 
     async fn aggregate(&self, request: Request<CommandRequest>) -> Result<Response<CursorReply>, Status> {
-        let (result, _) = self.blocking(request.into_inner(), false, exec::aggregate::run).await?;
-        Ok(Response::new(cursor_reply(result)))
+        self.read(request.into_inner(), exec::aggregate::run).instrument(tracing::debug_span!("aggregate")).await
     }
 
     async fn get_more(&self, request: Request<GetMoreRequest>) -> Result<Response<CursorReply>, Status> {
@@ -156,8 +246,25 @@ impl Shard for ShardService {
     }
 
     async fn command(&self, request: Request<CommandRequest>) -> Result<Response<CommandReply>, Status> {
+        let req = request.into_inner();
+        let name = command_name(&req);
+        // A dropped collection's metadata is reloaded on next use (it may be re-sharded).
+        let forget = match name.as_str() {
+            "drop" => target_ns(&req),
+            "dropDatabase" => Some(format!("{}.", req.db)),
+            _ => None,
+        };
+        let access = match name.as_str() {
+            "findAndModify" | "findandmodify" => Access::Write,
+            "count" | "distinct" => Access::Read,
+            _ => Access::Other,
+        };
+        let admitted = match self.admit(&req, access).instrument(admit_span(&req)).await {
+            Ok(a) => a,
+            Err(e) => return Ok(Response::new(command_reply(Err(e)))),
+        };
         let (result, wc) = self
-            .blocking(request.into_inner(), true, |engine, r| -> ExecResult<(Document, u64)> {
+            .blocking(req, true, &admitted, |engine, r| -> ExecResult<(Document, u64)> {
                 match r.name() {
                     "findAndModify" | "findandmodify" => exec::find_and_modify::run(engine, r),
                     "count" => exec::count::count(engine, r).map(|d| (d, 0)),
@@ -169,6 +276,9 @@ impl Shard for ShardService {
                     "listDatabases" => exec::ddl::list_databases(engine, r).map(|d| (d, 0)),
                     "listIndexes" => exec::ddl::list_indexes(engine, r).map(|d| (d, 0)),
                     "createIndexes" => exec::ddl::create_indexes(engine, r),
+                    "shardingState" => Ok((engine.sharding.status(), 0)),
+                    "splitVector" => exec::split_vector::split_vector(engine, r).map(|d| (d, 0)),
+                    "dataSize" | "datasize" => exec::split_vector::data_size(engine, r).map(|d| (d, 0)),
                     other => Err(ExecError::new(
                         shoal_proto::ErrorCode::CommandNotFound,
                         format!("no such command: '{other}'"),
@@ -176,10 +286,80 @@ impl Shard for ShardService {
                 }
             })
             .await?;
+        drop(admitted);
+        if let (Some(ns), Ok(_)) = (&forget, &result) {
+            if ns.ends_with('.') {
+                self.engine.sharding.forget_database(&ns[..ns.len() - 1]);
+            } else {
+                self.engine.sharding.forget(ns);
+            }
+        }
         let result = match result {
             Ok((doc, seq)) => self.durable(seq, wc).await.map(|()| doc),
             Err(e) => Err(e),
         };
         Ok(Response::new(command_reply(result)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::doc;
+    use shoal_proto::shard::ShardVersion;
+
+    use super::*;
+
+    fn service(dir: &std::path::Path) -> ShardService {
+        let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
+        ShardService::new(crate::open_engine(&config).expect("open"))
+    }
+
+    fn request(body: Document, shard_version: Option<ShardVersion>) -> Request<CommandRequest> {
+        Request::new(CommandRequest {
+            request_id: "t".into(),
+            db: "db".into(),
+            body: body.to_vec().expect("encode").into(),
+            sequence_id: String::new(),
+            sequence: Vec::new(),
+            shard_version,
+        })
+    }
+
+    #[tokio::test]
+    async fn writes_wait_for_a_critical_section() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let svc = service(dir.path());
+        let section = svc.engine.sharding.gates.enter("db.c").await;
+        let s = svc.clone();
+        let insert =
+            tokio::spawn(async move { s.insert(request(doc! {"insert": "c", "documents": [{"_id": 1}]}, None)).await });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!insert.is_finished(), "the insert ran during the critical section");
+        assert!(svc.engine.store.collection("db.c").is_none());
+        drop(section);
+        let reply = insert.await.expect("task").expect("rpc").into_inner();
+        assert!(reply.error.is_none(), "{:?}", reply.error);
+        assert_eq!(reply.n, 1);
+    }
+
+    #[tokio::test]
+    async fn versioned_requests_need_config_servers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let svc = service(dir.path());
+        let versioned = Some(ShardVersion::default());
+        let reply = svc.find(request(doc! {"find": "c"}, versioned.clone())).await.expect("rpc").into_inner();
+        assert_eq!(reply.error.map(|e| e.code), Some(shoal_proto::ErrorCode::NotYetInitialized.code()));
+        let reply = svc
+            .insert(request(doc! {"insert": "c", "documents": [{"_id": 1}]}, versioned))
+            .await
+            .expect("rpc")
+            .into_inner();
+        assert_eq!(reply.error.map(|e| e.code), Some(shoal_proto::ErrorCode::NotYetInitialized.code()));
+        assert!(svc.engine.store.collection("db.c").is_none(), "refused before anything ran");
+        // Unversioned requests work as before.
+        let reply = svc.find(request(doc! {"find": "c"}, None)).await.expect("rpc").into_inner();
+        assert!(reply.error.is_none());
     }
 }

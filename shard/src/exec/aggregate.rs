@@ -122,7 +122,9 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
             let path = plan::choose(&coll, &leading);
             let scan_filter = if leading.is_empty() { None } else { Some(Filter::parse(&leading)?) };
             let failure: RefCell<Option<ExecError>> = RefCell::new(None);
-            let docs = crate::exec::scan::iter_matches(&engine.store, &coll, &path, scan_filter.as_ref(), &failure);
+            let owned = req.owned();
+            let docs =
+                crate::exec::scan::iter_matches(&engine.store, &coll, &path, scan_filter.as_ref(), owned, &failure);
             let out = buffer_results(pipeline.stream(docs), limit);
             if let Some(e) = failure.into_inner() {
                 return Err(e);
@@ -134,7 +136,11 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let mut source = CursorSource::Buffered(queue);
     let (documents, exhausted) =
         next_batch(engine, &mut source, batch_size.unwrap_or(crate::exec::find::FIRST_BATCH_DEFAULT_DOCS))?;
-    let cursor_id = if exhausted { 0 } else { engine.cursors.insert(Cursor::new(ns_string.clone(), source)) };
+    let cursor_id = if exhausted {
+        0
+    } else {
+        engine.cursors.insert(Cursor::new(ns_string.clone(), source).pinned_since(req.read_pin_seq))
+    };
     Ok((Batch { documents, cursor_id }, ns_string))
 }
 

@@ -36,7 +36,7 @@ pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let filter = if query.is_empty() || plan::path_implies_filter(&path, &query) { None } else { Some(&filter) };
     let mut seen = 0u64;
     let mut n = 0u64;
-    for_each_match(&engine.store, None, &coll, &path, filter, false, |_| {
+    for_each_match(&engine.store, None, &coll, &path, filter, req.owned(), false, |_| {
         seen += 1;
         if seen > skip {
             n += 1;
@@ -73,7 +73,7 @@ pub fn distinct(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     if let Some(coll) = engine.store.collection(&ns.to_string()) {
         let path = plan::choose(&coll, &query);
         let parts: Vec<&str> = key.split('.').collect();
-        for_each_match(&engine.store, None, &coll, &path, Some(&filter), false, |m| {
+        for_each_match(&engine.store, None, &coll, &path, Some(&filter), req.owned(), false, |m| {
             let mut found = Vec::new();
             collect_path(&Bson::Document(m.doc), &parts, &mut found);
             for v in found {

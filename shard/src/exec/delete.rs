@@ -69,7 +69,8 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
                 let Some(coll) = txn.collection(&ns) else {
                     return Ok(0);
                 };
-                let matches = collect_matches(engine, txn, &coll, &s.filter_doc, &s.filter, s.single, None)?;
+                let matches =
+                    collect_matches(engine, txn, &coll, &s.filter_doc, &s.filter, s.single, None, req.owned())?;
                 for m in &matches {
                     let id = m.doc.get("_id").cloned().unwrap_or(Bson::Null);
                     txn.delete(&coll, &id).map_err(StatementError::Storage)?;

@@ -119,10 +119,12 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
             projection,
             skip,
             remaining: limit,
+            ownership: req.ownership.clone(),
         }),
         None => {
             let spec = sort.as_ref().ok_or_else(|| ExecError::new(ErrorCode::InternalError, "sort expected"))?;
-            let docs = sorted_matches(engine, &coll, &path, filter.as_ref(), spec, skip, limit, allow_disk_use)?;
+            let scan = Scan { path: &path, filter: filter.as_ref(), owned: req.owned() };
+            let docs = sorted_matches(engine, &coll, scan, spec, skip, limit, allow_disk_use)?;
             let mut out = VecDeque::with_capacity(docs.len());
             for d in docs {
                 out.push_back(encode(projection.as_ref(), d)?);
@@ -130,7 +132,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
             CursorSource::Buffered(out)
         }
     };
-    let mut cursor = Cursor::new(ns_string.clone(), source);
+    let mut cursor = Cursor::new(ns_string.clone(), source).pinned_since(req.read_pin_seq);
     let (documents, exhausted) = next_batch(engine, &mut cursor.source, first_batch)?;
     let cursor_id = if exhausted || single_batch { 0 } else { engine.cursors.insert(cursor) };
     Ok((Batch { documents, cursor_id }, ns_string))
@@ -151,12 +153,17 @@ fn id_order(sort: &Document) -> Option<bool> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a sorted find scans.
+struct Scan<'a> {
+    path: &'a plan::AccessPath,
+    filter: Option<&'a Filter>,
+    owned: Option<&'a crate::sharding::Ownership>,
+}
+
 fn sorted_matches(
     engine: &Engine,
     coll: &crate::store::catalog::CollectionInfo,
-    path: &plan::AccessPath,
-    filter: Option<&Filter>,
+    scan: Scan<'_>,
     spec: &SortSpec,
     skip: u64,
     limit: Option<u64>,
@@ -165,7 +172,7 @@ fn sorted_matches(
     let keep = limit.map(|l| (skip + l) as usize);
     let mut docs: Vec<Document> = Vec::new();
     let mut bytes = 0usize;
-    for_each_match(&engine.store, None, coll, path, filter, false, |m| {
+    for_each_match(&engine.store, None, coll, scan.path, scan.filter, scan.owned, false, |m| {
         bytes += m.raw.len();
         docs.push(m.doc);
         if let Some(k) = keep {
@@ -230,8 +237,9 @@ pub fn next_batch(engine: &Engine, source: &mut CursorSource, max_docs: usize) -
             }
             let mut last_key: Option<Bytes> = None;
             let mut full = false;
-            let ScanCursor { coll, path, reverse, filter, projection, skip, remaining } = scan;
-            for_each_match(&engine.store, None, coll, path, filter.as_ref(), *reverse, |m| {
+            let ScanCursor { coll, path, reverse, filter, projection, skip, remaining, ownership } = scan;
+            let owned = ownership.as_deref();
+            for_each_match(&engine.store, None, coll, path, filter.as_ref(), owned, *reverse, |m| {
                 if out.len() >= max_docs || (!out.is_empty() && bytes + m.raw.len() > BATCH_MAX_BYTES) {
                     full = true;
                     return Ok(ControlFlow::Break(()));

@@ -13,6 +13,7 @@ pub mod find_and_modify;
 pub mod insert;
 pub mod plan;
 pub mod scan;
+pub mod split_vector;
 pub mod statements;
 #[cfg(test)]
 mod tests;
@@ -26,7 +27,7 @@ use shoal_proto::shard::{CommandRequest, WriteError};
 
 use crate::cursors::CursorManager;
 use crate::error::{ExecError, ExecResult};
-use crate::sharding::ShardingState;
+use crate::sharding::{Ownership, ShardingState};
 use crate::store::Store;
 pub use write_concern::WriteConcern;
 
@@ -42,12 +43,23 @@ pub struct Request<'a> {
     pub db: &'a str,
     pub body: Document,
     pub raw: &'a CommandRequest,
+    /// Set for a versioned request on a sharded collection (by the service, after the version
+    /// check): reads and writes skip documents outside it. `None`: no filtering.
+    pub ownership: Option<Arc<Ownership>>,
+    /// The number of the read pin the service took for this request (see `cursors`): a cursor it
+    /// opens holds range deletions back from then on.
+    pub read_pin_seq: Option<u64>,
 }
 
 impl<'a> Request<'a> {
     pub fn parse(raw: &'a CommandRequest) -> ExecResult<Self> {
         let body = Document::from_reader(&mut &raw.body[..])?;
-        Ok(Self { db: &raw.db, body, raw })
+        Ok(Self { db: &raw.db, body, raw, ownership: None, read_pin_seq: None })
+    }
+
+    /// The ownership filter, if any (see [`Request::ownership`]).
+    pub fn owned(&self) -> Option<&Ownership> {
+        self.ownership.as_deref()
     }
 
     pub fn name(&self) -> &str {

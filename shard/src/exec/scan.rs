@@ -1,4 +1,6 @@
-//! Reading the documents an access path yields and keeping those the filter matches.
+//! Reading the documents an access path yields and keeping those the filter matches and, for a
+//! versioned request on a sharded collection, this shard owns (orphans are skipped; see
+//! `sharding::ownership`). Unversioned requests pass no ownership and pay nothing for it.
 
 use std::ops::{Bound, ControlFlow};
 
@@ -8,6 +10,7 @@ use shoal_query::filter::Filter;
 
 use crate::error::ExecResult;
 use crate::exec::plan::AccessPath;
+use crate::sharding::Ownership;
 use crate::store::catalog::CollectionInfo;
 use crate::store::{Store, WriteTxn};
 
@@ -24,14 +27,22 @@ pub fn decode(raw: &[u8]) -> ExecResult<Document> {
     Ok(Document::from_reader(&mut &raw[..])?)
 }
 
+/// Whether `doc` passes the filter and the ownership filter.
+fn keep(doc: &Document, filter: Option<&Filter>, owned: Option<&Ownership>) -> bool {
+    filter.is_none_or(|fl| fl.matches(doc)) && owned.is_none_or(|o| o.owns_document(doc))
+}
+
 /// Calls `f` with each matching document in key order (reverse: descending) starting within the
 /// path's bounds, until `f` breaks. `txn` (when writing) makes point reads see staged writes.
+/// `owned`: skip documents this shard does not own.
+#[allow(clippy::too_many_arguments)]
 pub fn for_each_match(
     store: &Store,
     txn: Option<&WriteTxn<'_>>,
     coll: &CollectionInfo,
     path: &AccessPath,
     filter: Option<&Filter>,
+    owned: Option<&Ownership>,
     reverse: bool,
     mut f: impl FnMut(Matched) -> ExecResult<ControlFlow<()>>,
 ) -> ExecResult<()> {
@@ -43,7 +54,7 @@ pub fn for_each_match(
             };
             if let Some(raw) = raw {
                 let doc = decode(&raw)?;
-                if filter.is_none_or(|fl| fl.matches(&doc)) {
+                if keep(&doc, filter, owned) {
                     let key = Bytes::from(crate::store::keys::document_key(coll.id, id));
                     let _ = f(Matched { key, raw, doc })?;
                 }
@@ -54,7 +65,7 @@ pub fn for_each_match(
             for kv in store.scan(coll, lower.clone(), upper.clone(), reverse) {
                 let (key, raw) = kv?;
                 let doc = decode(&raw)?;
-                if filter.is_none_or(|fl| fl.matches(&doc)) && f(Matched { key, raw, doc })?.is_break() {
+                if keep(&doc, filter, owned) && f(Matched { key, raw, doc })?.is_break() {
                     break;
                 }
             }
@@ -84,6 +95,7 @@ pub fn iter_matches<'a>(
     coll: &'a CollectionInfo,
     path: &'a AccessPath,
     filter: Option<&'a Filter>,
+    owned: Option<&'a Ownership>,
     failure: &'a std::cell::RefCell<Option<crate::error::ExecError>>,
 ) -> Box<dyn Iterator<Item = Document> + 'a> {
     let fail = move |e: crate::error::ExecError| {
@@ -97,7 +109,7 @@ pub fn iter_matches<'a>(
                 Ok(None) => None,
                 Err(e) => fail(e.into()),
             };
-            Box::new(doc.into_iter().filter(move |d| filter.is_none_or(|f| f.matches(d))))
+            Box::new(doc.into_iter().filter(move |d| keep(d, filter, owned)))
         }
         AccessPath::Range { lower, upper } => Box::new(
             store
@@ -106,7 +118,7 @@ pub fn iter_matches<'a>(
                     Ok((_, raw)) => decode(&raw).map_or_else(fail, Some),
                     Err(e) => fail(e.into()),
                 })
-                .filter(move |d| filter.is_none_or(|f| f.matches(d))),
+                .filter(move |d| keep(d, filter, owned)),
         ),
     }
 }

@@ -14,6 +14,7 @@ use crate::exec::insert::{check_size, insert_prepared, with_id_first};
 use crate::exec::scan::{Matched, for_each_match};
 use crate::exec::statements::statements;
 use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, plan, record};
+use crate::sharding::Ownership;
 use crate::store::WriteTxn;
 
 pub struct UpdateStatement {
@@ -89,7 +90,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
         for (i, stmt) in stmts.iter().enumerate() {
             let result = UpdateStatement::parse(&stmt.doc)
                 .map_err(|e| StatementError::Exec(e, None))
-                .and_then(|s| apply_statement(engine, txn, &ns, &s, i, &mut out));
+                .and_then(|s| apply_statement(engine, txn, &ns, &s, i, &mut out, req.owned()));
             txn.end_statement()?;
             if record(&mut out, i, result, ordered)?.is_break() {
                 break;
@@ -116,8 +117,9 @@ fn apply_statement(
     stmt: &UpdateStatement,
     index: usize,
     out: &mut WriteOutcome,
+    owned: Option<&Ownership>,
 ) -> Result<(), StatementError> {
-    let applied = apply(engine, txn, ns, stmt, None, false)?;
+    let applied = apply(engine, txn, ns, stmt, None, false, owned)?;
     out.n += applied.matched;
     out.n_modified += applied.modified;
     if let Some(id) = applied.upserted_id {
@@ -129,7 +131,9 @@ fn apply_statement(
 
 /// Runs one update statement. `sort` picks which document a single update takes (findAndModify);
 /// `keep_pre_image` keeps the matched document as it was in [`Applied::last`] (findAndModify with
-/// `new: false`), which costs a copy of it, so plain updates do not ask for it.
+/// `new: false`), which costs a copy of it, so plain updates do not ask for it. `owned` (a
+/// versioned request on a sharded collection): orphans are not matched, the shard key may not
+/// change, and an upserted document must carry the whole shard key.
 pub fn apply(
     engine: &Engine,
     txn: &mut WriteTxn<'_>,
@@ -137,15 +141,17 @@ pub fn apply(
     stmt: &UpdateStatement,
     sort: Option<&shoal_query::sort::SortSpec>,
     keep_pre_image: bool,
+    owned: Option<&Ownership>,
 ) -> Result<Applied, StatementError> {
     let ctx = UpdateContext { now: txn.now(), is_upsert_insert: false };
     let mut applied = Applied { matched: 0, modified: 0, last: None, upserted_id: None };
     if let Some(coll) = txn.collection(&ns.to_string()) {
-        let matches = collect_matches(engine, txn, &coll, &stmt.filter_doc, &stmt.filter, !stmt.multi, sort)
+        let matches = collect_matches(engine, txn, &coll, &stmt.filter_doc, &stmt.filter, !stmt.multi, sort, owned)
             .map_err(|e| StatementError::Exec(e, None))?;
         for old in matches {
             let id = old.doc.get("_id").cloned().unwrap_or(Bson::Null);
             let pre_image = keep_pre_image.then(|| old.doc.clone());
+            let key_before = owned.map(|o| (o, o.key_values(&old.doc)));
             let mut new = old.doc;
             let changed = stmt.spec.apply(&mut new, &ctx).map_err(|e| StatementError::Exec(e.into(), None))?;
             applied.matched += 1;
@@ -158,6 +164,9 @@ pub fn apply(
                         ),
                         None,
                     ));
+                }
+                if let Some((o, before)) = &key_before {
+                    o.check_key_unchanged(before, &new)?;
                 }
                 crate::exec::insert::validate_document(&new)?;
                 let raw = RawDocumentBuf::try_from(&new).map_err(|e| StatementError::Exec(e.into(), None))?;
@@ -185,6 +194,9 @@ pub fn apply(
         let built = shoal_query::update::upsert_document(&seed, &stmt.spec, &upsert_ctx)
             .map_err(|e| StatementError::Exec(e.into(), None))?;
         let (id, doc) = with_id_first(&built);
+        if let Some(o) = owned {
+            o.check_full_key(&doc)?;
+        }
         crate::exec::insert::validate_document(&doc)?;
         let bytes = RawDocumentBuf::try_from(&doc).map_err(|e| StatementError::Exec(e.into(), None))?.into_bytes();
         check_size(bytes.len())?;
@@ -196,7 +208,9 @@ pub fn apply(
     Ok(applied)
 }
 
-/// The documents `filter` selects, in `sort` order when given; only the first when `single`.
+/// The documents `filter` selects (and this shard owns, with `owned`), in `sort` order when
+/// given; only the first when `single`.
+#[allow(clippy::too_many_arguments)]
 pub fn collect_matches(
     engine: &Engine,
     txn: &WriteTxn<'_>,
@@ -205,11 +219,12 @@ pub fn collect_matches(
     filter: &Filter,
     single: bool,
     sort: Option<&shoal_query::sort::SortSpec>,
+    owned: Option<&Ownership>,
 ) -> ExecResult<Vec<Matched>> {
     let path = plan::choose(coll, filter_doc);
     let mut out = Vec::new();
     let stop_after_first = single && sort.is_none();
-    for_each_match(&engine.store, Some(txn), coll, &path, Some(filter), false, |m| {
+    for_each_match(&engine.store, Some(txn), coll, &path, Some(filter), owned, false, |m| {
         out.push(m);
         Ok(if stop_after_first { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;

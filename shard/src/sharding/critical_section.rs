@@ -40,6 +40,10 @@ pub struct Gates {
 impl Gates {
     fn gate(&self, ns: &str) -> Arc<RwLock<()>> {
         let mut map = self.by_ns.lock().unwrap_or_else(|p| p.into_inner());
+        // Every write passes here: look up before allocating the key.
+        if let Some(gate) = map.get(ns) {
+            return Arc::clone(gate);
+        }
         Arc::clone(map.entry(ns.to_owned()).or_default())
     }
 

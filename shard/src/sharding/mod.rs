@@ -1,18 +1,51 @@
-//! What this shard knows about sharding: its id in the catalog, a client of the config servers,
-//! and the migration critical sections that hold writes back ([`critical_section`]).
+//! What this shard knows about sharding, and what it does with it:
 //!
-//! Must not: decide placement (the catalog and routers do), or call the storage engine directly.
+//! - its id in the catalog and a client of the config servers;
+//! - the collection metadata cache ([`metadata`]): per namespace, unsharded or the chunks this
+//!   shard owns, refreshed from the catalog single-flight, incrementally when it can;
+//! - the shard-version check ([`check`](ShardingState::check), decided by [`version::decide`]):
+//!   a versioned request runs only if the router's version matches this shard's, else StaleConfig;
+//! - the ownership filter ([`ownership`]) that versioned requests apply to hide orphans;
+//! - migration critical sections that hold writes back ([`critical_section`]);
+//! - the range deleter ([`range_deleter`]) that removes ranges this shard no longer owns.
+//!
+//! ```text
+//!  service: write_permit(ns) ── check(ns, version) ──> Option<Arc<Ownership>> ── exec (filters)
+//!                                   \── refresh(ns) ── catalog.routing_table(ns, since)
+//! ```
+//!
+//! Must not: decide placement (the catalog and routers do), or call the storage engine directly
+//! (the range deleter goes through the [`Store`]).
 
 pub mod critical_section;
+pub mod error;
+pub mod metadata;
+pub mod ownership;
+pub mod range_deleter;
+pub mod version;
 
+use std::sync::Arc;
+
+use shoal_configsvr::catalog::ChunkBound;
 use shoal_configsvr::client::{ClientSettings, ConfigClient};
+use shoal_proto::shard::ShardVersion;
 
-pub use critical_section::{CriticalSection, Gates, WritePermit};
+use crate::cursors::CursorManager;
+use crate::error::ExecResult;
+use crate::store::Store;
+pub use critical_section::{CriticalSection, Gates, WRITE_WAIT_MAX, WritePermit};
+pub use error::ShardingError;
+pub use metadata::{CollectionMetadata, ShardedMetadata};
+pub use ownership::Ownership;
+pub use range_deleter::{RangeDeleter, RangeDeletion};
+use version::{Decision, Shown};
 
 pub struct ShardingState {
     shard_id: String,
     catalog: Option<ConfigClient>,
     pub gates: Gates,
+    metadata: metadata::MetadataCache,
+    pub range_deleter: RangeDeleter,
 }
 
 impl ShardingState {
@@ -21,7 +54,13 @@ impl ShardingState {
     pub fn new(shard_id: impl Into<String>, config_servers: &[String]) -> Self {
         let catalog =
             (!config_servers.is_empty()).then(|| ConfigClient::new(config_servers.to_vec(), ClientSettings::default()));
-        Self { shard_id: shard_id.into(), catalog, gates: Gates::default() }
+        Self {
+            shard_id: shard_id.into(),
+            catalog,
+            gates: Gates::default(),
+            metadata: metadata::MetadataCache::default(),
+            range_deleter: RangeDeleter::default(),
+        }
     }
 
     /// This shard's id in the catalog (`config.shards._id`).
@@ -31,5 +70,114 @@ impl ShardingState {
 
     pub fn catalog(&self) -> Option<&ConfigClient> {
         self.catalog.as_ref()
+    }
+
+    /// Checks a request's shard version against this shard's metadata of `ns`.
+    ///
+    /// `None` (an unversioned request): `Ok(None)`, nothing checked, nothing filtered. Otherwise
+    /// `Ok(Some(ownership))` when the collection is sharded and the versions match (the request
+    /// must hide documents outside it), `Ok(None)` when both sides agree it is unsharded, and
+    /// StaleConfig (13388) when they disagree after at most one refresh.
+    pub async fn check(&self, ns: &str, received: Option<&ShardVersion>) -> ExecResult<Option<Arc<Ownership>>> {
+        let Some(received) = received else { return Ok(None) };
+        let received = version::received(received)?;
+        let catalog = self.catalog.as_ref().ok_or(ShardingError::NoConfigServers)?;
+        let mut meta = self.metadata.get(ns);
+        let mut refreshed = false;
+        loop {
+            let known = CollectionMetadata::known(meta.as_ref());
+            match version::decide(&received, &known, refreshed) {
+                Decision::Accept => return Ok(meta.and_then(|m| m.ownership())),
+                Decision::Refresh => {
+                    meta = Some(self.metadata.refresh(catalog, &self.shard_id, ns, true, true).await?);
+                    refreshed = true;
+                }
+                Decision::Stale => {
+                    let wanted = match &known {
+                        version::Known::Sharded(w) => Some(*w),
+                        _ => None,
+                    };
+                    let e = ShardingError::StaleConfig {
+                        ns: ns.to_owned(),
+                        received: Shown(received.as_ref()).to_string(),
+                        wanted: Shown(wanted.as_ref()).to_string(),
+                    };
+                    tracing::debug!(error = %e, "stale shard version");
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+
+    /// Reloads `ns` from the catalog with a linearizable read, so a change committed before the
+    /// call (a migration commit) is seen. Migration code calls it after committing.
+    pub async fn refresh(&self, ns: &str) -> ExecResult<()> {
+        let catalog = self.catalog.as_ref().ok_or(ShardingError::NoConfigServers)?;
+        self.metadata.refresh(catalog, &self.shard_id, ns, true, false).await?;
+        Ok(())
+    }
+
+    /// Drops what is cached for `ns` (after the collection or its database was dropped here); the
+    /// next versioned request loads it again.
+    pub fn forget(&self, ns: &str) {
+        self.metadata.forget(ns);
+    }
+
+    /// [`Self::forget`] for every collection of `db` (after dropDatabase).
+    pub fn forget_database(&self, db: &str) {
+        self.metadata.forget_database(db);
+    }
+
+    /// The cached metadata of `ns`, if loaded.
+    pub fn metadata(&self, ns: &str) -> Option<CollectionMetadata> {
+        self.metadata.get(ns)
+    }
+
+    /// Installs metadata without asking the catalog (tests; a shard outside a cluster).
+    pub fn install_metadata(&self, ns: &str, meta: CollectionMetadata) {
+        self.metadata.install(ns, meta);
+    }
+
+    /// Persists a range deletion and queues it for the background deleter; returns the task id.
+    /// Cursors and versioned reads on `task.ns` open now finish before anything is deleted, and
+    /// parts of the range this shard owns again by then are kept. The donor schedules its range
+    /// after a migration commits; a recipient schedules its range when a migration aborts.
+    pub async fn schedule_range_deletion(
+        &self,
+        store: &Arc<Store>,
+        cursors: &CursorManager,
+        task: RangeDeletion,
+    ) -> ExecResult<u64> {
+        self.range_deleter.schedule(store, task, cursors.pin_seq()).await
+    }
+
+    /// Waits until no scheduled deletion of `ns` overlaps `[min, max)` (moveChunk's
+    /// `_waitForDelete`). Unbounded: callers that need a limit wrap it in a timeout.
+    pub async fn wait_for_range_deletion(&self, ns: &str, min: &ChunkBound, max: &ChunkBound) {
+        self.range_deleter.wait_for(ns, min, max).await
+    }
+
+    /// Range deletions scheduled and not finished (for `serverStatus`-like reporting).
+    pub fn range_deletions_pending(&self) -> usize {
+        self.range_deleter.pending_count()
+    }
+
+    /// The `shardingState` command's reply, shaped like MongoDB's: whether the shard is in a
+    /// cluster, its name, the shard version of each sharded collection it has metadata for
+    /// (`Timestamp(major, minor)`), plus the number of pending range deletions.
+    pub fn status(&self) -> bson::Document {
+        let mut versions = bson::Document::new();
+        for (ns, meta) in self.metadata.loaded() {
+            if let CollectionMetadata::Sharded(m) = meta {
+                let v = m.shard_version().version;
+                versions.insert(ns, bson::Timestamp { time: v.major, increment: v.minor });
+            }
+        }
+        bson::doc! {
+            "enabled": self.catalog.is_some(),
+            "shardName": &self.shard_id,
+            "versions": versions,
+            "rangeDeletionsPending": self.range_deletions_pending() as i64,
+        }
     }
 }

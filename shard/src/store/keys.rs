@@ -5,6 +5,7 @@
 //! Oplog:     ts.time (u32 BE) ‖ ts.increment (u32 BE)     -> BSON oplog entry
 //! Meta:      "coll/" ‖ namespace                           -> BSON collection record
 //!            "dropped/" ‖ collection id (u64 BE)           -> "" (documents still to delete)
+//!            "rangedel/" ‖ task id (u64 BE)                -> BSON range-deletion task
 //! ```
 //! Collection ids are never reused, so documents of a dropped collection are unreachable from the
 //! moment its catalog record is gone; the range deleter removes them afterwards.
@@ -13,6 +14,7 @@ use bson::{Bson, Timestamp};
 
 pub const COLLECTION_PREFIX: &[u8] = b"coll/";
 pub const DROPPED_PREFIX: &[u8] = b"dropped/";
+pub const RANGE_DELETION_PREFIX: &[u8] = b"rangedel/";
 
 pub fn collection_prefix(coll_id: u64) -> [u8; 8] {
     coll_id.to_be_bytes()
@@ -40,4 +42,8 @@ pub fn collection_record_key(ns: &str) -> Vec<u8> {
 
 pub fn dropped_key(coll_id: u64) -> Vec<u8> {
     [DROPPED_PREFIX, &coll_id.to_be_bytes()[..]].concat()
+}
+
+pub fn range_deletion_key(task_id: u64) -> Vec<u8> {
+    [RANGE_DELETION_PREFIX, &task_id.to_be_bytes()[..]].concat()
 }

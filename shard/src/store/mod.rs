@@ -151,6 +151,7 @@ impl Store {
             staged: HashMap::new(),
             catalog_changes: Vec::new(),
             now: DateTime::now(),
+            from_migrate: false,
         };
         let out = f(&mut txn)?;
         txn.flush()?;
@@ -208,6 +209,30 @@ impl Store {
     pub fn shutdown(&self) {
         self.group.shutdown();
     }
+
+    /// The bookkeeping records under `prefix` (see [`keys`]), in key order.
+    pub fn meta_records(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>, StorageError> {
+        let upper = prefix_upper_bound(prefix);
+        self.engine
+            .scan(
+                Space::Meta,
+                Bound::Included(prefix),
+                upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+                false,
+            )
+            .collect()
+    }
+
+    /// Writes (`Some`) or removes (`None`) one bookkeeping record, durably before returning.
+    pub fn put_meta(&self, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<(), StorageError> {
+        let mut batch = WriteBatch::new();
+        match value {
+            Some(v) => batch.put(Space::Meta, key, v),
+            None => batch.delete(Space::Meta, key),
+        }
+        self.engine.commit(batch)?;
+        self.engine.sync()
+    }
 }
 
 /// Ranges whose lower end is at or past their upper end (engines may reject them).
@@ -241,11 +266,18 @@ pub struct WriteTxn<'a> {
     staged: HashMap<Vec<u8>, Option<Bytes>>,
     catalog_changes: Vec<CatalogChange>,
     now: DateTime,
+    from_migrate: bool,
 }
 
 impl WriteTxn<'_> {
     pub fn now(&self) -> DateTime {
         self.now
+    }
+
+    /// Marks the oplog entries written from now on `fromMigrate: true` (migration and range
+    /// deletion writes, which a later migration's catch-up must not treat as client writes).
+    pub fn set_from_migrate(&mut self, from_migrate: bool) {
+        self.from_migrate = from_migrate;
     }
 
     pub fn collection(&self, ns: &str) -> Option<Arc<CollectionInfo>> {
@@ -355,7 +387,7 @@ impl WriteTxn<'_> {
         o2: Option<&RawDocument>,
     ) -> Result<(), StorageError> {
         let ts = self.writer.clock.next(self.now);
-        let entry = Entry { ts, wall: self.now, kind, ns, uuid, o, o2 }.encode();
+        let entry = Entry { ts, wall: self.now, kind, ns, uuid, o, o2, from_migrate: self.from_migrate }.encode();
         self.batch.put(Space::Oplog, keys::oplog_key(ts).to_vec(), entry.into_bytes());
         Ok(())
     }

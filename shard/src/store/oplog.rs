@@ -65,6 +65,9 @@ pub struct Entry<'a> {
     pub uuid: Option<Uuid>,
     pub o: &'a RawDocument,
     pub o2: Option<&'a RawDocument>,
+    /// Written by a migration or the range deleter, not a client: replication applies it, but a
+    /// migration's catch-up skips it (MongoDB's `fromMigrate`).
+    pub from_migrate: bool,
 }
 
 impl Entry<'_> {
@@ -81,6 +84,9 @@ impl Entry<'_> {
         out.append(cstr!("o"), self.o);
         if let Some(o2) = self.o2 {
             out.append(cstr!("o2"), o2);
+        }
+        if self.from_migrate {
+            out.append(cstr!("fromMigrate"), true);
         }
         out.append(cstr!("wall"), self.wall);
         out
