@@ -19,6 +19,7 @@ pub mod context;
 pub mod expect;
 pub mod fixtures;
 pub mod process;
+pub mod sharded_cluster;
 pub mod up;
 pub mod wire;
 
