@@ -265,19 +265,22 @@ async fn a_stale_router_refreshes_on_stale_config_and_answers_correctly() {
     // The router caches the table while both chunks are on the primary...
     let s = client.database("app").collection::<Document>("s");
     assert_eq!(s.count_documents(doc! {}).await.expect("count"), 0);
-    // ...then the upper chunk's ownership moves behind its back (the collection is empty).
+    // ...then the upper chunk's ownership moves behind its back (the collection is empty), and
+    // a second router, fresh from the catalog, reads through both shards, so the shards learn
+    // the new versions (a shard refreshes when a router shows it a newer one).
     move_upper_chunks(&catalog, "app.s", other).await;
+    let router2 = cluster.start_router("router2").await.expect("router2");
+    let fresh = client_of(&router2).await.expect("client2");
+    assert_eq!(fresh.database("app").collection::<Document>("s").count_documents(doc! {}).await.expect("count"), 0);
 
-    // Its cached version is now stale: the primary answers StaleConfig, the router refreshes
-    // and sends the document to the new owner. The client never sees 13388.
+    // The first router's cached version is now stale: the primary answers StaleConfig, the
+    // router refreshes and sends the document to the new owner. The client never sees 13388.
     s.insert_one(doc! { "a": 5 }).await.expect("insert through a stale router");
     s.insert_one(doc! { "a": -5 }).await.expect("insert");
     assert_eq!(on_shard(&cluster, hi, "app", "s").await, 1, "a = 5 went to the chunk's new owner");
     assert_eq!(on_shard(&cluster, lo, "app", "s").await, 1);
 
-    // A second router that never saw the old table, and the first one, both read both documents.
-    let fresh = cluster.start_router("router2").await.expect("router2");
-    let fresh = client_of(&fresh).await.expect("client2");
+    // Both routers read both documents.
     for c in [&client, &fresh] {
         let docs: Vec<Document> = c
             .database("app")
