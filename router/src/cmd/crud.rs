@@ -114,15 +114,22 @@ fn empty_reply(kind: ReadKind, ns: &str) -> HandlerResult {
 }
 
 async fn routed_read(state: &RouterState, cmd: &Command, coll: &str, kind: ReadKind) -> HandlerResult {
-    let body = Document::try_from(cmd.body.as_ref())?;
-    let filter = read_filter(kind, &body);
-    let ns = format!("{}.{coll}", cmd.db);
+    // Decoded only for sharded collections: the single-shard path forwards the bytes untouched.
+    let mut filter: Option<Document> = None;
     let mut attempt = 0;
     loop {
         let placement = routing::placement(state, &cmd.db, coll, kind == ReadKind::FindAndModify).await?;
-        let targets: BTreeSet<String> = placement.targets(&filter);
+        let targets: BTreeSet<String> = match &placement {
+            Placement::Sharded(_) => {
+                if filter.is_none() {
+                    filter = Some(read_filter(kind, &Document::try_from(cmd.body.as_ref())?));
+                }
+                placement.targets(filter.as_ref().unwrap_or(&Document::new()))
+            }
+            other => other.all_shards(),
+        };
         let result = match (&placement, targets.len()) {
-            (Placement::NoDatabase, _) | (_, 0) => return empty_reply(kind, &ns),
+            (Placement::NoDatabase, _) | (_, 0) => return empty_reply(kind, &format!("{}.{coll}", cmd.db)),
             (_, 1) => single(state, cmd, kind, &placement, targets.iter().next().map_or("", |s| s.as_str())).await,
             (_, _) => match kind {
                 ReadKind::Find => routed_read::find(state, cmd, coll, &placement, &targets).await,
