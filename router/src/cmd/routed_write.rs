@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{Bson, Document, RawDocumentBuf, doc};
 use bytes::Bytes;
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::{CommandRequest, WriteError, WriteReply};
@@ -240,20 +240,38 @@ pub async fn update_or_delete(
                     failed = true;
                     break;
                 }
-                if !multi && targets.len() + done.len() > 1 {
-                    let e = CommandError::new(
-                        ErrorCode::InvalidOptions,
-                        "A {multi:false} update on a sharded collection must contain an exact match on _id or target \
-                         a single shard",
-                    );
-                    out.write_errors.push(item_error(i, &e));
-                    failed = true;
-                    break;
+            }
+            // A single-document write that the filter does not pin to one shard: MongoDB 7's
+            // write without shard key — find one matching `_id` on the targets, then write that
+            // document on its shard with `{$and: [filter, {_id: id}]}`.
+            let mut targets = targets;
+            let mut statement = raw.clone();
+            if !multi && targets.len() > 1 {
+                match one_match(state, cmd, coll, &placement, &targets, &filter).await {
+                    Ok(Some((shard, id))) => {
+                        let mut pinned = stmt.clone();
+                        pinned.insert("q", doc! { "$and": [filter.clone(), { "_id": id }] });
+                        statement = Bytes::from(pinned.to_vec()?);
+                        targets = vec![shard];
+                    }
+                    Ok(None) => break,
+                    Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
+                        routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
+                        attempt += 1;
+                        placement = routing::placement(state, &cmd.db, coll, true).await?;
+                        continue;
+                    }
+                    Err(e) => {
+                        out.write_errors.push(item_error(i, &e));
+                        failed = true;
+                        break;
+                    }
                 }
             }
             state.targeting.record(targets.iter());
             let calls = targets.iter().map(|shard| {
-                let req = routing::versioned(request(cmd, &template, field, vec![raw.clone()]), &placement, shard);
+                let req =
+                    routing::versioned(request(cmd, &template, field, vec![statement.clone()]), &placement, shard);
                 shard_call::write(state, shard, kind, req)
             });
             let replies = futures::future::join_all(calls).await;
@@ -284,4 +302,35 @@ pub async fn update_or_delete(
         }
     }
     Ok(out)
+}
+
+/// The shard and `_id` of one document matching `filter` among `targets` (first shard first).
+async fn one_match(
+    state: &RouterState,
+    cmd: &Command,
+    coll: &str,
+    placement: &Placement,
+    targets: &[String],
+    filter: &Document,
+) -> Result<Option<(String, Bson)>, CommandError> {
+    let find =
+        doc! { "find": coll, "filter": filter.clone(), "projection": { "_id": 1 }, "limit": 1, "singleBatch": true };
+    for shard in targets {
+        let req = CommandRequest {
+            request_id: cmd.request_id.to_string(),
+            db: cmd.db.clone(),
+            body: Bytes::from(find.to_vec()?),
+            sequence_id: String::new(),
+            sequence: Vec::new(),
+            shard_version: None,
+        };
+        let reply = shard_call::cursor(state, shard, routing::versioned(req, placement, shard), false).await?;
+        if let Some(first) = reply.documents.first() {
+            let d = Document::from_reader(&mut first.as_ref())?;
+            if let Some(id) = d.get("_id") {
+                return Ok(Some((shard.clone(), id.clone())));
+            }
+        }
+    }
+    Ok(None)
 }
