@@ -22,6 +22,7 @@ pub mod cursors;
 pub mod dispatch;
 pub mod error;
 pub mod merge;
+pub mod merge_cursor;
 pub mod routing;
 pub mod server;
 pub mod shard_client;

@@ -232,6 +232,39 @@ async fn range_compound_hashed_and_unsharded_collections_route_by_chunk() {
     let touched = ["shard0", "shard1"].iter().filter(|s| count_of(&after, s) != count_of(&before, s)).count();
     assert_eq!(touched, 1, "{before} -> {after}");
     assert_eq!(h.count_documents(doc! { "h": { "$in": [1, 2, 3, 500] } }).await.expect("count"), 3);
+    // More than a shard's first batch on each shard: the merge pulls getMores from each shard.
+    h.insert_many((200..600).map(|i| doc! { "h": i, "v": i })).await.expect("insert more");
+    let all: Vec<i32> = h
+        .find(doc! {})
+        .sort(doc! { "v": 1 })
+        .batch_size(50)
+        .await
+        .expect("find")
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("cursor")
+        .iter()
+        .map(|d| d.get_i32("v").expect("v"))
+        .collect();
+    assert_eq!(all, (0..600).collect::<Vec<i32>>());
+    // killCursors closes a multi-shard cursor.
+    let app = client.database("app");
+    let first = app.run_command(doc! { "find": "h", "sort": { "v": 1 }, "batchSize": 5 }).await.expect("find");
+    let id = first.get_document("cursor").and_then(|c| c.get_i64("id")).expect("cursor id");
+    assert_ne!(id, 0);
+    let more = app.run_command(doc! { "getMore": id, "collection": "h", "batchSize": 5 }).await.expect("getMore");
+    let next: Vec<i32> = more
+        .get_document("cursor")
+        .and_then(|c| c.get_array("nextBatch"))
+        .expect("nextBatch")
+        .iter()
+        .map(|d| d.as_document().and_then(|d| d.get_i32("v").ok()).expect("v"))
+        .collect();
+    assert_eq!(next, [5, 6, 7, 8, 9]);
+    let killed = app.run_command(doc! { "killCursors": "h", "cursors": [id] }).await.expect("killCursors");
+    assert_eq!(killed.get_array("cursorsKilled").map(|a| a.len()).ok(), Some(1), "{killed}");
+    let gone = app.run_command(doc! { "getMore": id, "collection": "h" }).await;
+    assert!(gone.is_err(), "getMore after killCursors: {gone:?}");
 
     // Unsharded collections live on their database's primary.
     let plain = client.database("other").collection::<Document>("plain");

@@ -53,6 +53,27 @@ pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
         }
     };
     let ns = format!("{}.{}", cmd.db, coll);
+    if let Some((cursor_ns, cursor)) = state.cursors.merging(id) {
+        if cursor_ns != ns {
+            return Err(wrong_namespace(&ns, &cursor_ns));
+        }
+        let mut cursor = cursor.lock().await;
+        let batch = match cursor.next_batch(state, usize::try_from(batch_size).unwrap_or(0)).await {
+            Ok(b) => b,
+            Err(e) => {
+                cursor.kill(state).await;
+                state.cursors.remove_merging(id);
+                return Err(e);
+            }
+        };
+        let more = cursor.has_more();
+        if !more {
+            cursor.kill(state).await;
+            state.cursors.remove_merging(id);
+        }
+        let docs = crate::cmd::routed_read::encode_all(&batch)?;
+        return forward::cursor_reply(BatchField::Next, &docs, if more { id } else { 0 }, &ns);
+    }
     if let Some(cursor_ns) = state.cursors.buffered_ns(id) {
         if cursor_ns != ns {
             return Err(wrong_namespace(&ns, &cursor_ns));
@@ -139,6 +160,10 @@ pub async fn kill_cursors(state: &RouterState, _conn: &ConnContext, cmd: &Comman
                 by_shard.entry(c.shard).or_default().push(c.shard_cursor_id);
             }
             None if state.cursors.remove_buffered(id) => killed.push(id),
+            None if let Some(cursor) = state.cursors.remove_merging(id) => {
+                cursor.lock().await.kill(state).await;
+                killed.push(id);
+            }
             None => not_found.push(id),
         }
     }

@@ -1,7 +1,8 @@
 //! Reads that span several shards: `find` merged in sort order with skip/limit applied after the
-//! merge, `count` summed, `distinct` unioned, `aggregate` with its leading per-document stages
-//! run on the shards and the rest on the router. Multi-shard results are gathered whole (bounded
-//! by `shard_call::MERGE_BYTES_MAX`) and handed out through a buffered router cursor.
+//! merge, streamed through a `MergeCursor` over the shards' cursors; `count` summed, `distinct`
+//! unioned, `aggregate` with its leading per-document stages run on the shards and the rest on
+//! the router (its input gathered whole, bounded by `shard_call::MERGE_BYTES_MAX`, and handed out
+//! through a buffered router cursor).
 //!
 //! Must not: handle single-shard reads (`crud.rs` passes those through without copying).
 
@@ -19,6 +20,7 @@ use crate::cmd::shard_call;
 use crate::command::Command;
 use crate::error::CommandError;
 use crate::merge;
+use crate::merge_cursor::{MergeCursor, Source};
 use crate::routing::{self, Placement};
 use crate::state::RouterState;
 
@@ -137,14 +139,59 @@ pub async fn find(
         }
         _ => None,
     };
-    let streams = gather(state, cmd, placement, targets, &body, false).await?;
-    let mut docs = merge::merge_sorted(streams, &sort, skip, limit);
-    if let Some(p) = projection {
-        docs = docs.iter().map(|d| p.apply(d)).collect::<Result<_, _>>()?;
+    // Each shard's first batch opens its cursor; the rest is pulled as the client asks.
+    state.targeting.record(targets.iter());
+    let calls = targets.iter().map(|shard| {
+        let body = &body;
+        async move {
+            let req = routing::versioned(request_with(cmd, body)?, placement, shard);
+            let reply = shard_call::cursor(state, shard, req, false).await?;
+            let mut buffered = VecDeque::with_capacity(reply.documents.len());
+            for d in &reply.documents {
+                buffered.push_back(Document::from_reader(&mut d.as_ref())?);
+            }
+            Ok::<Source, CommandError>(Source { shard: shard.clone(), cursor_id: reply.cursor_id, buffered })
+        }
+    });
+    let mut sources = Vec::new();
+    let mut failure = None;
+    for r in futures::future::join_all(calls).await {
+        match r {
+            Ok(s) => sources.push(s),
+            Err(e) => failure = Some(e),
+        }
     }
     let ns = format!("{}.{coll}", cmd.db);
-    let batch = if single_batch { usize::MAX } else { batch };
-    reply_with(state, &ns, docs, batch)
+    let mut cursor =
+        MergeCursor { ns: ns.clone(), request_id: cmd.request_id.to_string(), sort, projection, skip, limit, sources };
+    if let Some(e) = failure {
+        cursor.kill(state).await;
+        return Err(e);
+    }
+    // `batchSize: 0` asks for an empty first batch; a single batch takes everything.
+    let first = match if batch == 0 && !single_batch {
+        Ok(Vec::new())
+    } else {
+        cursor.next_batch(state, if single_batch { 0 } else { batch }).await
+    } {
+        Ok(docs) => docs,
+        Err(e) => {
+            cursor.kill(state).await;
+            return Err(e);
+        }
+    };
+    let id = if cursor.has_more() && !single_batch {
+        state.cursors.register_merging(ns.clone(), cursor)
+    } else {
+        cursor.kill(state).await;
+        0
+    };
+    forward::cursor_reply(BatchField::First, &encode_all(&first)?, id, &ns)
+}
+
+/// Documents as the BSON bytes a cursor reply carries.
+pub fn encode_all(docs: &[Document]) -> Result<Vec<Bytes>, CommandError> {
+    docs.iter().map(|d| Ok(Bytes::from(d.to_vec()?))).collect()
 }
 
 /// `count` over several shards: per-shard counts with skip folded into the limit, then the
