@@ -186,6 +186,11 @@ async fn range_compound_hashed_and_unsharded_collections_route_by_chunk() {
     let res = r.update_one(doc! { "c": 1 }, doc! { "$set": { "c": 2 } }).await.expect("update one of many");
     assert_eq!(res.modified_count, 1);
     assert_eq!(r.count_documents(doc! { "c": 2 }).await.expect("count"), 1);
+    let found = r.find_one_and_update(doc! { "b": 20 }, doc! { "$set": { "fam": 1 } }).await.expect("fam");
+    assert_eq!(found.and_then(|d| d.get_i32("a").ok()), Some(10));
+    let found = r.find_one_and_update(doc! { "a": -20 }, doc! { "$set": { "fam": 1 } }).await.expect("fam by key");
+    assert_eq!(found.and_then(|d| d.get_i32("b").ok()), Some(-40));
+    assert_eq!(r.count_documents(doc! { "fam": 1 }).await.expect("count"), 2);
     let res = r.delete_one(doc! { "b": { "$in": [-98, 98] } }).await.expect("delete one without key");
     assert_eq!(res.deleted_count, 1);
     r.insert_one(doc! { "a": -49, "b": -98, "c": 1 }).await.expect("put back");

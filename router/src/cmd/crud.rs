@@ -136,10 +136,10 @@ async fn routed_read(state: &RouterState, cmd: &Command, coll: &str, kind: ReadK
                 ReadKind::Aggregate => routed_read::aggregate(state, cmd, coll, &placement, &targets).await,
                 ReadKind::Count => routed_read::count(state, cmd, &placement, &targets).await,
                 ReadKind::Distinct => routed_read::distinct(state, cmd, &placement, &targets).await,
-                ReadKind::FindAndModify => Err(CommandError::new(
-                    shoal_proto::ErrorCode::InvalidOptions,
-                    "findAndModify on a sharded collection must target a single shard by the full shard key",
-                )),
+                ReadKind::FindAndModify => {
+                    let targets: Vec<String> = targets.iter().cloned().collect();
+                    routed_write::find_and_modify_without_key(state, cmd, coll, &placement, &targets).await
+                }
             },
         };
         match result {

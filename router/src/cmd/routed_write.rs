@@ -305,7 +305,7 @@ pub async fn update_or_delete(
 }
 
 /// The shard and `_id` of one document matching `filter` among `targets` (first shard first).
-async fn one_match(
+pub async fn one_match(
     state: &RouterState,
     cmd: &Command,
     coll: &str,
@@ -333,4 +333,39 @@ async fn one_match(
         }
     }
     Ok(None)
+}
+
+/// findAndModify whose query does not pin one shard: the write without shard key, as for
+/// single-document updates (no `sort` across shards: MongoDB applies it per shard too).
+pub async fn find_and_modify_without_key(
+    state: &RouterState,
+    cmd: &Command,
+    coll: &str,
+    placement: &Placement,
+    targets: &[String],
+) -> Result<RawDocumentBuf, CommandError> {
+    let mut body = Document::try_from(cmd.body.as_ref())?;
+    let query = body.get_document("query").cloned().unwrap_or_default();
+    if body.get_bool("upsert").unwrap_or(false) {
+        return Err(CommandError::new(
+            ErrorCode::ShardKeyNotFound,
+            "Query for sharded findAndModify with upsert must contain the shard key",
+        ));
+    }
+    let Some((shard, id)) = one_match(state, cmd, coll, placement, targets, &query).await? else {
+        let none = doc! { "lastErrorObject": { "n": 0, "updatedExisting": false }, "value": Bson::Null };
+        return RawDocumentBuf::try_from(&none).map_err(CommandError::from);
+    };
+    body.insert("query", doc! { "$and": [query, { "_id": id }] });
+    let req = CommandRequest {
+        request_id: cmd.request_id.to_string(),
+        db: cmd.db.clone(),
+        body: Bytes::from(body.to_vec()?),
+        sequence_id: String::new(),
+        sequence: Vec::new(),
+        shard_version: None,
+    };
+    state.targeting.record([&shard]);
+    let reply = shard_call::command(state, &shard, routing::versioned(req, placement, &shard)).await?;
+    RawDocumentBuf::try_from(&reply).map_err(CommandError::from)
 }

@@ -189,7 +189,10 @@ impl TargetingStats {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let mut n = 0;
         for s in shards {
-            *g.2.entry(s.clone()).or_default() += 1;
+            // The legacy single shard has no id to report.
+            if s != LEGACY_SHARD {
+                *g.2.entry(s.clone()).or_default() += 1;
+            }
             n += 1;
         }
         if n > 1 {
