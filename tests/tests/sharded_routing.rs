@@ -173,6 +173,22 @@ async fn range_compound_hashed_and_unsharded_collections_route_by_chunk() {
         .expect("cursor");
     assert_eq!(agg.len(), 1);
     assert_eq!(agg[0].get("s"), Some(&Bson::Int32((-5..50).sum())), "{agg:?}");
+    let top: Vec<i32> = r
+        .aggregate(vec![
+            doc! { "$match": { "a": { "$gte": -10 } } },
+            doc! { "$sort": { "a": -1 } },
+            doc! { "$limit": 3 },
+            doc! { "$project": { "_id": 0, "a": 1 } },
+        ])
+        .await
+        .expect("aggregate")
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("cursor")
+        .iter()
+        .map(|d| d.get_i32("a").expect("a"))
+        .collect();
+    assert_eq!(top, [49, 48, 47]);
 
     // Writes: multi on every targeted shard; single-document by key; untargetable single refused.
     let res = r.update_many(doc! {}, doc! { "$inc": { "c": 1 } }).await.expect("update many");

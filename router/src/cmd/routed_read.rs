@@ -281,7 +281,20 @@ pub async fn aggregate(
         Some(_) if body.get_document("cursor").is_ok_and(|c| c.contains_key("batchSize")) => 0,
         _ => FIRST_BATCH_DEFAULT,
     };
-    body.insert("pipeline", shard_part.to_vec());
+    // `$sort` then `$limit` right after the shard part: each shard's top-k is enough for the
+    // router's (which still sorts and limits the union).
+    let mut pushed = shard_part.to_vec();
+    let stage_name = |b: &Bson| match b {
+        Bson::Document(d) => d.keys().next().cloned(),
+        _ => None,
+    };
+    if router_part.len() >= 2
+        && stage_name(&router_part[0]).as_deref() == Some("$sort")
+        && stage_name(&router_part[1]).as_deref() == Some("$limit")
+    {
+        pushed.extend_from_slice(&router_part[..2]);
+    }
+    body.insert("pipeline", pushed);
     body.insert("cursor", doc! {});
     let streams = gather(state, cmd, placement, targets, &body, true).await?;
     let merged: Vec<Document> = streams.into_iter().flatten().collect();

@@ -209,3 +209,58 @@ impl TargetingStats {
         bson::doc! { "targeted": g.0 as i64, "scatter": g.1 as i64, "perShard": per }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use shoal_configsvr::catalog::{Chunk, ChunkBound, ChunkVersion, Epoch, KeyPattern, Timestamp};
+
+    use super::*;
+
+    fn table() -> RoutingTable {
+        let chunk = |min: ChunkBound, max: ChunkBound, shard: &str, minor: u32| Chunk {
+            min,
+            max,
+            shard: shard.into(),
+            version: ChunkVersion::new(2, minor),
+            history: Vec::new(),
+            jumbo: false,
+            on_current_shard_since: Timestamp::default(),
+        };
+        let mid = ChunkBound::Key(shoal_query::keystring::encode(&bson::Bson::Int32(0)));
+        RoutingTable {
+            ns: "d.c".into(),
+            uuid: uuid::Uuid::nil(),
+            epoch: Epoch([7; 12]),
+            timestamp: Timestamp { secs: 5, inc: 1 },
+            key: KeyPattern::range(&["a"]),
+            unique: false,
+            version: ChunkVersion::new(2, 1),
+            chunks: vec![chunk(ChunkBound::Min, mid.clone(), "s0", 0), chunk(mid, ChunkBound::Max, "s1", 1)],
+        }
+    }
+
+    #[test]
+    fn versions_sent_to_shards() {
+        let sharded = Placement::Sharded(Arc::new(table()));
+        let v = sharded.version_for("s1").expect("versioned");
+        assert_eq!((v.epoch.as_ref(), v.timestamp_secs, v.major, v.minor), (&[7u8; 12][..], 5, 2, 1));
+        let none = sharded.version_for("s9").expect("versioned");
+        assert_eq!((none.major, none.minor), (0, 0));
+        let unsharded = Placement::Unsharded { shard: "s0".into() };
+        assert!(unsharded.version_for("s0").expect("versioned").epoch.is_empty());
+        assert!(Placement::Unsharded { shard: LEGACY_SHARD.into() }.version_for(LEGACY_SHARD).is_none());
+        assert_eq!(sharded.targets(&bson::doc! { "a": 5 }), BTreeSet::from(["s1".to_string()]));
+        assert_eq!(sharded.targets(&bson::doc! { "b": 5 }).len(), 2);
+    }
+
+    #[test]
+    fn stats_count_targeted_and_scatter() {
+        let stats = TargetingStats::default();
+        stats.record([&"s0".to_string()]);
+        stats.record([&"s0".to_string(), &"s1".to_string()]);
+        stats.record([&LEGACY_SHARD.to_string()]);
+        let d = stats.to_document();
+        assert_eq!((d.get_i64("targeted").ok(), d.get_i64("scatter").ok()), (Some(2), Some(1)));
+        assert_eq!(d.get_document("perShard").expect("perShard"), &bson::doc! { "s0": 2i64, "s1": 1i64 });
+    }
+}
