@@ -190,6 +190,10 @@ pub struct ShardArgs {
     /// Config servers (`host:port,host:port,...`); the shard reads the catalog from them.
     #[arg(long, value_delimiter = ',')]
     pub config: Vec<String>,
+    /// Test crash points, `name=exit,...` (also read from SHOAL_FAILPOINTS); see the shard's
+    /// `migration::failpoint`.
+    #[arg(long, default_value = "")]
+    pub failpoints: String,
     #[command(flatten)]
     pub child: ChildArgs,
 }

@@ -13,6 +13,7 @@ pub async fn shard(args: ShardArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal(args.child.exit_on_stdin_eof).context("cannot install signal handlers")?;
     let mut config = shoal_shard::ShardConfig::new(args.name, args.listen, args.data_dir);
     config.config_servers = args.config;
+    config.failpoints = args.failpoints;
     let name = config.name.clone();
     shoal_shard::run(config, shutdown).await.with_context(|| format!("shard {name} failed"))
 }

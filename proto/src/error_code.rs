@@ -59,6 +59,7 @@ codes! {
     CannotSplit = 87,
     NetworkTimeout = 89,
     ShutdownInProgress = 91,
+    OperationFailed = 96,
     NotYetInitialized = 94,
     ConflictingOperationInProgress = 117,
     NamespaceNotSharded = 118,

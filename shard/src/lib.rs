@@ -5,7 +5,8 @@
 //! ([`exec`]), cursors ([`cursors`]), sharding state ([`sharding`]: the collection metadata cache
 //! loaded from the config servers, the shard-version check that answers StaleConfig, the ownership
 //! filter that hides orphans from versioned requests, migration critical sections, and the
-//! persisted range deleter) and the gRPC service routers call ([`service`]).
+//! persisted range deleter), chunk migration donor/recipient with crash recovery ([`migration`])
+//! and the gRPC services routers call ([`service`], [`migration::service`]).
 //!
 //! Must not: speak the MongoDB wire protocol (that is the router's), know about other shards'
 //! data, or mention the storage engine outside [`storage`]. Blocking storage work runs on the
@@ -20,6 +21,7 @@
 pub mod cursors;
 pub mod error;
 pub mod exec;
+pub mod migration;
 pub mod service;
 pub mod sharding;
 pub mod storage;
@@ -33,6 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
+use shoal_proto::shard::migration_server::MigrationServer;
 use shoal_proto::shard::shard_server::ShardServer;
 
 use crate::cursors::CursorManager;
@@ -55,6 +58,8 @@ pub struct ShardConfig {
     /// Config servers (`host:port`): where the shard reads the chunks it owns. Empty: a shard
     /// outside any cluster (tests, benchmarks), which serves unversioned requests only.
     pub config_servers: Vec<String>,
+    /// Test crash points (`name=exit,...`, see [`migration::failpoint`]); empty: none.
+    pub failpoints: String,
 }
 
 impl ShardConfig {
@@ -67,6 +72,7 @@ impl ShardConfig {
             cursor_idle_timeout: Duration::from_secs(600),
             cursor_reap_interval: Duration::from_secs(30),
             config_servers: Vec::new(),
+            failpoints: String::new(),
         }
     }
 }
@@ -103,9 +109,18 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
     let local = listener.local_addr()?;
     tracing::info!(name = %config.name, addr = %local, data_dir = %config.data_dir.display(), "shard listening");
 
+    migration::failpoint::init(&config.failpoints);
+    let migrations = Arc::new(migration::Migrations::new(Arc::clone(&engine)));
+    let m = Arc::clone(&migrations);
+    let (donors, recipients) =
+        tokio::task::spawn_blocking(move || migration::recovery::load(&m)).await.map_err(std::io::Error::other)??;
+    let recovery = tokio::spawn(migration::recovery::recover(Arc::clone(&migrations), donors, recipients));
     let background = tokio::spawn(background_tasks(Arc::clone(&engine), config.cursor_reap_interval));
     let range_deleter = tokio::spawn(sharding::range_deleter::run(Arc::clone(&engine)));
     let service = ShardServer::new(service::ShardService::new(Arc::clone(&engine)))
+        .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
+        .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
+    let migration_service = MigrationServer::new(migration::service::MigrationService::new(migrations))
         .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
         .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
     // Nagle off on every accepted connection: with a caller-supplied listener tonic ignores
@@ -116,10 +131,12 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
     let served = tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .add_service(service)
+        .add_service(migration_service)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     background.abort();
     range_deleter.abort();
+    recovery.abort();
     let store = Arc::clone(&engine.store);
     tokio::task::spawn_blocking(move || store.shutdown()).await.map_err(std::io::Error::other)?;
     tracing::info!(name = %config.name, "shard stopped");

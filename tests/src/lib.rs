@@ -9,7 +9,8 @@
 //!
 //! Modules: [`process`] (one child: spawn, readiness line, logs, SIGKILL), [`cluster`] (shard +
 //! router in a temp dir, kill and restart), [`catalog_cluster`] (3 config servers + shard +
-//! router), [`context`] (per-test client, shared cluster, watchdog), [`expect`] (asserting exact
+//! router), [`sharded_cluster`] (3 config servers + 2 shards on fixed ports + routers routing by chunk, for
+//! migrations and shard restarts), [`context`] (per-test client, shared cluster, watchdog), [`expect`] (asserting exact
 //! MongoDB error codes), [`fixtures`] (seeding and reading back small datasets), [`wire`] (raw
 //! OP_MSG), [`up`] (a whole `shoal up` cluster from a spec).
 

@@ -19,7 +19,7 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Documents of `db.coll` stored on `shard` (unversioned count, orphans included).
 async fn on_shard(cluster: &ShardedCluster, shard: usize, db: &str, coll: &str) -> i64 {
-    let mut client = ShardClient::connect(format!("http://{}", cluster.shards[shard].addr())).await.expect("connect");
+    let mut client = ShardClient::connect(format!("http://{}", cluster.shard_addr(shard))).await.expect("connect");
     let req = CommandRequest {
         request_id: "sharded-routing-test".into(),
         db: db.into(),
@@ -71,7 +71,7 @@ fn count_of(stats: &Document, shard: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn range_compound_hashed_and_unsharded_collections_route_by_chunk() {
-    let cluster = ShardedCluster::start(2).await.expect("cluster starts");
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
     let client = cluster.client().await.expect("client");
     let admin = client.database("admin");
     let catalog = cluster.catalog();
@@ -319,7 +319,7 @@ async fn range_compound_hashed_and_unsharded_collections_route_by_chunk() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_router_refreshes_on_stale_config_and_answers_correctly() {
-    let cluster = ShardedCluster::start(2).await.expect("cluster starts");
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
     let client = cluster.client().await.expect("client");
     let admin = client.database("admin");
     let catalog = cluster.catalog();

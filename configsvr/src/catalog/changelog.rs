@@ -79,20 +79,41 @@ pub struct ChangelogEntry {
 /// What a command handler wants logged; `apply` stamps it.
 #[derive(Debug)]
 pub(crate) struct LogDraft {
-    pub what: &'static str,
+    pub what: std::borrow::Cow<'static, str>,
     pub ns: String,
     pub details: BTreeMap<String, Detail>,
 }
 
 impl LogDraft {
     pub fn new(what: &'static str, ns: impl Into<String>) -> Self {
-        Self { what, ns: ns.into(), details: BTreeMap::new() }
+        Self { what: std::borrow::Cow::Borrowed(what), ns: ns.into(), details: BTreeMap::new() }
     }
 
     pub fn with(mut self, key: &str, value: impl Into<Detail>) -> Self {
         self.details.insert(key.to_owned(), value.into());
         self
     }
+}
+
+/// Longest event name and most details a `LogChange` may carry (entries stay a few hundred bytes).
+pub const LOG_CHANGE_WHAT_BYTES_MAX: usize = 64;
+pub const LOG_CHANGE_DETAILS_MAX: usize = 32;
+
+/// `Command::LogChange`: an event reported by a shard becomes a changelog entry as it is.
+pub(crate) fn log_change(
+    what: &str,
+    ns: &str,
+    details: &BTreeMap<String, Detail>,
+) -> Result<super::Outcome, super::CatalogError> {
+    if what.is_empty() || what.len() > LOG_CHANGE_WHAT_BYTES_MAX {
+        return Err(super::CatalogError::bad_value("what", "an event name of 1 to 64 bytes"));
+    }
+    if details.len() > LOG_CHANGE_DETAILS_MAX {
+        return Err(super::CatalogError::bad_value("details", "at most 32 details"));
+    }
+    let draft =
+        LogDraft { what: std::borrow::Cow::Owned(what.to_owned()), ns: ns.to_owned(), details: details.clone() };
+    Ok(super::Outcome::logged(super::Response::Done, draft))
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -116,7 +137,7 @@ impl Changelog {
             seq,
             catalog_version,
             time_ms,
-            what: draft.what.to_owned(),
+            what: draft.what.into_owned(),
             ns: draft.ns,
             details: draft.details,
         });

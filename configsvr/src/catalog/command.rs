@@ -10,6 +10,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use std::collections::BTreeMap;
+
+use super::changelog::Detail;
 use super::leases::Fencing;
 use super::settings::SettingsUpdate;
 use super::types::{Chunk, ChunkBound, ChunkVersion, Database, Epoch, KeyPattern, PlacementVersion, ShardId};
@@ -145,6 +148,13 @@ pub enum Command {
         holder: String,
         token: u64,
     },
+    /// Records an event a shard observed (a migration's phases: `moveChunk.start`, `.from`, `.to`,
+    /// `.error`) in the changelog, which stays bounded as every entry does.
+    LogChange {
+        what: String,
+        ns: String,
+        details: BTreeMap<String, Detail>,
+    },
 }
 
 /// How a newly sharded collection's key space is first divided.
@@ -216,6 +226,7 @@ impl fmt::Display for Command {
                 write!(f, "renewLease {name} by {holder} for {ttl_ms} ms")
             }
             Command::ReleaseLease { name, holder, .. } => write!(f, "releaseLease {name} by {holder}"),
+            Command::LogChange { what, ns, .. } => write!(f, "logChange {what} {ns}"),
         }
     }
 }

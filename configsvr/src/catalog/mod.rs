@@ -134,7 +134,7 @@ impl Outcome {
     fn silent(response: Response) -> Self {
         Self { response, effect: Effect::Silent }
     }
-    fn logged(response: Response, log: LogDraft) -> Self {
+    pub(crate) fn logged(response: Response, log: LogDraft) -> Self {
         Self { response, effect: Effect::Logged(log) }
     }
 }
@@ -222,6 +222,7 @@ impl Catalog {
             C::AcquireLease { name, holder, ttl_ms } => self.acquire_lease(name, holder, *ttl_ms, now),
             C::RenewLease { name, holder, token, ttl_ms } => self.renew_lease(name, holder, *token, *ttl_ms, now),
             C::ReleaseLease { name, holder, token } => self.release_lease(name, holder, *token),
+            C::LogChange { what, ns, details } => changelog::log_change(what, ns, details),
         }
     }
 

@@ -6,6 +6,8 @@
 //! Meta:      "coll/" ‖ namespace                           -> BSON collection record
 //!            "dropped/" ‖ collection id (u64 BE)           -> "" (documents still to delete)
 //!            "rangedel/" ‖ task id (u64 BE)                -> BSON range-deletion task
+//!            "migdonor/" ‖ migration id                   -> JSON donor migration record
+//!            "migrecv/" ‖ migration id                    -> JSON recipient migration record
 //! ```
 //! Collection ids are never reused, so documents of a dropped collection are unreachable from the
 //! moment its catalog record is gone; the range deleter removes them afterwards.
@@ -15,6 +17,8 @@ use bson::{Bson, Timestamp};
 pub const COLLECTION_PREFIX: &[u8] = b"coll/";
 pub const DROPPED_PREFIX: &[u8] = b"dropped/";
 pub const RANGE_DELETION_PREFIX: &[u8] = b"rangedel/";
+pub const MIGRATION_DONOR_PREFIX: &[u8] = b"migdonor/";
+pub const MIGRATION_RECIPIENT_PREFIX: &[u8] = b"migrecv/";
 
 pub fn collection_prefix(coll_id: u64) -> [u8; 8] {
     coll_id.to_be_bytes()

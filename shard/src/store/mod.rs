@@ -135,6 +135,15 @@ impl Store {
         self.engine.scan(Space::Oplog, Bound::Excluded(&key[..]), Bound::Unbounded, false)
     }
 
+    /// The newest committed oplog timestamp (`0|0` if none): every write at or before it is
+    /// visible to a scan started afterwards, every later one is in [`Store::oplog_after`] of it.
+    pub fn oplog_last(&self) -> Result<Timestamp, StorageError> {
+        match self.engine.scan(Space::Oplog, Bound::Unbounded, Bound::Unbounded, true).next() {
+            Some(kv) => Ok(keys::oplog_ts(&kv?.0).unwrap_or(Timestamp { time: 0, increment: 0 })),
+            None => Ok(Timestamp { time: 0, increment: 0 }),
+        }
+    }
+
     /// Runs `f` as the single writer; returns its result and the sequence number to wait on for
     /// durability ([`Store::wait_durable`]). Statements that failed are part of `T`; only a storage
     /// failure aborts (batches already committed stay committed, as with MongoDB's

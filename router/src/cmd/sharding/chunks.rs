@@ -5,12 +5,18 @@
 //! `split` with `find` splits the chunk owning the document's shard key *at that key* rather than
 //! at the chunk's median: the median needs the chunk's data, and chunk bounds are stored as
 //! keystring bytes that cannot be turned back into a range query for the shard. `split` with
-//! `bounds` therefore answers NotImplemented for now. Migrations come with routing by chunk, so
-//! `moveChunk`/`moveRange` only accept the chunk's current shard as destination.
+//! `bounds` therefore answers NotImplemented for now. `moveChunk`/`moveRange` to another shard
+//! call the donor's `MoveRange` (shard `migration` module) and wait for it; to the current shard
+//! they succeed without doing anything, as MongoDB does.
+
+use std::time::Duration;
 
 use bson::{Bson, Document, doc};
-use shoal_configsvr::catalog::{Catalog, Chunk, ChunkBound, Collection, Command};
+use shoal_configsvr::catalog::{Catalog, Chunk, ChunkBound, Collection, Command, Shard};
 use shoal_proto::ErrorCode;
+use shoal_proto::shard::migration_client::MigrationClient;
+use shoal_proto::shard::{KeyBound, MoveRangeRequest};
+use tonic::transport::Endpoint;
 
 use super::key::{bound_of_key, key_of_document};
 use super::{admin_only, raw};
@@ -196,14 +202,63 @@ pub async fn move_chunk(state: &RouterState, _conn: &ConnContext, cmd: &ClientCo
         return Err(CommandError::new(ErrorCode::ShardNotFound, format!("Shard {to} not found")));
     }
     if chunk.shard != to {
-        return Err(CommandError::new(
-            ErrorCode::NotImplemented,
-            format!(
-                "moving a chunk of {ns} from {} to {to} needs chunk migration, which comes with routing by chunk",
-                chunk.shard
-            ),
-        ));
+        let donor = catalog
+            .shard(&chunk.shard)
+            .ok_or_else(|| CommandError::new(ErrorCode::ShardNotFound, format!("Shard {} not found", chunk.shard)))?;
+        let wait_for_delete = matches!(body.get("_waitForDelete"), Some(Bson::Boolean(true)));
+        let request = MoveRangeRequest {
+            request_id: format!("{}-{}", cmd.name, cmd.request_id),
+            ns: ns.clone(),
+            min: Some(wire_bound(&chunk.min)),
+            max: Some(wire_bound(&chunk.max)),
+            to_shard: to.clone(),
+            epoch: coll.epoch.0.to_vec().into(),
+            major: chunk.version.major,
+            minor: chunk.version.minor,
+            wait_for_delete,
+        };
+        let endpoint = donor_endpoint(donor)?;
+        drop(catalog);
+        let millis = call_move_range(&endpoint, request).await?;
+        // The router's cached routing for `ns` is refreshed by the versioning protocol (StaleConfig).
+        return if range { raw(&doc! {}) } else { raw(&doc! { "millis": millis }) };
     }
     // The chunk already lives on the destination: nothing to move.
     if range { raw(&doc! {}) } else { raw(&doc! { "millis": 0 }) }
+}
+
+/// How long a router waits for a donor to finish a migration (MongoDB has no limit; a bound keeps
+/// a lost donor from holding the client forever).
+pub const MOVE_RANGE_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn wire_bound(b: &ChunkBound) -> KeyBound {
+    match b {
+        ChunkBound::Min => KeyBound { kind: 0, key: Default::default() },
+        ChunkBound::Key(k) => KeyBound { kind: 1, key: k.clone().into() },
+        ChunkBound::Max => KeyBound { kind: 2, key: Default::default() },
+    }
+}
+
+/// The donor's gRPC address from the catalog (its primary, else its first member). A small
+/// stand-in for the router's shard pool keyed by shard id, which replaces it when it lands.
+fn donor_endpoint(shard: &Shard) -> Result<String, CommandError> {
+    let addr = shard.group.primary.clone().or_else(|| shard.group.members.first().cloned()).ok_or_else(|| {
+        CommandError::new(ErrorCode::ShardNotFound, format!("shard {} has no member address", shard.id))
+    })?;
+    Ok(if addr.starts_with("http") { addr } else { format!("http://{addr}") })
+}
+
+async fn call_move_range(endpoint: &str, request: MoveRangeRequest) -> Result<i64, CommandError> {
+    let unreachable = |e: String| CommandError::new(ErrorCode::HostUnreachable, format!("donor {endpoint}: {e}"));
+    let channel = Endpoint::from_shared(endpoint.to_owned())
+        .map_err(|e| unreachable(e.to_string()))?
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(MOVE_RANGE_TIMEOUT)
+        .connect_lazy();
+    let mut client = MigrationClient::new(channel);
+    let reply = client.move_range(request).await.map_err(|s| unreachable(s.message().to_owned()))?.into_inner();
+    match reply.error {
+        None => Ok(reply.millis),
+        Some(e) => Err(CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg }),
+    }
 }

@@ -1,0 +1,239 @@
+//! Chunk migration, donor → recipient, donor-driven, with crash safety.
+//!
+//! Owns: the `Migration` gRPC service ([`service`]), the donor's run ([`donor`]) with what it
+//! sends ([`transfer`]) and how a commit settles ([`outcome`]), the recipient's handlers
+//! ([`recipient`]), the catch-up filter and batching ([`mods`]), the
+//! persisted records ([`record`]), startup recovery ([`recovery`]) and test failpoints
+//! ([`failpoint`]). Must not: decide placement (the catalog's compare-and-set does), or delete
+//! ranges itself (the range deleter does, after `ShardingState::schedule_range_deletion`).
+//!
+//! ```text
+//!  router          donor                                   recipient                 catalog
+//!    |--MoveRange-->| claim slot (else 117), refresh, check chunk+version
+//!    |              | persist record (Cloning)
+//!    |              |------------- ReceiveStart ------------->| claim, persist "receiving",
+//!    |              |                                         | wait overlapping range deletions,
+//!    |              |                                         | create collection, delete leftovers
+//!    |              | pos = oplog_last; scan [min,max)        |
+//!    |              |------------- ReceiveBatch* ------------>| upsert by _id, durable, then ack
+//!    |              | catch-up: oplog after pos → mods        |
+//!    |              |------------- ReceiveBatch* ------------>|   (until a pass is small)
+//!    |              | gates.enter(ns): writes wait            |
+//!    |              | final catch-up ---- ReceiveBatch* ----->|
+//!    |              | persist Committing --------------- CommitMigration (CAS) ---------->|
+//!    |              | refresh(ns) ------ ReceiveCommit ------>| refresh, drop record
+//!    |              | persist Committed, leave section, schedule range deletion, drop record
+//!    |<-- ok -------|
+//!  on failure before the commit: leave section ── ReceiveAbort ──> schedule deletion of the
+//!  range, drop record; donor drops its record and answers the error (OperationFailed 96 + cause).
+//! ```
+//!
+//! Crash safety: both records are durable before the step they announce. On restart
+//! ([`recovery`]) each side asks the catalog who owns the range: a donor whose range moved
+//! finishes (schedules its deletion), otherwise aborts; a recipient that owns it keeps the data,
+//! otherwise schedules its deletion. Until its records are settled a shard answers 117 to new
+//! migrations, and a recipient forgets in-memory migrations when it restarts, so a donor's next
+//! batch fails and the donor aborts. The donor commits only after the final catch-up was acked
+//! (durable). Every phase is logged and recorded in the catalog changelog (`moveChunk.start`,
+//! `moveChunk.to`, `moveChunk.from`, `moveChunk.error`; the catalog logs `moveChunk.commit`).
+//!
+//! Known gap: a recipient that crashes after acking the final batch and restarts before the
+//! donor's commit lands may schedule deletion of the range it is about to own; the range deleter
+//! re-checks ownership before deleting, which narrows but does not close that window.
+
+pub mod donor;
+pub mod failpoint;
+pub mod mods;
+pub mod outcome;
+pub mod recipient;
+pub mod record;
+pub mod recovery;
+pub mod service;
+pub mod transfer;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shoal_configsvr::catalog::{Catalog, ChunkBound};
+use shoal_proto::ErrorCode;
+use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
+use shoal_proto::shard::KeyBound;
+use shoal_proto::shard::migration_client::MigrationClient;
+use tonic::transport::Channel;
+
+use crate::error::ExecError;
+use crate::exec::Engine;
+use record::{Record, Side};
+
+/// Limit of one donor → recipient call (a batch is at most a few MiB; the recipient syncs it).
+pub const PEER_RPC_TIMEOUT_MS: u64 = 60_000;
+pub const PEER_CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// How long a recipient waits for earlier deletions of the range before refusing to start.
+pub const RANGE_DELETION_WAIT_MS: u64 = 60_000;
+/// How long the donor waits for in-flight writes when entering the critical section.
+pub const CRITICAL_SECTION_ENTER_WAIT_MS: u64 = 30_000;
+/// Catch-up passes before the critical section; a pass with fewer mods and bytes than these is
+/// small enough to finish inside it.
+pub const CATCH_UP_PASSES_MAX: usize = 50;
+pub const CATCH_UP_SMALL_MODS: usize = 100;
+pub const CATCH_UP_SMALL_BYTES: usize = 1 << 20;
+/// Bounded retries (doubling backoff) for catalog calls whose answer the migration needs.
+pub const CATALOG_ATTEMPTS_MAX: u32 = 12;
+pub const RETRY_BACKOFF_MIN_MS: u64 = 100;
+pub const RETRY_BACKOFF_MAX_MS: u64 = 5_000;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum MigrationError {
+    #[error("another migration is in progress on this shard: {0}")]
+    Busy(String),
+    /// A refusal with its own MongoDB code (stale chunk, unknown shard, storage failure).
+    #[error("{0}")]
+    Refused(ExecError),
+    /// The other shard failed or refused; the migration was aborted.
+    #[error("{peer}: {message}")]
+    Peer { peer: String, message: String },
+}
+
+impl MigrationError {
+    pub fn refused(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::Refused(ExecError::new(code, message))
+    }
+
+    /// The MongoDB error a router answers.
+    pub fn to_exec(&self) -> ExecError {
+        match self {
+            MigrationError::Busy(_) => ExecError::new(ErrorCode::ConflictingOperationInProgress, self.to_string()),
+            MigrationError::Refused(e) => e.clone(),
+            MigrationError::Peer { .. } => ExecError::new(ErrorCode::OperationFailed, self.to_string()),
+        }
+    }
+}
+
+impl From<ExecError> for MigrationError {
+    fn from(e: ExecError) -> Self {
+        Self::Refused(e)
+    }
+}
+
+impl From<crate::storage::StorageError> for MigrationError {
+    fn from(e: crate::storage::StorageError) -> Self {
+        Self::Refused(e.into())
+    }
+}
+
+/// What this shard is doing: at most one migration, as donor or recipient.
+#[derive(Debug, Clone)]
+pub struct Active {
+    pub side: Side,
+    pub record: Record,
+}
+
+/// The shard's migration registry, shared by the service and recovery.
+pub struct Migrations {
+    pub engine: Arc<Engine>,
+    active: Mutex<Option<Active>>,
+    /// Records found at startup and not settled yet: no new migration starts meanwhile.
+    recovering: Mutex<usize>,
+}
+
+impl Migrations {
+    pub fn new(engine: Arc<Engine>) -> Self {
+        Self { engine, active: Mutex::new(None), recovering: Mutex::new(0) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Active>> {
+        // A std mutex: held for a few instructions, never across an await.
+        self.active.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn active(&self) -> Option<Active> {
+        self.lock().clone()
+    }
+
+    /// Claims the slot for `record`. A recipient may take over a slot held by an earlier
+    /// attempt from the same donor (the donor restarted and forgot it): that attempt is returned
+    /// to be aborted.
+    pub fn claim(&self, side: Side, record: &Record) -> Result<Option<Active>, MigrationError> {
+        if *self.recovering.lock().unwrap_or_else(|p| p.into_inner()) > 0 {
+            return Err(MigrationError::Busy("migrations interrupted by a restart are still being recovered".into()));
+        }
+        let mut active = self.lock();
+        let replaced = match active.as_ref() {
+            None => None,
+            Some(a) if side == Side::Recipient && a.side == Side::Recipient && a.record.from == record.from => {
+                active.take()
+            }
+            Some(a) => {
+                return Err(MigrationError::Busy(format!(
+                    "{:?} of {} [{}, {}) ({})",
+                    a.side, a.record.ns, a.record.min, a.record.max, a.record.id
+                )));
+            }
+        };
+        *active = Some(Active { side, record: record.clone() });
+        Ok(replaced)
+    }
+
+    /// Frees the slot if `id` holds it.
+    pub fn release(&self, id: &str) {
+        let mut active = self.lock();
+        if active.as_ref().is_some_and(|a| a.record.id == id) {
+            *active = None;
+        }
+    }
+
+    /// The recipient migration `id`, if this process is running it.
+    pub fn receiving(&self, id: &str) -> Option<Record> {
+        self.lock().as_ref().filter(|a| a.side == Side::Recipient && a.record.id == id).map(|a| a.record.clone())
+    }
+
+    fn set_recovering(&self, n: usize) {
+        *self.recovering.lock().unwrap_or_else(|p| p.into_inner()) = n;
+    }
+}
+
+pub fn bound_to_wire(b: &ChunkBound) -> KeyBound {
+    match b {
+        ChunkBound::Min => KeyBound { kind: 0, key: Default::default() },
+        ChunkBound::Key(k) => KeyBound { kind: 1, key: k.clone().into() },
+        ChunkBound::Max => KeyBound { kind: 2, key: Default::default() },
+    }
+}
+
+pub fn bound_from_wire(b: Option<&KeyBound>, what: &str) -> Result<ChunkBound, MigrationError> {
+    match b.map(|b| (b.kind, b)) {
+        Some((0, _)) => Ok(ChunkBound::Min),
+        Some((1, b)) => Ok(ChunkBound::Key(b.key.to_vec())),
+        Some((2, _)) => Ok(ChunkBound::Max),
+        _ => Err(MigrationError::refused(ErrorCode::BadValue, format!("{what}: missing or unknown chunk bound"))),
+    }
+}
+
+/// The gRPC address of shard `id` from the catalog (its primary, else its first member).
+pub fn shard_endpoint(catalog: &Catalog, id: &str) -> Result<String, MigrationError> {
+    let shard = catalog
+        .shard(id)
+        .ok_or_else(|| MigrationError::refused(ErrorCode::ShardNotFound, format!("Shard {id} not found")))?;
+    let addr = shard.group.primary.clone().or_else(|| shard.group.members.first().cloned()).ok_or_else(|| {
+        MigrationError::refused(ErrorCode::ShardNotFound, format!("shard {id} has no member address"))
+    })?;
+    Ok(if addr.starts_with("http") { addr } else { format!("http://{addr}") })
+}
+
+/// A client of another shard's migration service (connects lazily; every call has a timeout).
+pub fn peer_client(endpoint: &str) -> Result<MigrationClient<Channel>, MigrationError> {
+    let channel = Channel::from_shared(endpoint.to_owned())
+        .map_err(|e| MigrationError::refused(ErrorCode::BadValue, format!("shard address {endpoint}: {e}")))?
+        .connect_timeout(Duration::from_millis(PEER_CONNECT_TIMEOUT_MS))
+        .timeout(Duration::from_millis(PEER_RPC_TIMEOUT_MS))
+        .connect_lazy();
+    Ok(MigrationClient::new(channel)
+        .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
+        .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES))
+}
+
+/// Doubling backoff for attempt `n` (0-based), capped.
+pub fn backoff(n: u32) -> Duration {
+    let ms = RETRY_BACKOFF_MIN_MS.saturating_mul(1u64 << n.min(16));
+    Duration::from_millis(ms.min(RETRY_BACKOFF_MAX_MS))
+}

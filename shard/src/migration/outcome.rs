@@ -1,0 +1,126 @@
+//! What settles a migration once the donor decides to commit: the catalog compare-and-set and,
+//! when its answer is lost, who owns the range per the catalog; the donor's metadata refresh;
+//! the range deletion; the recipient's notification; the changelog entries. Shared by the
+//! donor's run and by recovery.
+//!
+//! Must not: undo a commit (a committed range is only ever finished, never rolled back).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use shoal_configsvr::catalog::api::RoutingAnswer;
+use shoal_configsvr::catalog::{Command, Detail};
+use shoal_configsvr::client::ConfigClient;
+use shoal_proto::ErrorCode;
+use shoal_proto::shard::ReceiveEndRequest;
+use shoal_proto::shard::migration_client::MigrationClient;
+use tonic::transport::Channel;
+
+use super::record::{Record, Side};
+use super::transfer::task_err;
+use super::{CATALOG_ATTEMPTS_MAX, MigrationError, Migrations, backoff};
+use crate::sharding::RangeDeletion;
+
+/// After the commit: schedule the donor's range deletion, then drop the record.
+pub async fn finish_committed(mig: &Migrations, record: &Record) -> Result<(), MigrationError> {
+    let engine = &mig.engine;
+    let task = RangeDeletion {
+        ns: record.ns.clone(),
+        uuid: record.uuid,
+        key: record.key_fields(),
+        min: record.min.clone(),
+        max: record.max.clone(),
+    };
+    engine.sharding.schedule_range_deletion(&engine.store, &engine.cursors, task).await?;
+    let (store, id) = (Arc::clone(&engine.store), record.id.clone());
+    tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id)).await.map_err(task_err)??;
+    Ok(())
+}
+
+/// Refreshes `ns` (bounded retries); if the catalog stays unreachable, drops the cached
+/// metadata so no request is admitted with the old version.
+pub async fn refresh_or_forget(mig: &Migrations, ns: &str) {
+    for attempt in 0..CATALOG_ATTEMPTS_MAX {
+        match mig.engine.sharding.refresh(ns).await {
+            Ok(()) => return,
+            Err(e) => tracing::warn!(attempt, error = %e, "refresh after commit failed"),
+        }
+        tokio::time::sleep(backoff(attempt)).await;
+    }
+    mig.engine.sharding.forget(ns);
+}
+
+pub enum Commit {
+    Committed,
+    Refused(MigrationError),
+    Unknown(String),
+}
+
+pub async fn commit(catalog: &ConfigClient, record: &Record) -> Commit {
+    let cmd = Command::CommitMigration {
+        ns: record.ns.clone(),
+        epoch: record.epoch,
+        min: record.min.clone(),
+        max: record.max.clone(),
+        from: record.from.clone(),
+        to: record.to.clone(),
+        expected_version: record.expected_version,
+        fencing: None,
+    };
+    match catalog.write(&cmd).await {
+        Ok(w) => match w.outcome {
+            Ok(_) => Commit::Committed,
+            Err(e) => Commit::Refused(MigrationError::refused(e.code(), e.to_string())),
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "commit outcome unknown; asking the catalog who owns the range");
+            match owner(catalog, record).await {
+                Ok(Some(o)) if o != record.from => Commit::Committed,
+                Ok(_) => {
+                    Commit::Refused(MigrationError::refused(ErrorCode::OperationFailed, format!("commit failed: {e}")))
+                }
+                Err(why) => Commit::Unknown(format!("commit outcome unknown: {e}; {why}")),
+            }
+        }
+    }
+}
+
+/// Who owns `record.min` per the catalog (linearizable read, bounded retries). `Ok(None)`: the
+/// collection is gone or re-sharded (nothing of this migration can be committed any more).
+pub async fn owner(catalog: &ConfigClient, record: &Record) -> Result<Option<String>, String> {
+    let mut last = String::new();
+    for attempt in 0..CATALOG_ATTEMPTS_MAX {
+        match catalog.routing_table(&record.ns, None, true).await {
+            Ok((RoutingAnswer::Full(Some(t)), _)) if t.epoch == record.epoch => {
+                let chunk = t.chunks.iter().find(|c| c.min <= record.min && record.min < c.max);
+                return Ok(chunk.map(|c| c.shard.clone()));
+            }
+            Ok((RoutingAnswer::Full(_), _)) => return Ok(None),
+            Ok((other, _)) => last = format!("unexpected answer {other:?}"),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(backoff(attempt)).await;
+    }
+    Err(format!("catalog unreachable: {last}"))
+}
+
+/// Best-effort `ReceiveCommit` / `ReceiveAbort` (the recipient's recovery settles it otherwise).
+pub async fn notify(peer: &mut MigrationClient<Channel>, id: &str, committed: bool) {
+    let req = ReceiveEndRequest { request_id: id.to_owned(), migration_id: id.to_owned() };
+    let reply = if committed { peer.receive_commit(req).await } else { peer.receive_abort(req).await };
+    match reply.map(|r| r.into_inner().error) {
+        Ok(None) => {}
+        Ok(Some(e)) => tracing::warn!(committed, error = %e.errmsg, "recipient refused the outcome"),
+        Err(e) => tracing::warn!(committed, error = %e, "recipient unreachable for the outcome"),
+    }
+}
+
+/// Best-effort changelog entry.
+pub async fn log_change(catalog: &ConfigClient, what: &str, ns: &str, details: BTreeMap<String, Detail>) {
+    let cmd = Command::LogChange { what: what.to_owned(), ns: ns.to_owned(), details };
+    match catalog.write(&cmd).await.map(|w| w.outcome) {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(what, error = %e, "changelog entry refused"),
+        Err(e) => tracing::warn!(what, error = %e, "changelog entry not recorded"),
+    }
+}

@@ -1,0 +1,94 @@
+//! The `Migration` gRPC service: `MoveRange` from routers, `Receive*` from donors. Errors travel
+//! as `CommandError` in the reply, mapped once here.
+//!
+//! Must not: hold protocol logic (see `donor`, `recipient`).
+
+use std::sync::Arc;
+
+use shoal_configsvr::catalog::{ChunkVersion, Epoch};
+use shoal_proto::ErrorCode;
+use shoal_proto::shard::migration_server::Migration;
+use shoal_proto::shard::{
+    MoveRangeReply, MoveRangeRequest, ReceiveBatchRequest, ReceiveEndRequest, ReceiveReply, ReceiveStartRequest,
+};
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+
+use super::donor::{MoveRequest, move_range};
+use super::{MigrationError, Migrations, bound_from_wire, recipient};
+
+#[derive(Clone)]
+pub struct MigrationService {
+    migrations: Arc<Migrations>,
+}
+
+impl MigrationService {
+    pub fn new(migrations: Arc<Migrations>) -> Self {
+        Self { migrations }
+    }
+}
+
+fn parse_move(req: MoveRangeRequest) -> Result<MoveRequest, MigrationError> {
+    let epoch: [u8; 12] = req
+        .epoch
+        .as_ref()
+        .try_into()
+        .map_err(|_| MigrationError::refused(ErrorCode::BadValue, "MoveRange: the epoch must be 12 bytes"))?;
+    Ok(MoveRequest {
+        request_id: req.request_id,
+        ns: req.ns,
+        min: bound_from_wire(req.min.as_ref(), "min")?,
+        max: bound_from_wire(req.max.as_ref(), "max")?,
+        to: req.to_shard,
+        epoch: Epoch(epoch),
+        expected_version: ChunkVersion { major: req.major, minor: req.minor },
+        wait_for_delete: req.wait_for_delete,
+    })
+}
+
+fn receive_reply(result: Result<(), MigrationError>) -> Response<ReceiveReply> {
+    Response::new(ReceiveReply { error: result.err().map(|e| e.to_exec().to_wire()) })
+}
+
+#[tonic::async_trait]
+impl Migration for MigrationService {
+    async fn move_range(&self, request: Request<MoveRangeRequest>) -> Result<Response<MoveRangeReply>, Status> {
+        let req = match parse_move(request.into_inner()) {
+            Ok(r) => r,
+            Err(e) => return Ok(Response::new(MoveRangeReply { error: Some(e.to_exec().to_wire()), millis: 0 })),
+        };
+        tracing::info!(request_id = %req.request_id, ns = %req.ns, min = %req.min, max = %req.max, to = %req.to, "moveRange");
+        // Its own task: a router that disconnects does not cancel the migration.
+        let task = tokio::spawn(move_range(Arc::clone(&self.migrations), req));
+        let reply = match task.await {
+            Ok(Ok(millis)) => MoveRangeReply { error: None, millis: millis as i64 },
+            Ok(Err(e)) => MoveRangeReply { error: Some(e.to_exec().to_wire()), millis: 0 },
+            Err(e) => return Err(Status::internal(format!("migration task failed: {e}"))),
+        };
+        Ok(Response::new(reply))
+    }
+
+    async fn receive_start(&self, request: Request<ReceiveStartRequest>) -> Result<Response<ReceiveReply>, Status> {
+        let req = request.into_inner();
+        let span = tracing::info_span!("receive_start", request_id = %req.request_id, ns = %req.ns);
+        Ok(receive_reply(recipient::start(&self.migrations, req).instrument(span).await))
+    }
+
+    async fn receive_batch(&self, request: Request<ReceiveBatchRequest>) -> Result<Response<ReceiveReply>, Status> {
+        let req = request.into_inner();
+        let span = tracing::debug_span!("receive_batch", request_id = %req.request_id, mods = req.mods.len());
+        Ok(receive_reply(recipient::batch(&self.migrations, req).instrument(span).await))
+    }
+
+    async fn receive_commit(&self, request: Request<ReceiveEndRequest>) -> Result<Response<ReceiveReply>, Status> {
+        let req = request.into_inner();
+        let span = tracing::info_span!("receive_commit", request_id = %req.request_id);
+        Ok(receive_reply(recipient::commit(&self.migrations, req).instrument(span).await))
+    }
+
+    async fn receive_abort(&self, request: Request<ReceiveEndRequest>) -> Result<Response<ReceiveReply>, Status> {
+        let req = request.into_inner();
+        let span = tracing::info_span!("receive_abort", request_id = %req.request_id);
+        Ok(receive_reply(recipient::abort(&self.migrations, req).instrument(span).await))
+    }
+}
