@@ -203,11 +203,12 @@ pub struct RouterArgs {
     /// MongoDB wire-protocol listen address (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:27017")]
     pub listen: SocketAddr,
-    /// gRPC endpoint of the shard to forward to.
+    /// gRPC endpoint of the one shard to forward to when the router has no `--config` (legacy
+    /// single-shard mode); with `--config` shards are found in the catalog and this is unused.
     #[arg(long, default_value = "http://127.0.0.1:27101")]
     pub shard: String,
-    /// Config servers (`host:port,host:port,...`) holding the cluster catalog; without them the
-    /// sharding admin commands and the `config` database are unavailable.
+    /// Config servers (`host:port,host:port,...`) holding the cluster catalog; the router routes
+    /// by it. Without them the sharding admin commands and the `config` database are unavailable.
     #[arg(long, value_delimiter = ',')]
     pub config: Vec<String>,
     #[command(flatten)]

@@ -167,13 +167,12 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
     };
     for router in &spec.routers {
         let listen = SocketAddr::new(spec.bind_ip, router.port);
-        let mut args: Vec<OsString> = vec![
-            "router".into(),
-            "--listen".into(),
-            listen.to_string().into(),
-            "--shard".into(),
-            format!("http://{first_shard}").into(),
-        ];
+        let mut args: Vec<OsString> = vec!["router".into(), "--listen".into(), listen.to_string().into()];
+        // With config servers the router finds every shard in the catalog; `--shard` is the
+        // legacy single-shard mode.
+        if config_flag.is_empty() {
+            args.extend(["--shard".into(), format!("http://{first_shard}").into()]);
+        }
         args.extend(config_flag.iter().cloned());
         args.push(EXIT_WITH_LAUNCHER.into());
         processes.push(ProcessPlan {
@@ -349,19 +348,7 @@ shards:
             ]
         );
         let r0 = &cluster.processes[5];
-        assert_eq!(
-            r0.args,
-            [
-                "router",
-                "--listen",
-                "127.0.0.1:27017",
-                "--shard",
-                "http://127.0.0.1:27101",
-                "--config",
-                config,
-                "--exit-on-stdin-eof"
-            ]
-        );
+        assert_eq!(r0.args, ["router", "--listen", "127.0.0.1:27017", "--config", config, "--exit-on-stdin-eof"]);
         let registration = |name: &str, member: &str| ShardRegistration {
             shard: name.into(),
             replica_set: name.into(),

@@ -35,7 +35,7 @@ use bson::Document;
 
 use crate::error::QueryError;
 
-pub use extract::{KeyRange, equality_fields, id_equality, id_range};
+pub use extract::{KeyRange, equality_fields, field_equalities, field_range, id_equality, id_range};
 
 /// A parsed query filter, ready to test documents.
 #[derive(Debug, Clone)]

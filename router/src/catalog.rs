@@ -2,6 +2,7 @@
 //! client (`shoal_configsvr::client`, built without the Raft server), and the mapping of its
 //! failures to MongoDB errors.
 
+use shoal_configsvr::catalog::api::{RoutingAnswer, RoutingSince};
 use shoal_configsvr::catalog::{Catalog, Command, Response};
 use shoal_configsvr::client::{ClientError, ClientSettings, ConfigClient};
 use shoal_proto::ErrorCode;
@@ -34,6 +35,18 @@ impl CatalogAccess {
     pub async fn read(&self) -> Result<Catalog, CommandError> {
         let (catalog, _) = self.client()?.read(true).await.map_err(client_error)?;
         Ok(catalog)
+    }
+
+    /// Whether the router has config servers (else it runs in legacy single-shard mode).
+    pub fn is_configured(&self) -> bool {
+        self.client.is_some()
+    }
+
+    /// The routing table of `ns`, whole or the changes after `since` (linearizable: a router
+    /// refreshes after a shard said it is stale, so the answer must be at least that new).
+    pub async fn routing_table(&self, ns: &str, since: Option<RoutingSince>) -> Result<RoutingAnswer, CommandError> {
+        let (answer, _) = self.client()?.routing_table(ns, since, true).await.map_err(client_error)?;
+        Ok(answer)
     }
 
     /// Commits `command`; a refusal by the catalog becomes the MongoDB error it carries.

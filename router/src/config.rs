@@ -7,7 +7,9 @@ use std::time::Duration;
 pub struct RouterConfig {
     /// Where the wire-protocol server listens (loopback in every default).
     pub listen: SocketAddr,
-    /// gRPC endpoint of the shard this router forwards to, e.g. `http://127.0.0.1:27101`.
+    /// gRPC endpoint of the one shard this router forwards to when it has no config servers
+    /// (legacy single-shard mode), e.g. `http://127.0.0.1:27101`; unused with config servers,
+    /// where shards are found in the catalog.
     pub shard_endpoint: String,
     /// Bound on concurrent client connections; above it new connections are closed at once.
     pub max_connections: usize,

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct RouterCursor {
     pub ns: String,
+    /// The shard holding the cursor (`routing::pool::LEGACY_SHARD` in single-shard mode).
+    pub shard: String,
     pub shard_cursor_id: i64,
     last_used: Instant,
 }
@@ -33,8 +35,13 @@ pub struct BufferedBatch {
     pub more: bool,
 }
 
+/// A router cursor merging several shard cursors, locked while a `getMore` runs on it.
+pub type SharedMergeCursor = std::sync::Arc<tokio::sync::Mutex<crate::merge_cursor::MergeCursor>>;
+
 pub struct CursorRegistry {
     open: Mutex<HashMap<i64, RouterCursor>>,
+    /// Multi-shard cursors: (namespace, cursor, last used).
+    merging: Mutex<HashMap<i64, (String, SharedMergeCursor, Instant)>>,
     /// Locked only after `open` when both are needed, so the two never deadlock.
     buffered: Mutex<HashMap<i64, BufferedCursor>>,
     idle_timeout: Duration,
@@ -42,16 +49,21 @@ pub struct CursorRegistry {
 
 impl CursorRegistry {
     pub fn new(idle_timeout: Duration) -> Self {
-        Self { open: Mutex::new(HashMap::new()), buffered: Mutex::new(HashMap::new()), idle_timeout }
+        Self {
+            open: Mutex::new(HashMap::new()),
+            merging: Mutex::new(HashMap::new()),
+            buffered: Mutex::new(HashMap::new()),
+            idle_timeout,
+        }
     }
 
-    pub fn register(&self, ns: String, shard_cursor_id: i64) -> i64 {
+    pub fn register(&self, ns: String, shard: String, shard_cursor_id: i64) -> i64 {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let buffered = self.buffered.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             let id = rand::random::<i64>() & i64::MAX;
-            if id != 0 && !open.contains_key(&id) && !buffered.contains_key(&id) {
-                open.insert(id, RouterCursor { ns, shard_cursor_id, last_used: Instant::now() });
+            if id != 0 && !open.contains_key(&id) && !buffered.contains_key(&id) && !self.merging_has(id) {
+                open.insert(id, RouterCursor { ns, shard, shard_cursor_id, last_used: Instant::now() });
                 return id;
             }
         }
@@ -71,11 +83,57 @@ impl CursorRegistry {
         }
         loop {
             let id = rand::random::<i64>() & i64::MAX;
-            if id != 0 && !open.contains_key(&id) && !buffered.contains_key(&id) {
+            if id != 0 && !open.contains_key(&id) && !buffered.contains_key(&id) && !self.merging_has(id) {
                 buffered.insert(id, BufferedCursor { ns, documents, last_used: Instant::now() });
                 return Ok(id);
             }
         }
+    }
+
+    fn merging_has(&self, id: i64) -> bool {
+        self.merging.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&id)
+    }
+
+    /// Holds a multi-shard cursor for later `getMore`s; its id.
+    pub fn register_merging(&self, ns: String, cursor: crate::merge_cursor::MergeCursor) -> i64 {
+        let shared = std::sync::Arc::new(tokio::sync::Mutex::new(cursor));
+        loop {
+            let id = rand::random::<i64>() & i64::MAX;
+            let taken = {
+                let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+                let buffered = self.buffered.lock().unwrap_or_else(|p| p.into_inner());
+                open.contains_key(&id) || buffered.contains_key(&id)
+            };
+            let mut merging = self.merging.lock().unwrap_or_else(|p| p.into_inner());
+            if id != 0 && !taken && !merging.contains_key(&id) {
+                merging.insert(id, (ns, shared, Instant::now()));
+                return id;
+            }
+        }
+    }
+
+    /// Multi-shard cursor `id` and its namespace, marked used.
+    pub fn merging(&self, id: i64) -> Option<(String, SharedMergeCursor)> {
+        let mut merging = self.merging.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = merging.get_mut(&id)?;
+        entry.2 = Instant::now();
+        Some((entry.0.clone(), entry.1.clone()))
+    }
+
+    pub fn remove_merging(&self, id: i64) -> Option<SharedMergeCursor> {
+        self.merging.lock().unwrap_or_else(|p| p.into_inner()).remove(&id).map(|(_, c, _)| c)
+    }
+
+    /// Forgets idle multi-shard cursors not in use and returns them, to have their shard cursors killed.
+    pub fn reap_idle_merging(&self) -> Vec<SharedMergeCursor> {
+        let timeout = self.idle_timeout;
+        let mut merging = self.merging.lock().unwrap_or_else(|p| p.into_inner());
+        let idle: Vec<i64> = merging
+            .iter()
+            .filter(|(_, (_, c, used))| used.elapsed() >= timeout && c.try_lock().is_ok())
+            .map(|(id, _)| *id)
+            .collect();
+        idle.iter().filter_map(|id| merging.remove(id)).map(|(_, c, _)| c).collect()
     }
 
     /// The namespace of buffered cursor `id`, if it is one.
@@ -118,20 +176,21 @@ impl CursorRegistry {
     /// Open cursors of both kinds.
     pub fn len(&self) -> usize {
         let open = self.open.lock().unwrap_or_else(|p| p.into_inner()).len();
-        open + self.buffered.lock().unwrap_or_else(|p| p.into_inner()).len()
+        let merging = self.merging.lock().unwrap_or_else(|p| p.into_inner()).len();
+        open + merging + self.buffered.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Removes idle cursors and returns their shard cursor ids, to be killed there.
-    pub fn reap_idle(&self) -> Vec<i64> {
+    /// Removes idle cursors and returns their shards and shard cursor ids, to be killed there.
+    pub fn reap_idle(&self) -> Vec<(String, i64)> {
         let timeout = self.idle_timeout;
         self.buffered.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, c| c.last_used.elapsed() < timeout);
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let idle: Vec<i64> = open.iter().filter(|(_, c)| c.last_used.elapsed() >= timeout).map(|(id, _)| *id).collect();
-        idle.iter().filter_map(|id| open.remove(id)).map(|c| c.shard_cursor_id).collect()
+        idle.iter().filter_map(|id| open.remove(id)).map(|c| (c.shard, c.shard_cursor_id)).collect()
     }
 }
 
@@ -143,15 +202,25 @@ pub async fn reap_idle_forever(state: std::sync::Arc<crate::state::RouterState>)
     let mut tick = tokio::time::interval(REAP_INTERVAL);
     loop {
         tick.tick().await;
-        let shard_ids = state.cursors.reap_idle();
-        if shard_ids.is_empty() {
+        for cursor in state.cursors.reap_idle_merging() {
+            cursor.lock().await.kill(&state).await;
+        }
+        let reaped = state.cursors.reap_idle();
+        if reaped.is_empty() {
             continue;
         }
-        tracing::info!(count = shard_ids.len(), "killing idle cursors");
-        let req = shoal_proto::shard::KillCursorsRequest { request_id: "reaper".into(), cursor_ids: shard_ids };
-        // Shard cursors we fail to kill here are reaped by the shard's own idle timeout.
-        if let Err(status) = state.shards.client().kill_cursors(req).await {
-            state.shards.status_error(&status);
+        tracing::info!(count = reaped.len(), "killing idle cursors");
+        let mut by_shard: std::collections::HashMap<String, Vec<i64>> = std::collections::HashMap::new();
+        for (shard, id) in reaped {
+            by_shard.entry(shard).or_default().push(id);
+        }
+        for (shard, cursor_ids) in by_shard {
+            let Some(pool) = state.shards.get(&shard) else { continue };
+            let req = shoal_proto::shard::KillCursorsRequest { request_id: "reaper".into(), cursor_ids };
+            // Shard cursors we fail to kill here are reaped by the shard's own idle timeout.
+            if let Err(status) = pool.client().kill_cursors(req).await {
+                pool.status_error(&status);
+            }
         }
     }
 }
@@ -163,10 +232,10 @@ mod tests {
     #[test]
     fn register_touch_remove_reap() {
         let r = CursorRegistry::new(Duration::from_secs(0));
-        let id = r.register("d.c".into(), 42);
+        let id = r.register("d.c".into(), String::new(), 42);
         assert!(id > 0);
         assert_eq!(r.touch(id).map(|c| c.shard_cursor_id), Some(42));
-        assert_eq!(r.reap_idle(), vec![42]);
+        assert_eq!(r.reap_idle(), vec![(String::new(), 42)]);
         assert!(r.touch(id).is_none());
         assert!(r.remove(id).is_none());
     }

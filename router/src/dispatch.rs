@@ -6,7 +6,7 @@ use shoal_proto::ErrorCode;
 use std::sync::atomic::Ordering;
 use tracing::Instrument;
 
-use crate::cmd::{crud, cursor, ddl, handshake, info, sharding};
+use crate::cmd::{crud, cursor, ddl, explain, handshake, info, sharding};
 use crate::command::Command;
 use crate::error::CommandError;
 use crate::state::{ConnContext, RouterState};
@@ -68,6 +68,7 @@ async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Handle
         "count" => crud::count(state, conn, cmd).await,
         "distinct" => crud::distinct(state, conn, cmd).await,
         "aggregate" => crud::aggregate(state, conn, cmd).await,
+        "explain" => explain::explain(state, conn, cmd).await,
 
         "getMore" => cursor::get_more(state, conn, cmd).await,
         "killCursors" => cursor::kill_cursors(state, conn, cmd).await,
@@ -120,6 +121,7 @@ pub const COMMAND_NAMES: &[&str] = &[
     "drop",
     "dropDatabase",
     "endSessions",
+    "explain",
     "find",
     "findAndModify",
     "getCmdLineOpts",

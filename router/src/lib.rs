@@ -2,7 +2,8 @@
 //!
 //! Owns: the wire-protocol server ([`wire`], [`server`]), command parsing and dispatch
 //! ([`dispatch`], [`cmd`]), the mapping of every failure to a MongoDB error reply ([`error`]),
-//! router-owned cursors ([`cursors`]) and the pool of gRPC channels to shards ([`shard_client`]).
+//! router-owned cursors ([`cursors`], [`merge_cursor`]), the gRPC channels to shards
+//! ([`shard_client`]) and routing by the catalog's chunks ([`routing`], [`merge`]).
 //!
 //! Must not: link the `shard` crate or touch storage; it shares only `proto` and `query` with the
 //! shards. Every network call it makes has a timeout.
@@ -21,6 +22,9 @@ pub mod config;
 pub mod cursors;
 pub mod dispatch;
 pub mod error;
+pub mod merge;
+pub mod merge_cursor;
+pub mod routing;
 pub mod server;
 pub mod shard_client;
 pub mod state;

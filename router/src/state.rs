@@ -8,11 +8,16 @@ use crate::catalog::CatalogAccess;
 use crate::config::RouterConfig;
 use crate::cursors::CursorRegistry;
 use crate::error::CommandError;
-use crate::shard_client::ShardPool;
+use crate::routing::TargetingStats;
+use crate::routing::cache::RoutingCache;
+use crate::routing::pool::ShardPools;
 
 pub struct RouterState {
     pub config: RouterConfig,
-    pub shards: ShardPool,
+    /// Channels by shard id (or the legacy `--shard` pool without config servers).
+    pub shards: ShardPools,
+    pub routing: RoutingCache,
+    pub targeting: TargetingStats,
     pub cursors: CursorRegistry,
     pub catalog: CatalogAccess,
     pub started: Instant,
@@ -24,12 +29,16 @@ pub struct RouterState {
 impl RouterState {
     /// Builds the state; shard channels connect lazily, so this succeeds before shards are up.
     pub async fn new(config: RouterConfig) -> Result<Self, CommandError> {
-        let shards = ShardPool::new(&config.shard_endpoint, config.shard_rpc_timeout)?;
+        // With config servers, shards are found in the catalog and `--shard` is unused.
+        let legacy = config.config_servers.is_empty().then_some(config.shard_endpoint.as_str());
+        let shards = ShardPools::new(legacy, config.shard_rpc_timeout)?;
         let cursors = CursorRegistry::new(config.cursor_idle_timeout);
         let catalog = CatalogAccess::new(&config.config_servers);
         Ok(Self {
             config,
             shards,
+            routing: RoutingCache::default(),
+            targeting: TargetingStats::default(),
             cursors,
             catalog,
             started: Instant::now(),

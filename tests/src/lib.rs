@@ -9,18 +9,18 @@
 //!
 //! Modules: [`process`] (one child: spawn, readiness line, logs, SIGKILL), [`cluster`] (shard +
 //! router in a temp dir, kill and restart), [`catalog_cluster`] (3 config servers + shard +
-//! router), [`migration_cluster`] (3 config servers + 2 shards on fixed ports + router, for
-//! migrations and shard restarts), [`context`] (per-test client, shared cluster, watchdog),
-//! [`expect`] (asserting exact MongoDB error codes), [`fixtures`] (seeding and reading back small
-//! datasets), [`wire`] (raw OP_MSG), [`up`] (a whole `shoal up` cluster from a spec).
+//! router), [`sharded_cluster`] (3 config servers + 2 shards on fixed ports + routers routing by chunk, for
+//! migrations and shard restarts), [`context`] (per-test client, shared cluster, watchdog), [`expect`] (asserting exact
+//! MongoDB error codes), [`fixtures`] (seeding and reading back small datasets), [`wire`] (raw
+//! OP_MSG), [`up`] (a whole `shoal up` cluster from a spec).
 
 pub mod catalog_cluster;
 pub mod cluster;
 pub mod context;
 pub mod expect;
 pub mod fixtures;
-pub mod migration_cluster;
 pub mod process;
+pub mod sharded_cluster;
 pub mod up;
 pub mod wire;
 

@@ -15,7 +15,7 @@ use shoal_configsvr::catalog::{ChunkBound, RoutingTable};
 use shoal_configsvr::client::{ClientSettings, ConfigClient};
 use shoal_proto::shard::CommandRequest;
 use shoal_proto::shard::shard_client::ShardClient;
-use shoal_tests::migration_cluster::MigrationCluster;
+use shoal_tests::sharded_cluster::ShardedCluster;
 
 const NS: &str = "app.items";
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
@@ -90,12 +90,12 @@ fn bound(k: i32) -> ChunkBound {
 }
 
 /// Exactly one copy of every key, on the shard the catalog names, and nothing anywhere else.
-async fn settled(cluster: &MigrationCluster, catalog: &ConfigClient) -> Result<(), String> {
+async fn settled(cluster: &ShardedCluster, catalog: &ConfigClient) -> Result<(), String> {
     let t = table(catalog).await;
     let owners = owners(&t, &bound);
     let mut seen = BTreeSet::new();
     for i in 0..2 {
-        let name = MigrationCluster::shard_name(i);
+        let name = ShardedCluster::shard_name(i);
         let keys = keys_on(&cluster.shard_addr(i)).await;
         for k in keys {
             if owners[k as usize] != name {
@@ -114,7 +114,7 @@ async fn settled(cluster: &MigrationCluster, catalog: &ConfigClient) -> Result<(
 }
 
 /// Waits (bounded) until [`settled`]; panics with the last reason and the logs otherwise.
-async fn wait_settled(cluster: &MigrationCluster, catalog: &ConfigClient, what: &str) {
+async fn wait_settled(cluster: &ShardedCluster, catalog: &ConfigClient, what: &str) {
     let deadline = tokio::time::Instant::now() + SETTLE_MAX;
     loop {
         let state = settled(cluster, catalog).await;
@@ -129,8 +129,8 @@ async fn wait_settled(cluster: &MigrationCluster, catalog: &ConfigClient, what: 
 }
 
 /// A sharded, split collection with DOCS documents on the shard owning both chunks.
-async fn setup() -> (MigrationCluster, ConfigClient, mongodb::Client) {
-    let cluster = MigrationCluster::start().await.expect("cluster starts");
+async fn setup() -> (ShardedCluster, ConfigClient, mongodb::Client) {
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
     let client = cluster.client().await.expect("client");
     let admin = client.database("admin");
     admin.run_command(doc! { "shardCollection": NS, "key": {"k": 1} }).await.expect("shardCollection");
@@ -153,7 +153,7 @@ async fn upper_owner(catalog: &ConfigClient) -> (usize, usize) {
 }
 
 async fn move_upper(client: &mongodb::Client, to: usize, wait_for_delete: bool) -> mongodb::error::Result<Document> {
-    let to = MigrationCluster::shard_name(to);
+    let to = ShardedCluster::shard_name(to);
     client
         .database("admin")
         .run_command(doc! { "moveChunk": NS, "find": {"k": SPLIT + 1}, "to": to, "_waitForDelete": wait_for_delete })
@@ -185,7 +185,7 @@ async fn a_moved_chunk_lands_whole_on_the_recipient_and_leaves_the_donor() {
     assert_eq!(reply.get_f64("ok").ok().or(reply.get_i32("ok").ok().map(f64::from)), Some(1.0), "{reply}");
     let t = table(&catalog).await;
     let upper = t.chunks.iter().find(|c| c.max == ChunkBound::Max).expect("upper chunk");
-    assert_eq!(upper.shard, MigrationCluster::shard_name(recipient), "the catalog names the recipient");
+    assert_eq!(upper.shard, ShardedCluster::shard_name(recipient), "the catalog names the recipient");
     // With _waitForDelete the donor's copy is gone when the command answers.
     assert_eq!(keys_on(&cluster.shard_addr(recipient)).await, (SPLIT..DOCS).collect::<Vec<_>>());
     assert_eq!(keys_on(&cluster.shard_addr(donor)).await, (0..SPLIT).collect::<Vec<_>>());
@@ -202,7 +202,7 @@ async fn a_moved_chunk_lands_whole_on_the_recipient_and_leaves_the_donor() {
     // And back, without waiting for the deletion: it happens in the background.
     let reply = client
         .database("admin")
-        .run_command(doc! { "moveRange": NS, "min": {"k": SPLIT}, "toShard": MigrationCluster::shard_name(donor) })
+        .run_command(doc! { "moveRange": NS, "min": {"k": SPLIT}, "toShard": ShardedCluster::shard_name(donor) })
         .await
         .expect("moveRange back");
     assert!(reply.get("ok").is_some(), "{reply}");
@@ -222,7 +222,7 @@ async fn a_moved_chunk_lands_whole_on_the_recipient_and_leaves_the_donor() {
 /// Crashes `victim` (donor or recipient) at `failpoint` during a move of the upper chunk,
 /// restarts it on its data, and checks ownership and data settle consistently.
 async fn crash_at(
-    cluster: &mut MigrationCluster,
+    cluster: &mut ShardedCluster,
     catalog: &ConfigClient,
     client: &mongodb::Client,
     failpoint: &str,

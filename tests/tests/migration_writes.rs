@@ -16,7 +16,7 @@ use shoal_configsvr::client::{ClientSettings, ConfigClient};
 use shoal_proto::shard::shard_client::ShardClient;
 use shoal_proto::shard::{CommandRequest, ShardVersion};
 use shoal_query::shard_key::{KeyField, Missing, of_document};
-use shoal_tests::migration_cluster::MigrationCluster;
+use shoal_tests::sharded_cluster::ShardedCluster;
 use tonic::transport::Channel;
 
 const NS: &str = "app.items";
@@ -133,7 +133,7 @@ impl Writer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writes_during_repeated_migrations_end_with_the_exact_documents() {
-    let cluster = MigrationCluster::start().await.expect("cluster starts");
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
     let router = cluster.client().await.expect("client");
     let admin = router.database("admin");
     admin.run_command(doc! { "shardCollection": NS, "key": {"k": 1} }).await.expect("shardCollection");
@@ -216,7 +216,7 @@ async fn concurrent_writes_during_repeated_migrations_end_with_the_exact_documen
         let mut orphans = 0;
         for (i, addr) in addrs.iter().enumerate() {
             for (k, v) in docs_on(addr).await {
-                if owner_of(&t, k) == MigrationCluster::shard_name(i) {
+                if owner_of(&t, k) == ShardedCluster::shard_name(i) {
                     assert!(found.insert(k, v).is_none(), "k={k} owned twice");
                 } else {
                     orphans += 1;

@@ -34,6 +34,36 @@ pub fn id_equality(filter: &Document) -> Option<&Bson> {
     })
 }
 
+/// The values a filter pins `field` to by plain equality, `$eq` or an `$in` of plain values (at
+/// top level or inside `$and`): every matching document's `field` is one of them. `None` when
+/// the filter does not pin it that way (regexes, arrays and operator documents in `$in` too).
+pub fn field_equalities<'f>(filter: &'f Document, field: &str) -> Option<Vec<&'f Bson>> {
+    let plain = |v: &Bson| {
+        !matches!(v, Bson::RegularExpression(_) | Bson::Array(_) | Bson::Undefined)
+            && !matches!(v, Bson::Document(d) if is_operator_document(d))
+    };
+    let mut best: Option<Vec<&'f Bson>> = None;
+    for (key, value) in conjuncts(filter) {
+        if key != field {
+            continue;
+        }
+        let values = match value {
+            Bson::Document(d) if is_operator_document(d) => match (d.len(), d.get("$eq"), d.get("$in")) {
+                (1, Some(v), _) if plain(v) => vec![v],
+                (1, _, Some(Bson::Array(items))) if items.iter().all(plain) => items.iter().collect(),
+                _ => continue,
+            },
+            v if plain(v) => vec![v],
+            _ => continue,
+        };
+        // Any one conjunct's set contains every match; keep the smallest.
+        if best.as_ref().is_none_or(|b| values.len() < b.len()) {
+            best = Some(values);
+        }
+    }
+    best
+}
+
 /// A range of key-encoded `_id` values (see [`crate::keystring`]) that contains the key of
 /// every document the filter can match.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,10 +135,15 @@ fn tighter(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>, lower: bool) -> Bound<Vec<u8>> 
 /// only matches values of its own type bracket, so a one-sided bound is closed off at the edge
 /// of the bracket (`{_id: {$gt: 5}}` gives `(5, end of numbers)`).
 pub fn id_range(filter: &Document) -> Option<KeyRange> {
+    field_range(filter, "_id")
+}
+
+/// [`id_range`] for any (dotted) field, e.g. the first field of a range shard key.
+pub fn field_range(filter: &Document, field: &str) -> Option<KeyRange> {
     let mut range = KeyRange { lower: Bound::Unbounded, upper: Bound::Unbounded };
     let mut constrained = false;
     for (key, value) in conjuncts(filter) {
-        if key != "_id" {
+        if key != field {
             continue;
         }
         match value {

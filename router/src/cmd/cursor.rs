@@ -53,6 +53,27 @@ pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
         }
     };
     let ns = format!("{}.{}", cmd.db, coll);
+    if let Some((cursor_ns, cursor)) = state.cursors.merging(id) {
+        if cursor_ns != ns {
+            return Err(wrong_namespace(&ns, &cursor_ns));
+        }
+        let mut cursor = cursor.lock().await;
+        let batch = match cursor.next_batch(state, usize::try_from(batch_size).unwrap_or(0)).await {
+            Ok(b) => b,
+            Err(e) => {
+                cursor.kill(state).await;
+                state.cursors.remove_merging(id);
+                return Err(e);
+            }
+        };
+        let more = cursor.has_more();
+        if !more {
+            cursor.kill(state).await;
+            state.cursors.remove_merging(id);
+        }
+        let docs = crate::cmd::routed_read::encode_all(&batch)?;
+        return forward::cursor_reply(BatchField::Next, &docs, if more { id } else { 0 }, &ns);
+    }
     if let Some(cursor_ns) = state.cursors.buffered_ns(id) {
         if cursor_ns != ns {
             return Err(wrong_namespace(&ns, &cursor_ns));
@@ -75,11 +96,18 @@ pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
         batch_size,
         ns: ns.clone(),
     };
-    let reply = match state.shards.client().get_more(req).await {
+    let pool = match crate::routing::pool(state, &cursor.shard).await {
+        Ok(p) => p,
+        Err(e) => {
+            state.cursors.remove(id);
+            return Err(e);
+        }
+    };
+    let reply = match pool.client().get_more(req).await {
         Ok(r) => r.into_inner(),
         Err(status) => {
             state.cursors.remove(id);
-            return Err(state.shards.status_error(&status));
+            return Err(pool.status_error(&status));
         }
     };
     if let Some(e) = reply.error {
@@ -123,22 +151,28 @@ pub async fn kill_cursors(state: &RouterState, _conn: &ConnContext, cmd: &Comman
             ));
         }
     };
-    let (mut killed, mut not_found, mut shard_ids) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut killed, mut not_found) = (Vec::new(), Vec::new());
+    let mut by_shard: std::collections::BTreeMap<String, Vec<i64>> = std::collections::BTreeMap::new();
     for id in ids {
         match state.cursors.remove(id) {
             Some(c) => {
                 killed.push(id);
-                shard_ids.push(c.shard_cursor_id);
+                by_shard.entry(c.shard).or_default().push(c.shard_cursor_id);
             }
             None if state.cursors.remove_buffered(id) => killed.push(id),
+            None if let Some(cursor) = state.cursors.remove_merging(id) => {
+                cursor.lock().await.kill(state).await;
+                killed.push(id);
+            }
             None => not_found.push(id),
         }
     }
-    if !shard_ids.is_empty() {
-        let req = KillCursorsRequest { request_id: cmd.request_id.to_string(), cursor_ids: shard_ids };
+    for (shard, cursor_ids) in by_shard {
+        let Some(pool) = state.shards.get(&shard) else { continue };
+        let req = KillCursorsRequest { request_id: cmd.request_id.to_string(), cursor_ids };
         // The router's cursors are gone either way; a shard cursor we fail to kill is reaped idle.
-        if let Err(status) = state.shards.client().kill_cursors(req).await {
-            state.shards.status_error(&status);
+        if let Err(status) = pool.client().kill_cursors(req).await {
+            pool.status_error(&status);
         }
     }
     let mut out = RawDocumentBuf::new();

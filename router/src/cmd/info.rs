@@ -44,7 +44,7 @@ pub async fn build_info(_state: &RouterState, _conn: &ConnContext, _cmd: &Comman
 pub async fn server_status(state: &RouterState, _conn: &ConnContext, _cmd: &Command) -> HandlerResult {
     let c = &state.counters;
     let current = c.connections_current.load(Ordering::Relaxed).max(0);
-    Ok(server_status_reply(&StatusSnapshot {
+    let mut reply = server_status_reply(&StatusSnapshot {
         host: format!("{}:{}", hostname(), state.config.listen.port()),
         uptime: state.started.elapsed(),
         connections_current: current,
@@ -53,7 +53,11 @@ pub async fn server_status(state: &RouterState, _conn: &ConnContext, _cmd: &Comm
         commands_total: c.commands_total.load(Ordering::Relaxed),
         commands_failed: c.commands_failed.load(Ordering::Relaxed),
         now: bson::DateTime::now(),
-    }))
+    });
+    // Client operations by how many shards they went to, and per shard.
+    let stats = bson::RawDocumentBuf::try_from(&state.targeting.to_document()).map_err(CommandError::from)?;
+    reply.append(bson::cstr!("shardingStatistics"), stats);
+    Ok(reply)
 }
 
 pub async fn get_parameter(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {

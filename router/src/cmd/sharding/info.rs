@@ -88,10 +88,15 @@ pub async fn get_shard_map(state: &RouterState, _conn: &ConnContext, cmd: &Clien
     raw(&doc! { "map": map, "hosts": hosts.into_iter().collect::<Document>(), "connStrings": conn_strings })
 }
 
-/// `flushRouterConfig: 1 | "db" | "db.coll"`. This router keeps no routing cache yet (every
-/// sharding command reads the catalog linearizably), so there is nothing to drop.
-pub async fn flush_router_config(_state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    admin_only(cmd)?;
+/// `flushRouterConfig: 1 | "db" | "db.coll"`: drops the cached routing of everything, a
+/// database or a collection; the next request reloads it from the catalog.
+pub async fn flush_router_config(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
+    let body = admin_only(cmd)?;
+    match body.get("flushRouterConfig") {
+        Some(Bson::String(ns)) if ns.contains('.') => state.routing.forget_collection(ns),
+        Some(Bson::String(db)) if !db.is_empty() => state.routing.forget_database(db),
+        _ => state.routing.clear(),
+    }
     raw(&doc! { "flushed": true })
 }
 

@@ -1,18 +1,14 @@
-//! A sharded cluster for migration tests: three config servers, two shards on fixed loopback
-//! ports (so a shard restarted on its data dir keeps the address the catalog has for it) and one
-//! router. Each shard is registered in the catalog under its `--name` (`shard0`, `shard1`)
-//! through the router's `addShard`.
+//! A sharded cluster: three config servers, two shards on fixed loopback ports (so a shard
+//! restarted on its data dir keeps the address the catalog has for it) and routers started with
+//! `--config` only, so every request is routed by the catalog's chunks. Each shard is registered
+//! in the catalog under its `--name` (`shard0`, `shard1`) through the router's `addShard`.
+//! Processes are killed when the cluster is dropped.
 //!
 //! ```text
-//!   test ──driver──> router ──gRPC (unversioned, all data)──> shard0
+//!   test ──driver──> router(s) ──gRPC (routed by chunk)──> shard0, shard1
 //!     │                └──── gRPC ─────> cfg1..3 (Raft) <──── shard0, shard1
 //!     └──gRPC (direct finds, versioned writes)──> shard0, shard1 ──migration──> each other
 //! ```
-//!
-//! The router forwards every data command to `shard0` until routing by chunk lands, so tests
-//! that need a document on its owning shard write to the shards directly. (Branch `route` adds
-//! `sharded_cluster.rs`, N shards on ephemeral ports behind a catalog-routed router; this one
-//! differs in keeping each shard's port across a kill -9 and restart, which recovery needs.)
 
 use std::path::Path;
 
@@ -22,7 +18,7 @@ use crate::process::{Process, ProcessSpec};
 
 pub const SHARDS: usize = 2;
 
-pub struct MigrationCluster {
+pub struct ShardedCluster {
     dir: tempfile::TempDir,
     _config: Vec<Process>,
     shards: Vec<Option<Process>>,
@@ -32,8 +28,8 @@ pub struct MigrationCluster {
     pub config_addrs: Vec<String>,
 }
 
-impl MigrationCluster {
-    pub async fn start() -> anyhow::Result<MigrationCluster> {
+impl ShardedCluster {
+    pub async fn start() -> anyhow::Result<ShardedCluster> {
         let dir = tempfile::tempdir()?;
         let ports = crate::up::free_ports(3 + SHARDS)?;
         let (cfg_ports, shard_ports) = ports.split_at(3);
@@ -67,23 +63,9 @@ impl MigrationCluster {
         for (i, port) in shard_ports.iter().enumerate() {
             shards.push(Some(Process::start(shard_spec(dir.path(), i, *port, &config_addrs, "")).await?));
         }
-        let router = Process::start(ProcessSpec {
-            name: "router".into(),
-            role: "router".into(),
-            args: vec![
-                "router".into(),
-                "--listen".into(),
-                "127.0.0.1:0".into(),
-                "--shard".into(),
-                format!("http://127.0.0.1:{}", shard_ports[0]),
-                "--config".into(),
-                config_addrs.join(","),
-            ],
-            log_path: dir.path().join("router.log"),
-        })
-        .await?;
+        let router = start_router(dir.path(), "router", &config_addrs).await?;
         let cluster =
-            MigrationCluster { dir, _config: config, shards, shard_ports: shard_ports.to_vec(), router, config_addrs };
+            ShardedCluster { dir, _config: config, shards, shard_ports: shard_ports.to_vec(), router, config_addrs };
         let admin = cluster.client().await?.database("admin");
         for i in 0..SHARDS {
             let name = Self::shard_name(i);
@@ -132,8 +114,18 @@ impl MigrationCluster {
     }
 
     pub async fn client(&self) -> anyhow::Result<mongodb::Client> {
-        let uri = format!("mongodb://{}/?directConnection=true&serverSelectionTimeoutMS=5000", self.router.addr());
-        Ok(mongodb::Client::with_uri_str(uri).await?)
+        client_of(&self.router).await
+    }
+
+    /// Another router on the same catalog (its own routing cache), e.g. to make one stale.
+    pub async fn start_router(&self, name: &str) -> anyhow::Result<Process> {
+        start_router(self.dir.path(), name, &self.config_addrs).await
+    }
+
+    /// A client of the catalog (the config servers).
+    pub fn catalog(&self) -> shoal_configsvr::client::ConfigClient {
+        let settings = shoal_configsvr::client::ClientSettings::default();
+        shoal_configsvr::client::ConfigClient::new(self.config_addrs.clone(), settings)
     }
 
     /// The tails of every log, for a failing test's message.
@@ -148,7 +140,7 @@ impl MigrationCluster {
 }
 
 fn shard_spec(dir: &Path, i: usize, port: u16, config_addrs: &[String], failpoints: &str) -> ProcessSpec {
-    let name = MigrationCluster::shard_name(i);
+    let name = ShardedCluster::shard_name(i);
     let mut args = vec![
         "shard".into(),
         "--name".into(),
@@ -165,4 +157,20 @@ fn shard_spec(dir: &Path, i: usize, port: u16, config_addrs: &[String], failpoin
     }
     let log_path = dir.join(format!("{name}.log"));
     ProcessSpec { name, role: "shard".into(), args, log_path }
+}
+
+/// A driver client connected directly to `router`.
+pub async fn client_of(router: &Process) -> anyhow::Result<mongodb::Client> {
+    let uri = format!("mongodb://{}/?directConnection=true&serverSelectionTimeoutMS=5000", router.addr());
+    Ok(mongodb::Client::with_uri_str(uri).await?)
+}
+
+async fn start_router(dir: &Path, name: &str, config_addrs: &[String]) -> anyhow::Result<Process> {
+    Process::start(ProcessSpec {
+        name: name.into(),
+        role: "router".into(),
+        args: vec!["router".into(), "--listen".into(), "127.0.0.1:0".into(), "--config".into(), config_addrs.join(",")],
+        log_path: dir.join(format!("{name}.log")),
+    })
+    .await
 }

@@ -1,0 +1,371 @@
+//! Writes on sharded collections: inserts split per shard by each document's shard key, update
+//! and delete statements targeted one by one from their filters, replies merged with the
+//! client's indexes. StaleConfig from a shard refreshes the routing and re-targets only what that
+//! shard did not apply (shards refuse a stale request before changing anything).
+//!
+//! Must not: handle unsharded namespaces (`crud.rs` passes those through unchanged).
+
+use std::collections::BTreeMap;
+
+use bson::{Bson, Document, RawDocumentBuf, doc};
+use bytes::Bytes;
+use shoal_proto::ErrorCode;
+use shoal_proto::shard::{CommandRequest, WriteError, WriteReply};
+use shoal_query::shard_key::{self, Missing};
+
+use crate::cmd::shard_call::{self, WriteKind};
+use crate::command::Command;
+use crate::error::CommandError;
+use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX, target};
+use crate::state::RouterState;
+
+/// The documents of the command's array field `field` (`documents`, `updates`, `deletes`), from
+/// its kind-1 sequence or its body, and the body without that field.
+pub fn split_items(cmd: &Command, field: &str) -> Result<(RawDocumentBuf, Vec<Bytes>), CommandError> {
+    let mut template = RawDocumentBuf::new();
+    let mut items = Vec::new();
+    for el in cmd.body.iter() {
+        let (k, v) = el?;
+        if k == field {
+            if let bson::raw::RawBsonRef::Array(a) = v {
+                for item in a {
+                    match item? {
+                        bson::raw::RawBsonRef::Document(d) => items.push(Bytes::copy_from_slice(d.as_bytes())),
+                        _ => return Err(CommandError::type_mismatch(format!("{field} must contain documents"))),
+                    }
+                }
+            }
+            continue;
+        }
+        template.append(k, v);
+    }
+    for s in &cmd.sequences {
+        if s.identifier == field {
+            items.extend(s.documents.iter().cloned());
+        }
+    }
+    Ok((template, items))
+}
+
+fn ordered(cmd: &Command) -> bool {
+    !matches!(cmd.body.get("ordered"), Ok(Some(bson::raw::RawBsonRef::Boolean(false))))
+}
+
+fn request(cmd: &Command, template: &RawDocumentBuf, field: &str, items: Vec<Bytes>) -> CommandRequest {
+    CommandRequest {
+        request_id: cmd.request_id.to_string(),
+        db: cmd.db.clone(),
+        body: Bytes::copy_from_slice(template.as_bytes()),
+        sequence_id: field.to_owned(),
+        sequence: items,
+        shard_version: None,
+    }
+}
+
+fn item_error(index: usize, e: &CommandError) -> WriteError {
+    WriteError {
+        index: index as i32,
+        code: e.code,
+        code_name: e.code_name.clone(),
+        errmsg: e.errmsg.clone(),
+        err_info: Bytes::new(),
+    }
+}
+
+/// Folds a shard's reply for items `indexes` (client indexes, in the order sent) into `out`.
+fn fold(out: &mut WriteReply, reply: WriteReply, indexes: &[usize]) {
+    let remap = |i: i32| usize::try_from(i).ok().and_then(|i| indexes.get(i)).map_or(i, |c| *c as i32);
+    out.n += reply.n;
+    out.n_modified += reply.n_modified;
+    out.upserted.extend(reply.upserted.into_iter().map(|mut u| {
+        u.index = remap(u.index);
+        u
+    }));
+    out.write_errors.extend(reply.write_errors.into_iter().map(|mut e| {
+        e.index = remap(e.index);
+        e
+    }));
+}
+
+/// Where document `doc` goes under `placement`.
+fn shard_of(placement: &Placement, doc: &[u8]) -> Result<String, CommandError> {
+    match placement {
+        Placement::Sharded(t) => {
+            let d = Document::from_reader(&mut &doc[..])?;
+            let key = shard_key::of_document(&target::key_fields(&t.key), &d, Missing::Refuse)?;
+            target::chunk_of(&t.chunks, &key)
+                .map(|c| c.shard.clone())
+                .ok_or_else(|| CommandError::new(ErrorCode::InternalError, "routing table does not cover the key"))
+        }
+        Placement::Unsharded { shard } => Ok(shard.clone()),
+        Placement::NoDatabase => Err(CommandError::new(ErrorCode::NamespaceNotFound, "database does not exist")),
+    }
+}
+
+/// An insert on a (probably) sharded collection.
+pub async fn insert(
+    state: &RouterState,
+    cmd: &Command,
+    coll: &str,
+    first: Placement,
+) -> Result<WriteReply, CommandError> {
+    let (template, docs) = split_items(cmd, "documents")?;
+    let ordered = ordered(cmd);
+    let mut out = WriteReply::default();
+    let mut placement = first;
+    let mut attempt = 0;
+    let mut pending: Vec<usize> = (0..docs.len()).collect();
+    while !pending.is_empty() {
+        // Group the pending documents by shard; ordered inserts send one run of same-shard documents at a time.
+        let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        let mut stop_at = None;
+        let mut run_shard: Option<String> = None;
+        let mut key_failed = false;
+        for (pos, &i) in pending.iter().enumerate() {
+            match shard_of(&placement, &docs[i]) {
+                Ok(s) => {
+                    if ordered && run_shard.as_ref().is_some_and(|r| *r != s) {
+                        stop_at = Some(pos);
+                        break;
+                    }
+                    run_shard = Some(s.clone());
+                    groups.entry(s).or_default().push(i);
+                }
+                Err(e) if ordered => {
+                    // Everything before it goes first; the error is reported once it leads the pending list.
+                    if pos == 0 {
+                        out.write_errors.push(item_error(i, &e));
+                        key_failed = true;
+                        stop_at = Some(pending.len());
+                    } else {
+                        stop_at = Some(pos);
+                    }
+                    break;
+                }
+                Err(e) => out.write_errors.push(item_error(i, &e)),
+            }
+        }
+        state.targeting.record(groups.keys());
+        let calls = groups.iter().map(|(shard, idx)| {
+            let items = idx.iter().map(|i| docs[*i].clone()).collect();
+            let req = routing::versioned(request(cmd, &template, "documents", items), &placement, shard);
+            shard_call::write(state, shard, WriteKind::Insert, req)
+        });
+        let replies = futures::future::join_all(calls).await;
+        let mut retry: Vec<usize> = Vec::new();
+        let mut failed = false;
+        for ((_, idx), reply) in groups.iter().zip(replies) {
+            match reply {
+                Ok(r) => {
+                    failed |= !r.write_errors.is_empty();
+                    fold(&mut out, r, idx);
+                }
+                Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => retry.extend(idx),
+                Err(e) => {
+                    failed = true;
+                    out.write_errors.extend(idx.iter().map(|i| item_error(*i, &e)));
+                    if ordered {
+                        break;
+                    }
+                }
+            }
+        }
+        if ordered && (failed || key_failed) {
+            break;
+        }
+        let rest: Vec<usize> = match stop_at {
+            Some(pos) if pos < pending.len() => pending[pos..].to_vec(),
+            _ => Vec::new(),
+        };
+        if !retry.is_empty() {
+            routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
+            attempt += 1;
+            placement = routing::placement(state, &cmd.db, coll, true).await?;
+        }
+        retry.sort_unstable();
+        retry.extend(rest);
+        pending = retry;
+    }
+    out.write_errors.sort_by_key(|e| e.index);
+    Ok(out)
+}
+
+fn statement_filter(stmt: &Document) -> Document {
+    stmt.get_document("q").cloned().unwrap_or_default()
+}
+
+/// Whether a statement writes every match (`multi: true` / `limit: 0`).
+fn is_multi(kind: WriteKind, stmt: &Document) -> bool {
+    match kind {
+        WriteKind::Update => stmt.get_bool("multi").unwrap_or(false),
+        _ => match stmt.get("limit") {
+            Some(Bson::Int32(n)) => *n == 0,
+            Some(Bson::Int64(n)) => *n == 0,
+            Some(Bson::Double(n)) => *n == 0.0,
+            _ => false,
+        },
+    }
+}
+
+/// Update or delete statements on a sharded collection, targeted one by one.
+pub async fn update_or_delete(
+    state: &RouterState,
+    cmd: &Command,
+    coll: &str,
+    kind: WriteKind,
+    first: Placement,
+) -> Result<WriteReply, CommandError> {
+    let field = if matches!(kind, WriteKind::Update) { "updates" } else { "deletes" };
+    let (template, stmts) = split_items(cmd, field)?;
+    let ordered = ordered(cmd);
+    let mut out = WriteReply::default();
+    let mut placement = first;
+    for (i, raw) in stmts.iter().enumerate() {
+        let stmt = Document::from_reader(&mut raw.as_ref())?;
+        let filter = statement_filter(&stmt);
+        let multi = is_multi(kind, &stmt);
+        let mut done: Vec<String> = Vec::new();
+        let mut attempt = 0;
+        let mut failed = false;
+        loop {
+            let targets: Vec<String> = placement.targets(&filter).into_iter().filter(|s| !done.contains(s)).collect();
+            if let Placement::Sharded(t) = &placement {
+                let exact = target::is_exact_key(t, &filter);
+                if matches!(kind, WriteKind::Update) && stmt.get_bool("upsert").unwrap_or(false) && !exact {
+                    let e = CommandError::new(
+                        ErrorCode::ShardKeyNotFound,
+                        "Failed to target upsert by query :: could not extract exact shard key",
+                    );
+                    out.write_errors.push(item_error(i, &e));
+                    failed = true;
+                    break;
+                }
+            }
+            // A single-document write that the filter does not pin to one shard: MongoDB 7's
+            // write without shard key — find one matching `_id` on the targets, then write that
+            // document on its shard with `{$and: [filter, {_id: id}]}`.
+            let mut targets = targets;
+            let mut statement = raw.clone();
+            if !multi && targets.len() > 1 {
+                match one_match(state, cmd, coll, &placement, &targets, &filter).await {
+                    Ok(Some((shard, id))) => {
+                        let mut pinned = stmt.clone();
+                        pinned.insert("q", doc! { "$and": [filter.clone(), { "_id": id }] });
+                        statement = Bytes::from(pinned.to_vec()?);
+                        targets = vec![shard];
+                    }
+                    Ok(None) => break,
+                    Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
+                        routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
+                        attempt += 1;
+                        placement = routing::placement(state, &cmd.db, coll, true).await?;
+                        continue;
+                    }
+                    Err(e) => {
+                        out.write_errors.push(item_error(i, &e));
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            state.targeting.record(targets.iter());
+            let calls = targets.iter().map(|shard| {
+                let req =
+                    routing::versioned(request(cmd, &template, field, vec![statement.clone()]), &placement, shard);
+                shard_call::write(state, shard, kind, req)
+            });
+            let replies = futures::future::join_all(calls).await;
+            let mut stale = false;
+            for (shard, reply) in targets.iter().zip(replies) {
+                match reply {
+                    Ok(r) => {
+                        failed |= !r.write_errors.is_empty();
+                        fold(&mut out, r, &[i]);
+                        done.push(shard.clone());
+                    }
+                    Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => stale = true,
+                    Err(e) => {
+                        failed = true;
+                        out.write_errors.push(item_error(i, &e));
+                    }
+                }
+            }
+            if !stale || failed {
+                break;
+            }
+            routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
+            attempt += 1;
+            placement = routing::placement(state, &cmd.db, coll, true).await?;
+        }
+        if failed && ordered {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// The shard and `_id` of one document matching `filter` among `targets` (first shard first).
+pub async fn one_match(
+    state: &RouterState,
+    cmd: &Command,
+    coll: &str,
+    placement: &Placement,
+    targets: &[String],
+    filter: &Document,
+) -> Result<Option<(String, Bson)>, CommandError> {
+    let find =
+        doc! { "find": coll, "filter": filter.clone(), "projection": { "_id": 1 }, "limit": 1, "singleBatch": true };
+    for shard in targets {
+        let req = CommandRequest {
+            request_id: cmd.request_id.to_string(),
+            db: cmd.db.clone(),
+            body: Bytes::from(find.to_vec()?),
+            sequence_id: String::new(),
+            sequence: Vec::new(),
+            shard_version: None,
+        };
+        let reply = shard_call::cursor(state, shard, routing::versioned(req, placement, shard), false).await?;
+        if let Some(first) = reply.documents.first() {
+            let d = Document::from_reader(&mut first.as_ref())?;
+            if let Some(id) = d.get("_id") {
+                return Ok(Some((shard.clone(), id.clone())));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// findAndModify whose query does not pin one shard: the write without shard key, as for
+/// single-document updates (no `sort` across shards: MongoDB applies it per shard too).
+pub async fn find_and_modify_without_key(
+    state: &RouterState,
+    cmd: &Command,
+    coll: &str,
+    placement: &Placement,
+    targets: &[String],
+) -> Result<RawDocumentBuf, CommandError> {
+    let mut body = Document::try_from(cmd.body.as_ref())?;
+    let query = body.get_document("query").cloned().unwrap_or_default();
+    if body.get_bool("upsert").unwrap_or(false) {
+        return Err(CommandError::new(
+            ErrorCode::ShardKeyNotFound,
+            "Query for sharded findAndModify with upsert must contain the shard key",
+        ));
+    }
+    let Some((shard, id)) = one_match(state, cmd, coll, placement, targets, &query).await? else {
+        let none = doc! { "lastErrorObject": { "n": 0, "updatedExisting": false }, "value": Bson::Null };
+        return RawDocumentBuf::try_from(&none).map_err(CommandError::from);
+    };
+    body.insert("query", doc! { "$and": [query, { "_id": id }] });
+    let req = CommandRequest {
+        request_id: cmd.request_id.to_string(),
+        db: cmd.db.clone(),
+        body: Bytes::from(body.to_vec()?),
+        sequence_id: String::new(),
+        sequence: Vec::new(),
+        shard_version: None,
+    };
+    state.targeting.record([&shard]);
+    let reply = shard_call::command(state, &shard, routing::versioned(req, placement, &shard)).await?;
+    RawDocumentBuf::try_from(&reply).map_err(CommandError::from)
+}

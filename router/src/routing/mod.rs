@@ -1,0 +1,266 @@
+//! Routing: where a namespace's data lives and which shards a request goes to.
+//!
+//! Owns: the channel pools by shard id ([`pool`]), the routing cache ([`cache`]), pure targeting
+//! ([`target`]), the shard versions attached to requests, the StaleConfig retry loop and the
+//! targeting counters `serverStatus` shows. Without config servers everything goes to the legacy
+//! `--shard` pool, unversioned.
+//!
+//! Must not: shape client replies (the `cmd` handlers do) or evaluate queries.
+
+pub mod cache;
+pub mod pool;
+pub mod target;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use shoal_configsvr::catalog::{Catalog, Command, Database, RoutingTable, ShardId};
+use shoal_proto::ErrorCode;
+use shoal_proto::shard::{CommandRequest, ShardVersion};
+
+use crate::error::CommandError;
+use crate::shard_client::ShardPool;
+use crate::state::RouterState;
+use cache::CachedCollection;
+use pool::LEGACY_SHARD;
+
+/// Attempts of a request whose shard keeps answering StaleConfig.
+pub const STALE_ATTEMPTS_MAX: u32 = 10;
+/// First backoff after a StaleConfig; doubles per attempt up to [`STALE_BACKOFF_MAX`].
+pub const STALE_BACKOFF: Duration = Duration::from_millis(5);
+pub const STALE_BACKOFF_MAX: Duration = Duration::from_millis(500);
+
+/// Where a namespace's documents are.
+#[derive(Clone, Debug)]
+pub enum Placement {
+    /// The database does not exist: reads answer empty.
+    NoDatabase,
+    /// On one shard (the database's primary, or the legacy shard).
+    Unsharded {
+        shard: ShardId,
+    },
+    Sharded(Arc<RoutingTable>),
+}
+
+impl Placement {
+    /// The version a request to `shard` carries: none in legacy mode, an empty epoch for
+    /// unsharded collections, the shard's version in the cached table otherwise.
+    pub fn version_for(&self, shard: &str) -> Option<ShardVersion> {
+        match self {
+            Placement::NoDatabase => None,
+            Placement::Unsharded { shard } if shard == LEGACY_SHARD => None,
+            Placement::Unsharded { .. } => Some(ShardVersion::default()),
+            Placement::Sharded(t) => {
+                let v = t.shard_version(shard);
+                Some(ShardVersion {
+                    epoch: Bytes::copy_from_slice(&t.epoch.0),
+                    timestamp_secs: t.timestamp.secs,
+                    timestamp_inc: t.timestamp.inc,
+                    major: v.major,
+                    minor: v.minor,
+                })
+            }
+        }
+    }
+
+    /// Every shard that may hold the namespace's documents.
+    pub fn all_shards(&self) -> BTreeSet<ShardId> {
+        match self {
+            Placement::NoDatabase => BTreeSet::new(),
+            Placement::Unsharded { shard } => BTreeSet::from([shard.clone()]),
+            Placement::Sharded(t) => t.chunks.iter().map(|c| c.shard.clone()).collect(),
+        }
+    }
+
+    /// The shards a query with `filter` must visit.
+    pub fn targets(&self, filter: &bson::Document) -> BTreeSet<ShardId> {
+        match self {
+            Placement::Sharded(t) => target::target(t, filter),
+            other => other.all_shards(),
+        }
+    }
+}
+
+/// Reads the whole catalog, refreshing the shard pools from it.
+pub async fn read_catalog(state: &RouterState) -> Result<Catalog, CommandError> {
+    let catalog = state.catalog.read().await?;
+    state.shards.update(&catalog);
+    Ok(catalog)
+}
+
+/// The pool of `shard`, reading the catalog once if it is not known yet.
+pub async fn pool(state: &RouterState, shard: &str) -> Result<Arc<ShardPool>, CommandError> {
+    if let Some(p) = state.shards.get(shard) {
+        return Ok(p);
+    }
+    read_catalog(state).await?;
+    state.shards.get(shard).ok_or_else(|| pool::unknown_shard(shard))
+}
+
+/// The database, from the cache or the catalog; created (on the shard with the fewest
+/// databases, ties by id) when `create` and the catalog does not have it.
+async fn database(state: &RouterState, name: &str, create: bool) -> Result<Option<Database>, CommandError> {
+    if let Some(db) = state.routing.database(name) {
+        return Ok(Some(db));
+    }
+    let catalog = read_catalog(state).await?;
+    if let Some(db) = catalog.database(name) {
+        state.routing.put_database(db.clone());
+        return Ok(Some(db.clone()));
+    }
+    if !create {
+        return Ok(None);
+    }
+    let primary = catalog
+        .shards()
+        .values()
+        .filter(|s| !s.is_draining())
+        .min_by_key(|s| (catalog.databases().values().filter(|d| d.primary == s.id).count(), s.id.clone()))
+        .map(|s| s.id.clone())
+        .ok_or_else(|| CommandError::new(ErrorCode::ShardNotFound, "no shards in the cluster: run addShard first"))?;
+    let command = Command::CreateDatabase { name: name.to_owned(), primary, uuid: uuid::Uuid::new_v4() };
+    match state.catalog.write(&command).await? {
+        shoal_configsvr::catalog::Response::Database(db) => {
+            tracing::info!(db = %name, primary = %db.primary, "database created implicitly");
+            state.routing.put_database(db.clone());
+            Ok(Some(db))
+        }
+        _ => Ok(read_catalog(state).await?.database(name).cloned()),
+    }
+}
+
+/// Where `db.coll` lives; `create`: a write, which creates a missing database.
+pub async fn placement(state: &RouterState, db: &str, coll: &str, create: bool) -> Result<Placement, CommandError> {
+    if !state.catalog.is_configured() {
+        return Ok(Placement::Unsharded { shard: LEGACY_SHARD.into() });
+    }
+    let ns = format!("{db}.{coll}");
+    if let CachedCollection::Sharded(t) = state.routing.load(&state.catalog, &ns).await? {
+        return Ok(Placement::Sharded(t));
+    }
+    Ok(match database(state, db, create).await? {
+        Some(d) => Placement::Unsharded { shard: d.primary },
+        None => Placement::NoDatabase,
+    })
+}
+
+pub fn is_stale(e: &CommandError) -> bool {
+    e.code == ErrorCode::StaleConfig.code()
+}
+
+/// After a StaleConfig from a request sent with `placement`: refresh the namespace (and the
+/// database entry) and wait a little, longer on each `attempt`.
+pub async fn on_stale(state: &RouterState, db: &str, coll: &str, placement: &Placement, attempt: u32) {
+    let ns = format!("{db}.{coll}");
+    let seen = match placement {
+        Placement::Sharded(t) => Some(t.version),
+        _ => None,
+    };
+    state.routing.forget_database(db);
+    if !matches!(placement, Placement::Sharded(_)) {
+        state.routing.forget_collection(&ns);
+    }
+    if let Err(e) = state.routing.refresh(&state.catalog, &ns, seen).await {
+        tracing::warn!(%ns, error = %e, "routing refresh failed");
+    }
+    let backoff = STALE_BACKOFF.saturating_mul(1 << attempt.min(10)).min(STALE_BACKOFF_MAX);
+    tracing::info!(%ns, attempt, ?backoff, "shard answered StaleConfig: refreshed routing, retrying");
+    tokio::time::sleep(backoff).await;
+}
+
+/// `request` for `shard` under `placement`.
+pub fn versioned(mut request: CommandRequest, placement: &Placement, shard: &str) -> CommandRequest {
+    request.shard_version = placement.version_for(shard);
+    request
+}
+
+/// Counters for `serverStatus.shardingStatistics`.
+#[derive(Default)]
+pub struct TargetingStats {
+    inner: Mutex<(u64, u64, BTreeMap<String, u64>)>,
+}
+
+impl TargetingStats {
+    /// Records one client operation sent to `shards`.
+    pub fn record<'a>(&self, shards: impl IntoIterator<Item = &'a ShardId>) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = 0;
+        for s in shards {
+            // The legacy single shard has no id to report.
+            if s != LEGACY_SHARD {
+                *g.2.entry(s.clone()).or_default() += 1;
+            }
+            n += 1;
+        }
+        if n > 1 {
+            g.1 += 1;
+        } else {
+            g.0 += 1;
+        }
+    }
+
+    /// `{targeted, scatter, perShard: {id: n}}`.
+    pub fn to_document(&self) -> bson::Document {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let per: bson::Document = g.2.iter().map(|(k, v)| (k.clone(), bson::Bson::Int64(*v as i64))).collect();
+        bson::doc! { "targeted": g.0 as i64, "scatter": g.1 as i64, "perShard": per }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shoal_configsvr::catalog::{Chunk, ChunkBound, ChunkVersion, Epoch, KeyPattern, Timestamp};
+
+    use super::*;
+
+    fn table() -> RoutingTable {
+        let chunk = |min: ChunkBound, max: ChunkBound, shard: &str, minor: u32| Chunk {
+            min,
+            max,
+            shard: shard.into(),
+            version: ChunkVersion::new(2, minor),
+            history: Vec::new(),
+            jumbo: false,
+            on_current_shard_since: Timestamp::default(),
+        };
+        let mid = ChunkBound::Key(shoal_query::keystring::encode(&bson::Bson::Int32(0)));
+        RoutingTable {
+            ns: "d.c".into(),
+            uuid: uuid::Uuid::nil(),
+            epoch: Epoch([7; 12]),
+            timestamp: Timestamp { secs: 5, inc: 1 },
+            key: KeyPattern::range(&["a"]),
+            unique: false,
+            version: ChunkVersion::new(2, 1),
+            chunks: vec![chunk(ChunkBound::Min, mid.clone(), "s0", 0), chunk(mid, ChunkBound::Max, "s1", 1)],
+        }
+    }
+
+    #[test]
+    fn versions_sent_to_shards() {
+        let sharded = Placement::Sharded(Arc::new(table()));
+        let v = sharded.version_for("s1").expect("versioned");
+        assert_eq!((v.epoch.as_ref(), v.timestamp_secs, v.major, v.minor), (&[7u8; 12][..], 5, 2, 1));
+        let none = sharded.version_for("s9").expect("versioned");
+        assert_eq!((none.major, none.minor), (0, 0));
+        let unsharded = Placement::Unsharded { shard: "s0".into() };
+        assert!(unsharded.version_for("s0").expect("versioned").epoch.is_empty());
+        assert!(Placement::Unsharded { shard: LEGACY_SHARD.into() }.version_for(LEGACY_SHARD).is_none());
+        assert_eq!(sharded.targets(&bson::doc! { "a": 5 }), BTreeSet::from(["s1".to_string()]));
+        assert_eq!(sharded.targets(&bson::doc! { "b": 5 }).len(), 2);
+    }
+
+    #[test]
+    fn stats_count_targeted_and_scatter() {
+        let stats = TargetingStats::default();
+        stats.record([&"s0".to_string()]);
+        stats.record([&"s0".to_string(), &"s1".to_string()]);
+        stats.record([&LEGACY_SHARD.to_string()]);
+        let d = stats.to_document();
+        assert_eq!((d.get_i64("targeted").ok(), d.get_i64("scatter").ok()), (Some(2), Some(1)));
+        assert_eq!(d.get_document("perShard").expect("perShard"), &bson::doc! { "s0": 2i64, "s1": 1i64 });
+    }
+}

@@ -1,0 +1,165 @@
+//! Targeting: which chunks (and so which shards) a filter or a document can touch, from the
+//! collection's routing table. Pure functions, no I/O.
+//!
+//! Rules (conservative: a target set always contains every shard holding a matching document):
+//! - equality (`v`, `$eq`, `$in` of plain values) on every shard-key field → those keys' chunks
+//!   (hashed fields hashed);
+//! - a range (`$gt`/`$gte`/`$lt`/`$lte`/equality) on the first field of a range key → the chunks
+//!   the interval overlaps (a compound key's other fields are free, so the interval covers every
+//!   key beginning with a value in range);
+//! - anything else → every shard owning a chunk.
+//!
+//! Must not: evaluate filters against documents or contact shards.
+
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
+use bson::{Bson, Document};
+use shoal_configsvr::catalog::{Chunk, ChunkBound, KeyFieldKind, KeyPattern, RoutingTable, ShardId};
+use shoal_query::filter::{field_equalities, field_range};
+use shoal_query::shard_key::{self, KeyField};
+use shoal_query::{hash, keystring};
+
+/// Above this many key combinations an equality target is treated as a scatter.
+pub const POINTS_MAX: usize = 1024;
+
+/// The shard-key space a filter confines matches to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySpace {
+    /// Exact keys.
+    Points(Vec<Vec<u8>>),
+    /// Every key in `[lower, upper]` (by bound kinds).
+    Range(Bound<Vec<u8>>, Bound<Vec<u8>>),
+    /// No confinement.
+    All,
+}
+
+/// The query crate's form of a catalog key pattern.
+pub fn key_fields(pattern: &KeyPattern) -> Vec<KeyField> {
+    pattern.fields.iter().map(|f| KeyField { name: f.name.clone(), hashed: f.kind == KeyFieldKind::Hashed }).collect()
+}
+
+/// What part of the key space `filter` can match.
+pub fn key_space(pattern: &KeyPattern, filter: &Document) -> KeySpace {
+    if let Some(points) = points(pattern, filter) {
+        return KeySpace::Points(points);
+    }
+    let Some(first) = pattern.fields.first() else {
+        return KeySpace::All;
+    };
+    if first.kind == KeyFieldKind::Hashed {
+        return KeySpace::All;
+    }
+    match field_range(filter, &first.name) {
+        // A key is the concatenation of self-delimiting field encodings, so every key whose first
+        // field lies in the range lies between the range's low end and the successor of its high end.
+        Some(r) => {
+            let lower = match r.lower {
+                Bound::Included(k) | Bound::Excluded(k) => Bound::Included(k),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            let upper = match r.upper {
+                Bound::Included(k) => prefix_successor(k).map_or(Bound::Unbounded, Bound::Excluded),
+                Bound::Excluded(k) if pattern.fields.len() == 1 => Bound::Excluded(k),
+                Bound::Excluded(k) => prefix_successor(k).map_or(Bound::Unbounded, Bound::Excluded),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            KeySpace::Range(lower, upper)
+        }
+        None => KeySpace::All,
+    }
+}
+
+/// The smallest byte string above every string starting with `k` (`None`: no such string).
+fn prefix_successor(mut k: Vec<u8>) -> Option<Vec<u8>> {
+    while let Some(last) = k.pop() {
+        if last < u8::MAX {
+            k.push(last + 1);
+            return Some(k);
+        }
+    }
+    None
+}
+
+fn points(pattern: &KeyPattern, filter: &Document) -> Option<Vec<Vec<u8>>> {
+    let mut combos: Vec<Vec<Bson>> = vec![Vec::new()];
+    for f in &pattern.fields {
+        let values = field_equalities(filter, &f.name)?;
+        if values.is_empty() || combos.len() * values.len() > POINTS_MAX {
+            return None;
+        }
+        let mut next = Vec::with_capacity(combos.len() * values.len());
+        for c in &combos {
+            for v in &values {
+                let v = match f.kind {
+                    KeyFieldKind::Hashed => Bson::Int64(hash::hash64(v)),
+                    KeyFieldKind::Range => (*v).clone(),
+                };
+                let mut c = c.clone();
+                c.push(v);
+                next.push(c);
+            }
+        }
+        combos = next;
+    }
+    let mut keys: Vec<Vec<u8>> = combos.iter().map(|c| shard_key::of_values(&c.iter().collect::<Vec<_>>())).collect();
+    keys.sort();
+    keys.dedup();
+    Some(keys)
+}
+
+/// The chunk holding `key` (a document's shard key).
+pub fn chunk_of<'t>(chunks: &'t [Chunk], key: &[u8]) -> Option<&'t Chunk> {
+    let bound = ChunkBound::Key(key.to_vec());
+    let i = chunks.partition_point(|c| c.min <= bound);
+    i.checked_sub(1).and_then(|i| chunks.get(i)).filter(|c| bound < c.max)
+}
+
+fn below_upper(min: &ChunkBound, upper: &Bound<Vec<u8>>) -> bool {
+    match (min, upper) {
+        (ChunkBound::Min, _) | (_, Bound::Unbounded) => true,
+        (ChunkBound::Max, _) => false,
+        (ChunkBound::Key(m), Bound::Included(u)) => m <= u,
+        (ChunkBound::Key(m), Bound::Excluded(u)) => m < u,
+    }
+}
+
+fn above_lower(max: &ChunkBound, lower: &Bound<Vec<u8>>) -> bool {
+    match (max, lower) {
+        (ChunkBound::Max, _) | (_, Bound::Unbounded) => true,
+        (ChunkBound::Min, _) => false,
+        // A chunk's max is exclusive.
+        (ChunkBound::Key(m), Bound::Included(l) | Bound::Excluded(l)) => m > l,
+    }
+}
+
+/// The shards owning a chunk the key space touches, sorted.
+pub fn shards_for(chunks: &[Chunk], space: &KeySpace) -> BTreeSet<ShardId> {
+    match space {
+        KeySpace::Points(keys) => keys.iter().filter_map(|k| chunk_of(chunks, k)).map(|c| c.shard.clone()).collect(),
+        KeySpace::Range(lower, upper) => chunks
+            .iter()
+            .filter(|c| below_upper(&c.min, upper) && above_lower(&c.max, lower))
+            .map(|c| c.shard.clone())
+            .collect(),
+        KeySpace::All => chunks.iter().map(|c| c.shard.clone()).collect(),
+    }
+}
+
+/// The shards a query with `filter` must visit.
+pub fn target(table: &RoutingTable, filter: &Document) -> BTreeSet<ShardId> {
+    shards_for(&table.chunks, &key_space(&table.key, filter))
+}
+
+/// Whether `filter` pins the whole shard key to exactly one value (single-document writes).
+pub fn is_exact_key(table: &RoutingTable, filter: &Document) -> bool {
+    matches!(key_space(&table.key, filter), KeySpace::Points(p) if p.len() == 1)
+}
+
+/// Encoded single value, for tests and bounds.
+pub fn encode_value(v: &Bson) -> Vec<u8> {
+    keystring::encode(v)
+}
+
+#[cfg(test)]
+mod tests;
