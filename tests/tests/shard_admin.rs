@@ -49,8 +49,17 @@ async fn shard_split_merge_and_inspect_collections() {
     let v1 = admin.run_command(doc! { "getShardVersion": "app.users" }).await.expect("getShardVersion");
     assert!(version(&v1) > version(&v0), "{v0} -> {v1}");
     command_error(admin.run_command(doc! { "split": "app.users", "middle": {"a": 10} }).await, 87);
+    // `find` and `bounds` split at the chunk's median, which the owning shard computes.
+    let users_coll = client.database("app").collection::<bson::Document>("users");
+    command_error(admin.run_command(doc! { "split": "app.users", "find": {"a": 20} }).await, 87);
+    users_coll.insert_many((0..40).map(|a| doc! { "a": a })).await.expect("seed users");
     admin.run_command(doc! { "split": "app.users", "find": {"a": 20, "other": 1} }).await.expect("split find");
-    assert_eq!(read_catalog(&cluster).await.collection("app.users").expect("users").chunks.len(), 3);
+    let lower = vec![Bson::Document(doc! {"a": Bson::MinKey}), Bson::Document(doc! {"a": 10})];
+    admin.run_command(doc! { "split": "app.users", "bounds": lower }).await.expect("split bounds");
+    let users = read_catalog(&cluster).await.collection("app.users").expect("users").clone();
+    let mins: Vec<ChunkBound> = users.chunks.keys().cloned().collect();
+    let key = |a: i32| ChunkBound::Key(shoal_query::shard_key::of_values(&[&Bson::Int32(a)]));
+    assert_eq!(mins, vec![ChunkBound::Min, key(5), key(10), key(25)], "medians of [MinKey, 10) and [10, MaxKey)");
     command_error(admin.run_command(doc! { "split": "app.users", "middle": {"b": 1} }).await, 72);
     command_error(admin.run_command(doc! { "split": "app.nope", "middle": {"a": 1} }).await, 118);
 

@@ -2,10 +2,9 @@
 //! from the catalog, names the chunk(s) it changes with the versions it read, and lets the
 //! catalog's compare-and-set refuse it if they changed meanwhile.
 //!
-//! `split` with `find` splits the chunk owning the document's shard key *at that key* rather than
-//! at the chunk's median: the median needs the chunk's data, and chunk bounds are stored as
-//! keystring bytes that cannot be turned back into a range query for the shard. `split` with
-//! `bounds` therefore answers NotImplemented for now. `moveChunk`/`moveRange` to another shard
+//! `split` with `find` (the chunk holding that document) or `bounds` (exactly that chunk) splits
+//! at the chunk's median, which the owning shard computes (`median.rs`); `middle` splits at the
+//! given key. `moveChunk`/`moveRange` to another shard
 //! call the donor's `MoveRange` (shard `migration` module) and wait for it; to the current shard
 //! they succeed without doing anything, as MongoDB does.
 
@@ -85,7 +84,7 @@ fn owning_chunk<'a>(coll: &'a Collection, key: &ChunkBound) -> Result<&'a Chunk,
 }
 
 /// `split: ns` with exactly one of `middle` (a shard key: split there), `find` (a document: split
-/// its chunk at its shard key) or `bounds` (not yet, see the module header).
+/// its chunk at the chunk's median) or `bounds` (that chunk, at its median).
 pub async fn split(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
     let body = admin_only(cmd)?;
     let ns = namespace(&body, "split")?;
@@ -99,13 +98,14 @@ pub async fn split(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand
     let coll = sharded(&catalog, &ns)?;
     let at = match (middle, find) {
         (Some(m), _) => bound_of_key(&coll.key, m, "middle")?,
-        (_, Some(f)) => key_of_document(&coll.key, f, "find")?,
+        (_, Some(f)) => {
+            let chunk = owning_chunk(coll, &key_of_document(&coll.key, f, "find")?)?;
+            super::median::median(state, coll, chunk).await?
+        }
         _ => {
-            bounds(coll, &body, "split")?;
-            return Err(CommandError::new(
-                ErrorCode::NotImplemented,
-                "split with bounds needs the chunk's median, which needs the chunk's data; use middle",
-            ));
+            let (min, max) = bounds(coll, &body, "split")?
+                .ok_or_else(|| CommandError::new(ErrorCode::InvalidOptions, "split needs bounds: [min, max]"))?;
+            super::median::median(state, coll, exact_chunk(coll, &min, &max)?).await?
         }
     };
     let chunk = owning_chunk(coll, &at)?;

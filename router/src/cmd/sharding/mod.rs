@@ -5,6 +5,7 @@
 mod chunks;
 mod info;
 mod key;
+mod median;
 mod shard_collection;
 
 pub use chunks::{merge_chunks, move_chunk, split};

@@ -1,0 +1,63 @@
+//! The median of a chunk, asked of the shard that owns it (`splitVector` with `force: true`, as
+//! MongoDB's `split` with `find` or `bounds` does): the key that halves the chunk's documents.
+
+use bson::{Bson, Document, doc};
+use shoal_configsvr::catalog::{Chunk, ChunkBound, Collection, KeyFieldKind};
+use shoal_proto::ErrorCode;
+use shoal_proto::shard::CommandRequest;
+
+use super::key::bound_of_key;
+use crate::cmd::config_docs::bound_document;
+use crate::error::CommandError;
+use crate::routing;
+use crate::state::RouterState;
+
+/// The split point at the middle of `chunk`'s documents; CannotSplit when the chunk holds fewer
+/// than two distinct shard-key values.
+pub async fn median(state: &RouterState, coll: &Collection, chunk: &Chunk) -> Result<ChunkBound, CommandError> {
+    let pattern: Document = coll
+        .key
+        .fields
+        .iter()
+        .map(|f| {
+            let v = match f.kind {
+                KeyFieldKind::Range => Bson::Int32(1),
+                KeyFieldKind::Hashed => Bson::String("hashed".into()),
+            };
+            (f.name.clone(), v)
+        })
+        .collect();
+    let body = doc! {
+        "splitVector": &coll.ns,
+        "keyPattern": pattern,
+        "min": bound_document(Some(&coll.key), &chunk.min),
+        "max": bound_document(Some(&coll.key), &chunk.max),
+        "force": true,
+    };
+    let request = CommandRequest {
+        request_id: String::new(),
+        db: "admin".into(),
+        body: body.to_vec().map_err(|e| CommandError::new(ErrorCode::InternalError, e.to_string()))?.into(),
+        sequence_id: String::new(),
+        sequence: Vec::new(),
+        shard_version: None,
+    };
+    let pool = routing::pool(state, &chunk.shard).await?;
+    let reply = pool.client().command(request).await.map_err(|s| pool.status_error(&s))?.into_inner();
+    if let Some(e) = reply.error {
+        return Err(e.into());
+    }
+    let reply = Document::from_reader(&mut &reply.body[..]).map_err(CommandError::from)?;
+    let point = reply.get_array("splitKeys").ok().and_then(|a| a.first()).and_then(Bson::as_document);
+    match point {
+        Some(p) => bound_of_key(&coll.key, p, "the chunk's median"),
+        None => Err(CommandError::new(
+            ErrorCode::CannotSplit,
+            format!(
+                "cannot split the chunk [{}, {}) of {} at its median: it holds fewer than two distinct shard-key \
+                 values",
+                chunk.min, chunk.max, coll.ns
+            ),
+        )),
+    }
+}
