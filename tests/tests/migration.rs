@@ -275,3 +275,49 @@ async fn a_recipient_crash_at_any_phase_leaves_one_owner_and_every_document() {
     wait_settled(&cluster, &catalog, "clean move").await;
     let _ = Bson::Null;
 }
+
+/// Occurrences of `needle` in shard `i`'s log.
+fn log_count(cluster: &ShardedCluster, i: usize, needle: &str) -> usize {
+    let path = cluster.shard(i).expect("shard running").log_path().to_path_buf();
+    std::fs::read_to_string(path).unwrap_or_default().matches(needle).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_killed_mid_migration_does_not_stop_it() {
+    const PAUSED: &str = "failpoint reached: pausing";
+    let (mut cluster, catalog, _client) = setup().await;
+    for phase in
+        ["migration.after_start", "migration.after_clone", "migration.in_catch_up", "migration.in_critical_section"]
+    {
+        let (donor, recipient) = upper_owner(&catalog).await;
+        // The donor pauses at `phase` so the router that asked for the move dies mid-phase.
+        cluster.kill9_shard(donor);
+        cluster.start_shard(donor, &format!("{phase}=delay:1500")).await.expect("restart the donor with a pause");
+        let before = log_count(&cluster, donor, PAUSED);
+        let router = cluster.start_router("router-doomed").await.expect("second router");
+        let doomed = shoal_tests::sharded_cluster::client_of(&router).await.expect("client of the doomed router");
+        let mover = tokio::spawn(async move { move_retrying(&doomed, recipient).await });
+        let deadline = tokio::time::Instant::now() + SETTLE_MAX;
+        while log_count(&cluster, donor, PAUSED) == before {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{phase}: the donor never paused\n{}",
+                cluster.log_tails(40)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        router.kill9();
+        let _ = mover.await;
+        // The donor carries the migration through alone: the recipient ends up the owner.
+        let deadline = tokio::time::Instant::now() + SETTLE_MAX;
+        while upper_owner(&catalog).await.0 != recipient {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{phase}: the move stopped with its router\n{}",
+                cluster.log_tails(40)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        wait_settled(&cluster, &catalog, phase).await;
+    }
+}

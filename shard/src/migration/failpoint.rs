@@ -16,11 +16,19 @@
 //! | `migration.recipient_after_batch` | recipient: a batch is durable, before the ack |
 //! | `migration.recipient_before_commit` | recipient: told of the commit, before dropping its record |
 //!
-//! The only action is `exit` (abort the process).
+//! Actions: `exit` (abort the process) and `delay:<ms>` (hold the migration there for that long,
+//! so a test can kill another process, e.g. the router that asked for the move, mid-phase).
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
-static POINTS: OnceLock<Vec<String>> = OnceLock::new();
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Action {
+    Exit,
+    Delay(Duration),
+}
+
+static POINTS: OnceLock<Vec<(String, Action)>> = OnceLock::new();
 
 /// Installs the points from `spec` (`name=exit,...`) plus `SHOAL_FAILPOINTS`. The first call wins.
 pub fn init(spec: &str) {
@@ -32,20 +40,38 @@ pub fn init(spec: &str) {
     let _ = POINTS.set(points);
 }
 
-fn parse(spec: &str) -> Vec<String> {
+fn parse(spec: &str) -> Vec<(String, Action)> {
     spec.split(',')
         .filter_map(|p| p.trim().split_once('='))
-        .filter(|(_, action)| *action == "exit")
-        .map(|(name, _)| name.to_owned())
+        .filter_map(|(name, action)| {
+            let action = match action.split_once(':') {
+                None if action == "exit" => Action::Exit,
+                Some(("delay", ms)) => Action::Delay(Duration::from_millis(ms.parse().ok()?)),
+                _ => return None,
+            };
+            Some((name.to_owned(), action))
+        })
         .collect()
 }
 
-/// Aborts the process if `name` is armed.
+/// Aborts the process, or pauses this task, if `name` is armed.
 pub fn hit(name: &str) {
     let Some(points) = POINTS.get() else { return };
-    if points.iter().any(|p| p == name) {
-        tracing::error!(failpoint = name, "failpoint reached: aborting");
-        std::process::abort();
+    for (point, action) in points {
+        if point != name {
+            continue;
+        }
+        match action {
+            Action::Exit => {
+                tracing::error!(failpoint = name, "failpoint reached: aborting");
+                std::process::abort();
+            }
+            Action::Delay(d) => {
+                tracing::warn!(failpoint = name, delay = ?d, "failpoint reached: pausing");
+                // Test-only: keep the runtime's other tasks running while this one waits.
+                tokio::task::block_in_place(|| std::thread::sleep(*d));
+            }
+        }
     }
 }
 
@@ -54,10 +80,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_exit_actions_arm_a_point() {
+    fn exit_and_delay_actions_arm_a_point() {
         assert_eq!(
-            parse("migration.after_clone=exit, a=b ,migration.x=exit,junk"),
-            vec!["migration.after_clone".to_owned(), "migration.x".to_owned()]
+            parse("migration.after_clone=exit, a=b ,migration.x=delay:250,junk,y=delay:z"),
+            vec![
+                ("migration.after_clone".to_owned(), Action::Exit),
+                ("migration.x".to_owned(), Action::Delay(Duration::from_millis(250)))
+            ]
         );
         assert!(parse("").is_empty());
     }
