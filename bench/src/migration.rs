@@ -3,11 +3,11 @@
 //! official driver, against any running cluster of at least two shards.
 //!
 //! ```text
-//!  1. load    bench_migration.data {k: 0..n, pad}   one chunk [MinKey, MaxKey) on shard A
+//!  1. load    bench_migration.data {_id: 0..n, pad}, sharded on _id: one chunk on shard A
 //!  2. copy    the same bytes (a) read + inserted by a client into another collection (w:majority)
 //!                            (b) pushed through one loopback TCP socket (the machine's ceiling)
 //!  3. moves   moveChunk A -> B -> A ... `moves` times, idle cluster      -> MB/s per move
-//!  4. load    80/20 find/update by random k, `threads` tasks, `load_secs` -> p50/p99, ops/s
+//!  4. load    80/20 find/update by random _id, `threads` tasks, `load_secs` -> p50/p99, ops/s
 //!  5. load    the same load while moveChunk runs back and forth           -> p50/p99, ops/s
 //!  6. critical sections: the durations the donors recorded in config.changelog
 //! ```
@@ -78,6 +78,7 @@ pub struct MigrationReport {
 }
 
 pub async fn run(opts: &MigrationOptions) -> anyhow::Result<MigrationReport> {
+    let since = bson::DateTime::now();
     let client = Client::with_uri_str(&opts.uri).await.context("connecting to the router")?;
     let admin = client.database("admin");
     let shards = shard_ids(&client).await?;
@@ -87,7 +88,7 @@ pub async fn run(opts: &MigrationOptions) -> anyhow::Result<MigrationReport> {
     let db = client.database(DB);
     db.drop().await?;
     admin.run_command(doc! { "enableSharding": DB }).await?;
-    admin.run_command(doc! { "shardCollection": format!("{DB}.{COLL}"), "key": { "k": 1 } }).await?;
+    admin.run_command(doc! { "shardCollection": format!("{DB}.{COLL}"), "key": { "_id": 1 } }).await?;
 
     let docs = (opts.data_mib << 20) / opts.doc_bytes.max(1) as u64;
     let pad = "x".repeat(opts.doc_bytes);
@@ -95,11 +96,11 @@ pub async fn run(opts: &MigrationOptions) -> anyhow::Result<MigrationReport> {
     let mut next = 0u64;
     while next < docs {
         let end = (next + INSERT_BATCH_DOCS as u64).min(docs);
-        let batch: Vec<Document> = (next..end).map(|k| doc! { "k": k as i64, "pad": &pad }).collect();
+        let batch: Vec<Document> = (next..end).map(|k| doc! { "_id": k as i64, "pad": &pad }).collect();
         coll.insert_many(batch).ordered(false).await?;
         next = end;
     }
-    let one = doc! { "_id": bson::oid::ObjectId::new(), "k": 0i64, "pad": &pad }.to_vec()?;
+    let one = doc! { "_id": 0i64, "pad": &pad }.to_vec()?;
     let data_bytes = docs * one.len() as u64;
 
     let client_copy_ms = client_copy(&db).await?;
@@ -117,7 +118,7 @@ pub async fn run(opts: &MigrationOptions) -> anyhow::Result<MigrationReport> {
 
     let load_idle = load(&client, opts, docs, None).await?;
     let load_migrating = load(&client, opts, docs, Some((&shards, owner))).await?;
-    let critical_section_ms = critical_sections(&client).await?;
+    let critical_section_ms = critical_sections(&client, since).await?;
     Ok(MigrationReport {
         docs,
         data_bytes,
@@ -140,7 +141,7 @@ fn other(shards: &[String], owner: &str) -> String {
     shards.iter().find(|s| *s != owner).cloned().unwrap_or_else(|| owner.to_owned())
 }
 
-/// The shard owning the collection's chunk holding `k: 0` (the whole key space in this benchmark).
+/// The shard owning the collection's only chunk (this benchmark never splits it).
 async fn chunk_owner(client: &Client) -> anyhow::Result<String> {
     let ns = format!("{DB}.{COLL}");
     let config = client.database("config");
@@ -152,15 +153,15 @@ async fn chunk_owner(client: &Client) -> anyhow::Result<String> {
     let uuid = coll.get("uuid").cloned().context("config.collections without uuid")?;
     let chunk = config
         .collection::<Document>("chunks")
-        .find_one(doc! { "uuid": uuid, "min.k": { "$lte": 0i64 }, "max.k": { "$gt": 0i64 } })
+        .find_one(doc! { "uuid": uuid })
         .await?
-        .context("no chunk holds k: 0")?;
+        .context("the collection has no chunk")?;
     Ok(chunk.get_str("shard")?.to_owned())
 }
 
 async fn move_chunk(admin: &mongodb::Database, to: &str) -> anyhow::Result<()> {
     admin
-        .run_command(doc! { "moveChunk": format!("{DB}.{COLL}"), "find": { "k": 0i64 }, "to": to })
+        .run_command(doc! { "moveChunk": format!("{DB}.{COLL}"), "find": { "_id": 0i64 }, "to": to })
         .await
         .with_context(|| format!("moveChunk to {to}"))?;
     Ok(())
@@ -243,9 +244,9 @@ async fn load(
                 };
                 let started = Instant::now();
                 let ok = if read {
-                    coll.find_one(doc! { "k": k }).await.is_ok()
+                    coll.find_one(doc! { "_id": k }).await.is_ok()
                 } else {
-                    coll.update_one(doc! { "k": k }, doc! { "$inc": { "u": 1 } }).await.is_ok()
+                    coll.update_one(doc! { "_id": k }, doc! { "$inc": { "u": 1 } }).await.is_ok()
                 };
                 if ok {
                     hist.record(started.elapsed().as_micros() as u64)?;
@@ -288,14 +289,14 @@ async fn load(
     })
 }
 
-/// Critical-section durations (ms) the donors recorded for this benchmark's collection: any numeric
+/// Critical-section durations (ms) the donors recorded for this run's moves: any numeric
 /// detail of a `moveChunk.*` changelog entry whose name mentions the critical section.
-async fn critical_sections(client: &Client) -> anyhow::Result<Vec<f64>> {
+async fn critical_sections(client: &Client, since: bson::DateTime) -> anyhow::Result<Vec<f64>> {
     let ns = format!("{DB}.{COLL}");
     let mut cursor = client
         .database("config")
         .collection::<Document>("changelog")
-        .find(doc! { "ns": &ns, "what": { "$regex": "^moveChunk" } })
+        .find(doc! { "ns": &ns, "what": { "$regex": "^moveChunk" }, "time": { "$gte": since } })
         .await?;
     let mut out = Vec::new();
     while let Some(entry) = cursor.try_next().await? {

@@ -147,6 +147,8 @@ async fn run(
             ] {
                 d.insert(k.to_owned(), Detail::from(v));
             }
+            // mongosh's sh.status() counts `moveChunk.from` entries by `note` (and `errmsg`).
+            d.insert("note".to_owned(), Detail::Str("success".into()));
             log_change(catalog, "moveChunk.from", &record.ns, d).await;
             if req.wait_for_delete {
                 let sharding = &mig.engine.sharding;
@@ -170,7 +172,12 @@ async fn run(
             }
             let mut d = base;
             d.insert("error".to_owned(), Detail::Str(e.to_string()));
-            log_change(catalog, "moveChunk.error", &record.ns, d).await;
+            log_change(catalog, "moveChunk.error", &record.ns, d.clone()).await;
+            // As MongoDB records a failed move, so sh.status() reports it with its cause.
+            d.remove("error");
+            d.insert("note".to_owned(), Detail::Str("aborted".into()));
+            d.insert("errmsg".to_owned(), Detail::Str(e.to_string()));
+            log_change(catalog, "moveChunk.from", &record.ns, d).await;
             Err(e)
         }
         Err(Failure::Unresolved(e)) => {

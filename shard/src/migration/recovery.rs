@@ -86,6 +86,7 @@ async fn settle_donor_in_span(mig: &Migrations, record: Record) {
                 }
                 finish_committed(mig, &record).await?;
                 tracing::info!("interrupted migration had committed: range deletion scheduled");
+                details.insert("note".to_owned(), Detail::Str("success".into()));
                 log_change(catalog, "moveChunk.from", &record.ns, details).await;
             } else {
                 if let Some(mut p) = peer {
