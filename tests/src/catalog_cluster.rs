@@ -6,6 +6,8 @@
 //!                      └────gRPC────> cfg1, cfg2, cfg3 (Raft)  <── test (catalog client)
 //! ```
 
+use std::path::Path;
+
 use crate::process::{Process, ProcessSpec};
 
 pub struct CatalogCluster {
@@ -17,37 +19,41 @@ pub struct CatalogCluster {
     pub config_addrs: Vec<String>,
 }
 
+/// Starts one config server per port as a Raft group (node 1 with `--init`), data and logs in
+/// `dir`; returns the processes and their `host:port` addresses. Config servers need each other's
+/// ports before they start, so port 0 cannot be used.
+pub async fn start_config_servers(dir: &Path, ports: &[u16]) -> anyhow::Result<(Vec<Process>, Vec<String>)> {
+    let peers = ports.iter().enumerate().map(|(i, p)| format!("{}=127.0.0.1:{p}", i + 1)).collect::<Vec<_>>().join(",");
+    let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let mut config = Vec::new();
+    for (i, port) in ports.iter().enumerate() {
+        let id = i + 1;
+        let mut args = vec![
+            "configsvr".to_string(),
+            "--id".into(),
+            id.to_string(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+            "--data-dir".into(),
+            dir.join(format!("cfg{id}")).display().to_string(),
+            "--peers".into(),
+            peers.clone(),
+        ];
+        if id == 1 {
+            args.push("--init".into());
+        }
+        let log_path = dir.join(format!("cfg{id}.log"));
+        config.push(
+            Process::start(ProcessSpec { name: format!("cfg{id}"), role: "configsvr".into(), args, log_path }).await?,
+        );
+    }
+    Ok((config, addrs))
+}
+
 impl CatalogCluster {
     pub async fn start() -> anyhow::Result<CatalogCluster> {
         let dir = tempfile::tempdir()?;
-        // Config servers need each other's ports before they start, so port 0 cannot be used.
-        let ports = crate::up::free_ports(3)?;
-        let peers =
-            ports.iter().enumerate().map(|(i, p)| format!("{}=127.0.0.1:{p}", i + 1)).collect::<Vec<_>>().join(",");
-        let config_addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-        let mut config = Vec::new();
-        for (i, port) in ports.iter().enumerate() {
-            let id = i + 1;
-            let mut args = vec![
-                "configsvr".to_string(),
-                "--id".into(),
-                id.to_string(),
-                "--listen".into(),
-                format!("127.0.0.1:{port}"),
-                "--data-dir".into(),
-                dir.path().join(format!("cfg{id}")).display().to_string(),
-                "--peers".into(),
-                peers.clone(),
-            ];
-            if id == 1 {
-                args.push("--init".into());
-            }
-            let log_path = dir.path().join(format!("cfg{id}.log"));
-            config.push(
-                Process::start(ProcessSpec { name: format!("cfg{id}"), role: "configsvr".into(), args, log_path })
-                    .await?,
-            );
-        }
+        let (config, config_addrs) = start_config_servers(dir.path(), &crate::up::free_ports(3)?).await?;
         let shard = Process::start(ProcessSpec {
             name: "shard0".into(),
             role: "shard".into(),

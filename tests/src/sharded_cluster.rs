@@ -33,32 +33,7 @@ impl ShardedCluster {
         let dir = tempfile::tempdir()?;
         let ports = crate::up::free_ports(3 + SHARDS)?;
         let (cfg_ports, shard_ports) = ports.split_at(3);
-        let peers =
-            cfg_ports.iter().enumerate().map(|(i, p)| format!("{}=127.0.0.1:{p}", i + 1)).collect::<Vec<_>>().join(",");
-        let config_addrs: Vec<String> = cfg_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-        let mut config = Vec::new();
-        for (i, port) in cfg_ports.iter().enumerate() {
-            let id = i + 1;
-            let mut args = vec![
-                "configsvr".to_string(),
-                "--id".into(),
-                id.to_string(),
-                "--listen".into(),
-                format!("127.0.0.1:{port}"),
-                "--data-dir".into(),
-                dir.path().join(format!("cfg{id}")).display().to_string(),
-                "--peers".into(),
-                peers.clone(),
-            ];
-            if id == 1 {
-                args.push("--init".into());
-            }
-            let log_path = dir.path().join(format!("cfg{id}.log"));
-            config.push(
-                Process::start(ProcessSpec { name: format!("cfg{id}"), role: "configsvr".into(), args, log_path })
-                    .await?,
-            );
-        }
+        let (config, config_addrs) = crate::catalog_cluster::start_config_servers(dir.path(), cfg_ports).await?;
         let mut shards = Vec::new();
         for (i, port) in shard_ports.iter().enumerate() {
             shards.push(Some(Process::start(shard_spec(dir.path(), i, *port, &config_addrs, "")).await?));

@@ -2,12 +2,12 @@
 //! MongoDB's `split` with `find` or `bounds` does): the key that halves the chunk's documents.
 
 use bson::{Bson, Document, doc};
-use shoal_configsvr::catalog::{Chunk, ChunkBound, Collection, KeyFieldKind};
+use shoal_configsvr::catalog::{Chunk, ChunkBound, Collection};
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::CommandRequest;
 
 use super::key::bound_of_key;
-use crate::cmd::config_docs::bound_document;
+use crate::cmd::config_docs::{bound_document, key_document};
 use crate::error::CommandError;
 use crate::routing;
 use crate::state::RouterState;
@@ -15,21 +15,9 @@ use crate::state::RouterState;
 /// The split point at the middle of `chunk`'s documents; CannotSplit when the chunk holds fewer
 /// than two distinct shard-key values.
 pub async fn median(state: &RouterState, coll: &Collection, chunk: &Chunk) -> Result<ChunkBound, CommandError> {
-    let pattern: Document = coll
-        .key
-        .fields
-        .iter()
-        .map(|f| {
-            let v = match f.kind {
-                KeyFieldKind::Range => Bson::Int32(1),
-                KeyFieldKind::Hashed => Bson::String("hashed".into()),
-            };
-            (f.name.clone(), v)
-        })
-        .collect();
     let body = doc! {
         "splitVector": &coll.ns,
-        "keyPattern": pattern,
+        "keyPattern": key_document(&coll.key),
         "min": bound_document(Some(&coll.key), &chunk.min),
         "max": bound_document(Some(&coll.key), &chunk.max),
         "force": true,
