@@ -231,3 +231,92 @@ async fn concurrent_writes_during_repeated_migrations_end_with_the_exact_documen
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// The same through the router with the official driver: the router targets by chunk, retries on
+/// StaleConfig itself, and the client never sees a migration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn driver_writes_through_the_router_during_repeated_migrations_end_with_the_exact_documents() {
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
+    let client = cluster.client().await.expect("client");
+    let admin = client.database("admin");
+    admin.run_command(doc! { "shardCollection": NS, "key": {"k": 1} }).await.expect("shardCollection");
+    admin.run_command(doc! { "split": NS, "middle": {"k": SPLIT} }).await.expect("split");
+    let catalog = ConfigClient::new(cluster.config_addrs.clone(), ClientSettings::default());
+    let items = client.database("app").collection::<Document>("items");
+    items.insert_many((0..INITIAL).map(|k| doc! {"_id": k, "k": k, "v": 0})).await.expect("seed");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let steps = Arc::new(AtomicUsize::new(0));
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let (stop, steps, items) = (Arc::clone(&stop), Arc::clone(&steps), items.clone());
+        writers.push(tokio::spawn(async move {
+            let mut model: BTreeMap<i32, i32> = (SPLIT..INITIAL).filter(|k| k % WRITERS == w).map(|k| (k, 0)).collect();
+            let (mut step, mut after_stop) = (0, 0);
+            while after_stop < 20 {
+                if stop.load(Ordering::Relaxed) {
+                    after_stop += 1;
+                }
+                step += 1;
+                steps.fetch_add(1, Ordering::Relaxed);
+                let present: Vec<i32> = model.keys().copied().collect();
+                let pick = present.get((step as usize * 7919) % present.len().max(1)).copied();
+                match (step % 3, pick) {
+                    (0, Some(k)) => {
+                        let r = items.update_one(doc! {"k": k}, doc! {"$set": {"v": step}}).await.expect("update");
+                        assert_eq!(r.matched_count, 1, "update of k={k}");
+                        model.insert(k, step);
+                    }
+                    (1, Some(k)) => {
+                        let r = items.delete_one(doc! {"k": k}).await.expect("delete");
+                        assert_eq!(r.deleted_count, 1, "delete of k={k}");
+                        model.remove(&k);
+                    }
+                    _ => {
+                        let k = INITIAL + w + WRITERS * step;
+                        items.insert_one(doc! {"_id": k, "k": k, "v": step}).await.expect("insert");
+                        model.insert(k, step);
+                    }
+                }
+            }
+            model
+        }));
+    }
+    while steps.load(Ordering::Relaxed) < 30 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for m in 0..MOVES {
+        let t = table(&catalog).await;
+        let to = if owner_of(&t, SPLIT) == "shard0" { "shard1" } else { "shard0" };
+        let reply = admin.run_command(doc! { "moveChunk": NS, "find": {"k": SPLIT}, "to": to }).await;
+        assert!(reply.is_ok(), "move {m} to {to}: {reply:?}\n{}", cluster.log_tails(30));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut expected: BTreeMap<i32, i32> = (0..SPLIT).map(|k| (k, 0)).collect();
+    for w in writers {
+        expected.extend(w.await.expect("writer"));
+    }
+
+    // Through the router: exactly the expected documents, once each (orphans filtered out).
+    let mut seen = BTreeMap::new();
+    let mut cursor = items.find(doc! {}).sort(doc! {"k": 1}).batch_size(50).await.expect("find");
+    while cursor.advance().await.expect("getMore") {
+        let d = cursor.deserialize_current().expect("doc");
+        let k = d.get_i32("k").expect("k");
+        assert!(seen.insert(k, d.get_i32("v").expect("v")).is_none(), "k={k} returned twice");
+    }
+    assert_eq!(seen, expected, "the router's answer differs from what the writers wrote");
+    assert_eq!(items.count_documents(doc! {}).await.expect("count"), expected.len() as u64);
+    // And on the shards, once range deletion ran, nothing but the owned documents.
+    let addrs: Vec<String> = (0..2).map(|i| cluster.shard_addr(i)).collect();
+    let deadline = tokio::time::Instant::now() + SETTLE_MAX;
+    loop {
+        let total: usize =
+            futures::future::join_all(addrs.iter().map(|a| docs_on(a))).await.iter().map(|m| m.len()).sum();
+        if total == expected.len() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{total} documents on the shards, expected {}", expected.len());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
