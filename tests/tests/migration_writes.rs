@@ -79,6 +79,23 @@ async fn docs_on(addr: &str) -> BTreeMap<i32, i32> {
     out
 }
 
+/// One writer's next write: update, delete (of a key it holds) or insert (of a new key).
+enum Op {
+    Update(i32),
+    Delete(i32),
+    Insert(i32),
+}
+
+/// Writer `w`'s write at `step`, given the keys it holds (`model`).
+fn next_op(model: &BTreeMap<i32, i32>, w: i32, step: i32) -> Op {
+    let present: Vec<i32> = model.keys().copied().collect();
+    match (step % 3, present.get((step as usize * 7919) % present.len().max(1)).copied()) {
+        (0, Some(k)) => Op::Update(k),
+        (1, Some(k)) => Op::Delete(k),
+        _ => Op::Insert(INITIAL + w + WRITERS * step),
+    }
+}
+
 /// A tiny router for one writer: targets the owner with its shard version, refreshes on StaleConfig.
 struct Writer {
     stale: Arc<AtomicUsize>,
@@ -165,21 +182,18 @@ async fn concurrent_writes_during_repeated_migrations_end_with_the_exact_documen
                 }
                 step += 1;
                 steps.fetch_add(1, Ordering::Relaxed);
-                let present: Vec<i32> = model.keys().copied().collect();
-                let pick = present.get((step as usize * 7919) % present.len().max(1)).copied();
-                match (step % 3, pick) {
-                    (0, Some(k)) => {
+                match next_op(&model, w, step) {
+                    Op::Update(k) => {
                         let body = doc! {"update": "items", "updates": [{"q": {"_id": k}, "u": {"$set": {"v": step}}}]};
                         assert_eq!(writer.write(k, body).await, 1, "update of k={k}");
                         model.insert(k, step);
                     }
-                    (1, Some(k)) => {
+                    Op::Delete(k) => {
                         let body = doc! {"delete": "items", "deletes": [{"q": {"_id": k}, "limit": 1}]};
                         assert_eq!(writer.write(k, body).await, 1, "delete of k={k}");
                         model.remove(&k);
                     }
-                    _ => {
-                        let k = INITIAL + w + WRITERS * step;
+                    Op::Insert(k) => {
                         let body = doc! {"insert": "items", "documents": [{"_id": k, "k": k, "v": step}]};
                         assert_eq!(writer.write(k, body).await, 1, "insert of k={k}");
                         model.insert(k, step);
@@ -259,21 +273,18 @@ async fn driver_writes_through_the_router_during_repeated_migrations_end_with_th
                 }
                 step += 1;
                 steps.fetch_add(1, Ordering::Relaxed);
-                let present: Vec<i32> = model.keys().copied().collect();
-                let pick = present.get((step as usize * 7919) % present.len().max(1)).copied();
-                match (step % 3, pick) {
-                    (0, Some(k)) => {
+                match next_op(&model, w, step) {
+                    Op::Update(k) => {
                         let r = items.update_one(doc! {"k": k}, doc! {"$set": {"v": step}}).await.expect("update");
                         assert_eq!(r.matched_count, 1, "update of k={k}");
                         model.insert(k, step);
                     }
-                    (1, Some(k)) => {
+                    Op::Delete(k) => {
                         let r = items.delete_one(doc! {"k": k}).await.expect("delete");
                         assert_eq!(r.deleted_count, 1, "delete of k={k}");
                         model.remove(&k);
                     }
-                    _ => {
-                        let k = INITIAL + w + WRITERS * step;
+                    Op::Insert(k) => {
                         items.insert_one(doc! {"_id": k, "k": k, "v": step}).await.expect("insert");
                         model.insert(k, step);
                     }
