@@ -15,6 +15,7 @@
 //!                                                             shard_client --> shard
 //! ```
 
+pub mod balancer;
 pub mod catalog;
 pub mod cmd;
 pub mod command;

@@ -216,6 +216,7 @@ pub async fn move_chunk(state: &RouterState, _conn: &ConnContext, cmd: &ClientCo
             major: chunk.version.major,
             minor: chunk.version.minor,
             wait_for_delete,
+            ..Default::default()
         };
         let endpoint = donor_endpoint(donor)?;
         drop(catalog);

@@ -1,0 +1,15 @@
+//! The balancer: keeps every sharded collection's chunks split to size, spread by data and by
+//! load, inside their zones and off draining shards, without anyone calling `moveChunk`.
+//!
+//! Two halves (STYLE.md 2):
+//! - [`policy`]: the decision core. Given a catalog snapshot, chunk statistics from the shards and
+//!   the balancer's memory, it returns a [`policy::Plan`] of actions, each with its reason. No I/O,
+//!   no clock (the caller passes `now`), deterministic: unit-tested on hand-built catalogs.
+//! - the runtime (`runtime.rs`, landing with the lease loop): holds the `balancer` lease from the
+//!   config service, gathers statistics, asks the policy, carries the actions out fenced by the
+//!   lease token, records every round and decision in `config.actionlog`.
+//!
+//! Must not: move a chunk without the lease's fencing token, run two migrations on one shard at a
+//! time, or retry a chunk that cannot be split forever (it is marked jumbo instead).
+
+pub mod policy;

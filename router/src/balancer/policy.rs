@@ -1,0 +1,157 @@
+//! The balancer's decision core: catalog + statistics + memory in, a [`Plan`] out. Pure.
+//!
+//! Priorities (peers.md A.2 5): splits that must happen before a move (zone boundaries, chunks over
+//! the size limit, hot chunks with a load split key) > moves off draining shards > moves into zones
+//! > data-size imbalance > load imbalance; then merges of small cold neighbours, throttled. At most
+//! one migration per shard (as donor or recipient) per plan.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use shoal_configsvr::catalog::{Catalog, ChunkBound, ChunkVersion, Epoch, ShardId};
+
+/// What a shard reported for one chunk (`_shoalChunkStats`). Sizes are exact as of `at_ms`;
+/// load is over the shard's sampling window.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChunkStats {
+    pub bytes: u64,
+    pub docs: u64,
+    /// Requests per second that touched the chunk, over the shard's load window.
+    pub ops_per_sec: f64,
+    /// The sampled key that best balances the chunk's load (encoded shard key, as split points are).
+    pub load_split_key: Option<Vec<u8>>,
+    /// Why no load split key was found (too few samples, imbalance, too many contained spans).
+    pub no_load_split_reason: Option<String>,
+}
+
+/// Statistics by namespace, then by chunk `min` (the chunk the shard was asked about, with the
+/// version the router read; stale entries are ignored by the policy).
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub chunks: BTreeMap<String, BTreeMap<ChunkBound, (ChunkVersion, ChunkStats)>>,
+}
+
+/// Tunables (router flags; defaults in [`Params::default`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    /// A chunk above this many ops/s is hot (CockroachDB's default is 2500 QPS).
+    pub load_split_ops_per_sec: f64,
+    /// How long a chunk must stay hot before it is split by load.
+    pub load_split_after_ms: u64,
+    /// A boundary made by a load split is not merged away for this long (hysteresis).
+    pub merge_cooldown_ms: u64,
+    /// Failed split attempts of one chunk before it is marked jumbo.
+    pub split_attempts_before_jumbo: u32,
+    /// Merges per round (throttle).
+    pub merges_per_round: usize,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self {
+            load_split_ops_per_sec: 2500.0,
+            load_split_after_ms: 10_000,
+            merge_cooldown_ms: 10 * 60 * 1000,
+            split_attempts_before_jumbo: 3,
+            merges_per_round: 1,
+        }
+    }
+}
+
+/// What the balancer remembers between rounds (in the router holding the lease; a new holder
+/// starts empty and so waits `merge_cooldown_ms` before merging anything).
+#[derive(Clone, Debug, Default)]
+pub struct Memory {
+    /// When the runtime started holding the lease.
+    pub since_ms: u64,
+    /// Since when each chunk (ns, min) has been continuously hot.
+    pub hot_since_ms: BTreeMap<(String, ChunkBound), u64>,
+    /// Failed split attempts by chunk (ns, min, version).
+    pub failed_splits: BTreeMap<(String, ChunkBound, ChunkVersion), u32>,
+    /// Boundaries made by load splits, with when (ns, boundary) → ms.
+    pub load_split_boundaries: BTreeMap<(String, Vec<u8>), u64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SplitAt {
+    /// At these interior keys (zone boundaries, the load split key).
+    Points(Vec<Vec<u8>>),
+    /// At the key that halves the chunk's data, which the owning shard computes.
+    Halve,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitReason {
+    ZoneBoundary,
+    Size,
+    Load,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoveReason {
+    Draining,
+    ZoneViolation,
+    DataImbalance,
+    LoadImbalance,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    Split {
+        ns: String,
+        epoch: Epoch,
+        min: ChunkBound,
+        max: ChunkBound,
+        version: ChunkVersion,
+        at: SplitAt,
+        reason: SplitReason,
+    },
+    Move {
+        ns: String,
+        epoch: Epoch,
+        min: ChunkBound,
+        max: ChunkBound,
+        version: ChunkVersion,
+        from: ShardId,
+        to: ShardId,
+        reason: MoveReason,
+    },
+    /// Merge the chunks exactly covering `[min, max)` (all on `shard`), listed by version in key
+    /// order.
+    Merge {
+        ns: String,
+        epoch: Epoch,
+        min: ChunkBound,
+        max: ChunkBound,
+        versions: Vec<ChunkVersion>,
+        shard: ShardId,
+    },
+    MarkJumbo {
+        ns: String,
+        epoch: Epoch,
+        min: ChunkBound,
+        max: ChunkBound,
+        version: ChunkVersion,
+    },
+}
+
+/// One action and the sentence that explains it (logged and written to `config.actionlog`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub action: Action,
+    pub why: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    pub decisions: Vec<Decision>,
+    /// Why something that looked needed was not done (no split key, jumbo, noBalance, window...).
+    pub notes: Vec<String>,
+    /// Collections found balanced this round (for `balancerCollectionStatus`).
+    pub balanced: BTreeSet<String>,
+}
+
+/// The actions for this round. The caller has already checked the balancer mode and window; a
+/// collection with `noBalance` gets no action and a note.
+pub fn plan(_catalog: &Catalog, _stats: &Stats, _memory: &Memory, _params: &Params, _now_ms: u64) -> Plan {
+    Plan::default()
+}
