@@ -14,6 +14,7 @@
 //! MongoDB error codes), [`fixtures`] (seeding and reading back small datasets), [`wire`] (raw
 //! OP_MSG), [`up`] (a whole `shoal up` cluster from a spec).
 
+pub mod balance;
 pub mod catalog_cluster;
 pub mod cluster;
 pub mod context;

@@ -1,4 +1,4 @@
-//! A sharded cluster: three config servers, two shards on fixed loopback ports (so a shard
+//! A sharded cluster: three config servers, two (or [`ClusterOptions::shards`]) shards on fixed loopback ports (so a shard
 //! restarted on its data dir keeps the address the catalog has for it) and routers started with
 //! `--config` only, so every request is routed by the catalog's chunks. Each shard is registered
 //! in the catalog under its `--name` (`shard0`, `shard1`) through the router's `addShard`.
@@ -16,7 +16,25 @@ use bson::doc;
 
 use crate::process::{Process, ProcessSpec};
 
+/// Shards a cluster starts with unless [`ClusterOptions`] say otherwise.
 pub const SHARDS: usize = 2;
+
+/// How a [`ShardedCluster`] starts.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// Shards started and added to the catalog at once.
+    pub shards: usize,
+    /// Shards given a port and data dir but started and added only by [`ShardedCluster::add_shard`].
+    pub spare_shards: usize,
+    /// Extra flags for the cluster's router (e.g. the balancer's interval).
+    pub router_args: Vec<String>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        Self { shards: SHARDS, spare_shards: 0, router_args: Vec::new() }
+    }
+}
 
 pub struct ShardedCluster {
     dir: tempfile::TempDir,
@@ -30,23 +48,47 @@ pub struct ShardedCluster {
 
 impl ShardedCluster {
     pub async fn start() -> anyhow::Result<ShardedCluster> {
+        Self::start_with(ClusterOptions::default()).await
+    }
+
+    pub async fn start_with(options: ClusterOptions) -> anyhow::Result<ShardedCluster> {
         let dir = tempfile::tempdir()?;
-        let ports = crate::up::free_ports(3 + SHARDS)?;
+        let total = options.shards + options.spare_shards;
+        let ports = crate::up::free_ports(3 + total)?;
         let (cfg_ports, shard_ports) = ports.split_at(3);
         let (config, config_addrs) = crate::catalog_cluster::start_config_servers(dir.path(), cfg_ports).await?;
         let mut shards = Vec::new();
         for (i, port) in shard_ports.iter().enumerate() {
-            shards.push(Some(Process::start(shard_spec(dir.path(), i, *port, &config_addrs, "")).await?));
+            shards.push(match i < options.shards {
+                true => Some(Process::start(shard_spec(dir.path(), i, *port, &config_addrs, "")).await?),
+                false => None,
+            });
         }
-        let router = start_router(dir.path(), "router", &config_addrs).await?;
+        let router = start_router(dir.path(), "router", &config_addrs, &options.router_args).await?;
         let cluster =
             ShardedCluster { dir, _config: config, shards, shard_ports: shard_ports.to_vec(), router, config_addrs };
-        let admin = cluster.client().await?.database("admin");
-        for i in 0..SHARDS {
-            let name = Self::shard_name(i);
-            admin.run_command(doc! { "addShard": format!("{name}/{}", cluster.shard_addr(i)), "name": &name }).await?;
+        for i in 0..options.shards {
+            cluster.register_shard(i).await?;
         }
         Ok(cluster)
+    }
+
+    /// Starts spare shard `i` and adds it to the cluster (`addShard` through the router).
+    pub async fn add_shard(&mut self, i: usize) -> anyhow::Result<()> {
+        self.start_shard(i, "").await?;
+        self.register_shard(i).await
+    }
+
+    async fn register_shard(&self, i: usize) -> anyhow::Result<()> {
+        let name = Self::shard_name(i);
+        let admin = self.client().await?.database("admin");
+        admin.run_command(doc! { "addShard": format!("{name}/{}", self.shard_addr(i)), "name": &name }).await?;
+        Ok(())
+    }
+
+    /// How many shards the cluster can hold (started or spare).
+    pub fn shard_slots(&self) -> usize {
+        self.shard_ports.len()
     }
 
     pub fn shard_name(i: usize) -> String {
@@ -94,7 +136,12 @@ impl ShardedCluster {
 
     /// Another router on the same catalog (its own routing cache), e.g. to make one stale.
     pub async fn start_router(&self, name: &str) -> anyhow::Result<Process> {
-        start_router(self.dir.path(), name, &self.config_addrs).await
+        start_router(self.dir.path(), name, &self.config_addrs, &[]).await
+    }
+
+    /// Another router with extra flags.
+    pub async fn start_router_with(&self, name: &str, args: &[String]) -> anyhow::Result<Process> {
+        start_router(self.dir.path(), name, &self.config_addrs, args).await
     }
 
     /// A client of the catalog (the config servers).
@@ -106,7 +153,8 @@ impl ShardedCluster {
     /// The tails of every log, for a failing test's message.
     pub fn log_tails(&self, lines: usize) -> String {
         let mut out = String::new();
-        for name in ["shard0", "shard1", "router", "cfg1"] {
+        let shards = (0..self.shard_slots()).map(Self::shard_name);
+        for name in shards.chain(["router".to_owned(), "cfg1".to_owned()]) {
             let path = self.dir.path().join(format!("{name}.log"));
             out.push_str(&format!("--- {name} ---\n{}\n", crate::process::log_tail(&path, lines)));
         }
@@ -140,11 +188,14 @@ pub async fn client_of(router: &Process) -> anyhow::Result<mongodb::Client> {
     Ok(mongodb::Client::with_uri_str(uri).await?)
 }
 
-async fn start_router(dir: &Path, name: &str, config_addrs: &[String]) -> anyhow::Result<Process> {
+async fn start_router(dir: &Path, name: &str, config_addrs: &[String], extra: &[String]) -> anyhow::Result<Process> {
+    let mut args =
+        vec!["router".into(), "--listen".into(), "127.0.0.1:0".into(), "--config".into(), config_addrs.join(",")];
+    args.extend_from_slice(extra);
     Process::start(ProcessSpec {
         name: name.into(),
         role: "router".into(),
-        args: vec!["router".into(), "--listen".into(), "127.0.0.1:0".into(), "--config".into(), config_addrs.join(",")],
+        args,
         log_path: dir.join(format!("{name}.log")),
     })
     .await
