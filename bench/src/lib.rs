@@ -8,14 +8,18 @@
 //! cluster beside etcd ([`etcd`]) under the same load; and YCSB ([`ycsb`], `shoal bench load|run|matrix`):
 //! CoreWorkload against Shoal, any MongoDB endpoint, or PostgreSQL with JSONB rows; and chunk
 //! migration ([`migration`], `shoal bench migration`): MiB/s beside plain copies of the same bytes,
-//! critical sections, and a foreground load with and without migrations.
+//! critical sections, and a foreground load with and without migrations; and the balancer
+//! ([`balancer`], `shoal bench balancer`): time to spread N MiB, and the 80/20 load ([`load`])
+//! while it fills a freshly added shard vs with the balancer off.
 //!
 //! Must not: be linked by the server crates; it is a client of them (it links `shoal-shard` only to
 //! drive its storage and executor in-process). Timing lives here, never in tests.
 
+pub mod balancer;
 pub mod catalog;
 pub mod crud;
 pub mod etcd;
+pub mod load;
 pub mod measure;
 pub mod migration;
 pub mod procs;

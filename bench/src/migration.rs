@@ -13,16 +13,12 @@
 //! ```
 //! Step 3 waits for nothing but the commit (range deletion runs later, as in MongoDB).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use bson::{Bson, Document, doc};
 use futures::TryStreamExt;
-use hdrhistogram::Histogram;
 use mongodb::Client;
-use rand::Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const DB: &str = "bench_migration";
@@ -53,17 +49,7 @@ pub struct MoveSample {
     pub millis: f64,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct LoadStats {
-    pub ops: u64,
-    pub errors: u64,
-    pub ops_per_sec: f64,
-    pub p50_us: u64,
-    pub p99_us: u64,
-    pub max_us: u64,
-    /// Migrations that committed during the phase.
-    pub moves: usize,
-}
+pub use crate::load::LoadStats;
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MigrationReport {
@@ -229,64 +215,27 @@ async fn load(
     docs: u64,
     migrate: Option<(&[String], String)>,
 ) -> anyhow::Result<LoadStats> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let errors = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..opts.threads.max(1) {
-        let coll = client.database(DB).collection::<Document>(COLL);
-        let (stop, errors) = (Arc::clone(&stop), Arc::clone(&errors));
-        tasks.push(tokio::spawn(async move {
-            let mut hist = Histogram::<u64>::new(3)?;
-            while !stop.load(Ordering::Relaxed) {
-                let (k, read) = {
-                    let mut rng = rand::rng();
-                    (rng.random_range(0..docs.max(1)) as i64, rng.random_bool(0.8))
-                };
-                let started = Instant::now();
-                let ok = if read {
-                    coll.find_one(doc! { "_id": k }).await.is_ok()
-                } else {
-                    coll.update_one(doc! { "_id": k }, doc! { "$inc": { "u": 1 } }).await.is_ok()
-                };
-                if ok {
-                    hist.record(started.elapsed().as_micros() as u64)?;
-                } else {
-                    errors.fetch_add(1, Ordering::Relaxed);
+    let coll = client.database(DB).collection::<Document>(COLL);
+    let deadline = Instant::now() + Duration::from_secs(opts.load_secs);
+    let admin = client.database("admin");
+    let during = async {
+        let mut moves = 0;
+        match migrate {
+            Some((shards, mut owner)) => {
+                while Instant::now() < deadline {
+                    let to = other(shards, &owner);
+                    move_chunk(&admin, &to).await?;
+                    owner = to;
+                    moves += 1;
                 }
             }
-            Ok::<_, anyhow::Error>(hist)
-        }));
-    }
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(opts.load_secs);
-    let mut moves = 0;
-    match migrate {
-        Some((shards, mut owner)) => {
-            let admin = client.database("admin");
-            while Instant::now() < deadline {
-                let to = other(shards, &owner);
-                move_chunk(&admin, &to).await?;
-                owner = to;
-                moves += 1;
-            }
+            None => tokio::time::sleep_until(deadline.into()).await,
         }
-        None => tokio::time::sleep_until(deadline.into()).await,
-    }
-    stop.store(true, Ordering::Relaxed);
-    let mut hist = Histogram::<u64>::new(3)?;
-    for t in tasks {
-        hist.add(t.await??)?;
-    }
-    let secs = started.elapsed().as_secs_f64();
-    Ok(LoadStats {
-        ops: hist.len(),
-        errors: errors.load(Ordering::Relaxed),
-        ops_per_sec: hist.len() as f64 / secs,
-        p50_us: hist.value_at_quantile(0.5),
-        p99_us: hist.value_at_quantile(0.99),
-        max_us: hist.max(),
-        moves,
-    })
+        Ok(moves)
+    };
+    let (mut stats, moves) = crate::load::eighty_twenty(&coll, docs, opts.threads, during).await?;
+    stats.moves = moves;
+    Ok(stats)
 }
 
 /// Critical-section durations (ms) the donors recorded for this run's moves: any numeric

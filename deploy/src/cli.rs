@@ -45,6 +45,39 @@ pub enum BenchCommand {
     Matrix(MatrixArgs),
     /// Chunk migration MiB/s vs plain copies, critical sections, and a load with and without moves.
     Migration(MigrationBenchArgs),
+    /// Time for the balancer to spread N MiB, and an 80/20 load while it fills a new shard vs off.
+    Balancer(BalancerBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BalancerBenchArgs {
+    /// A router of a running cluster with at least two shards.
+    #[arg(long, default_value = "mongodb://127.0.0.1:27017")]
+    pub uri: String,
+    /// The cluster's config servers (the extra shard the benchmark starts joins with them).
+    #[arg(long, default_value = "127.0.0.1:27019,127.0.0.1:27020,127.0.0.1:27021")]
+    pub config: String,
+    /// MiB of documents to balance.
+    #[arg(long, default_value_t = 256)]
+    pub data_mib: u64,
+    /// Padding bytes per document.
+    #[arg(long, default_value_t = 1024)]
+    pub doc_bytes: usize,
+    /// Chunk size during the run (MiB); set back to MongoDB's default 128 at the end.
+    #[arg(long, default_value_t = 8)]
+    pub chunk_mib: u32,
+    /// Client tasks of the 80/20 find/update load.
+    #[arg(long, default_value_t = 16)]
+    pub threads: usize,
+    /// Seconds of the load with the balancer off.
+    #[arg(long, default_value_t = 30)]
+    pub load_secs: u64,
+    /// Longest a balancing phase may take.
+    #[arg(long, default_value_t = 600)]
+    pub balance_max_secs: u64,
+    /// Also write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

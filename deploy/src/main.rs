@@ -54,6 +54,7 @@ fn main() -> ExitCode {
             Command::Bench(cli::BenchCommand::Run(args)) => bench_ycsb(shoal_bench::ycsb::Phase::Run, args).await,
             Command::Bench(cli::BenchCommand::Matrix(args)) => bench_matrix(args).await,
             Command::Bench(cli::BenchCommand::Migration(args)) => bench_migration(args).await,
+            Command::Bench(cli::BenchCommand::Balancer(args)) => bench_balancer(args).await,
         }
     });
     match outcome {
@@ -134,6 +135,26 @@ async fn bench_migration(args: cli::MigrationBenchArgs) -> anyhow::Result<()> {
     println!("{}", shoal_bench::migration::report(&opts, &report));
     if let Some(path) = args.json {
         std::fs::write(&path, shoal_bench::migration::json(&report)?)?;
+    }
+    Ok(())
+}
+
+async fn bench_balancer(args: cli::BalancerBenchArgs) -> anyhow::Result<()> {
+    let opts = shoal_bench::balancer::BalancerOptions {
+        uri: args.uri,
+        config: args.config,
+        exe: std::env::current_exe()?,
+        data_mib: args.data_mib,
+        doc_bytes: args.doc_bytes,
+        chunk_mib: args.chunk_mib,
+        threads: args.threads,
+        load_secs: args.load_secs,
+        balance_max_secs: args.balance_max_secs,
+    };
+    let report = shoal_bench::balancer::run(&opts).await?;
+    println!("{}", shoal_bench::balancer::report(&opts, &report));
+    if let Some(path) = args.json {
+        std::fs::write(&path, shoal_bench::balancer::json(&report)?)?;
     }
     Ok(())
 }

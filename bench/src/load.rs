@@ -1,0 +1,84 @@
+//! The foreground load the cluster benchmarks run beside background work (migrations, the
+//! balancer): YCSB workload B's shape, 80% finds and 20% `$inc` updates by a uniformly random
+//! `_id` in `0..docs`, from `threads` driver tasks, latencies in one HDR histogram.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use bson::{Document, doc};
+use hdrhistogram::Histogram;
+use mongodb::Collection;
+use rand::Rng;
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoadStats {
+    pub ops: u64,
+    pub errors: u64,
+    pub ops_per_sec: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    /// Migrations that committed during the phase (filled in by the caller).
+    pub moves: usize,
+}
+
+/// Runs the 80/20 load on `coll` until `during` completes, then returns its statistics and
+/// `during`'s output.
+pub async fn eighty_twenty<T>(
+    coll: &Collection<Document>,
+    docs: u64,
+    threads: usize,
+    during: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<(LoadStats, T)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..threads.max(1) {
+        let coll = coll.clone();
+        let (stop, errors) = (Arc::clone(&stop), Arc::clone(&errors));
+        tasks.push(tokio::spawn(async move {
+            // 3 significant digits over any u64 range: constant arguments that cannot fail.
+            let mut hist = Histogram::<u64>::new(3).expect("valid histogram bounds");
+            while !stop.load(Ordering::Relaxed) {
+                let (k, read) = {
+                    let mut rng = rand::rng();
+                    (rng.random_range(0..docs.max(1)) as i64, rng.random_bool(0.8))
+                };
+                let started = Instant::now();
+                let ok = if read {
+                    coll.find_one(doc! { "_id": k }).await.is_ok()
+                } else {
+                    coll.update_one(doc! { "_id": k }, doc! { "$inc": { "u": 1 } }).await.is_ok()
+                };
+                if ok {
+                    // Saturates at the histogram's top instead of failing: latencies fit in u64.
+                    hist.saturating_record(started.elapsed().as_micros() as u64);
+                } else {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            hist
+        }));
+    }
+    let started = Instant::now();
+    let outcome = during.await;
+    stop.store(true, Ordering::Relaxed);
+    let mut hist = Histogram::<u64>::new(3).expect("valid histogram bounds");
+    for t in tasks {
+        // Histograms with the same bounds always merge.
+        let _ = hist.add(t.await?);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let stats = LoadStats {
+        ops: hist.len(),
+        errors: errors.load(Ordering::Relaxed),
+        ops_per_sec: hist.len() as f64 / secs,
+        p50_us: hist.value_at_quantile(0.5),
+        p99_us: hist.value_at_quantile(0.99),
+        max_us: hist.max(),
+        moves: 0,
+    };
+    Ok((stats, outcome?))
+}
