@@ -1,13 +1,45 @@
 //! The balancer's decision core: catalog + statistics + memory in, a [`Plan`] out. Pure.
 //!
-//! Priorities (peers.md A.2 5): splits that must happen before a move (zone boundaries, chunks over
-//! the size limit, hot chunks with a load split key) > moves off draining shards > moves into zones
-//! > data-size imbalance > load imbalance; then merges of small cold neighbours, throttled. At most
-//! one migration per shard (as donor or recipient) per plan.
+//! Priorities (peers.md A.2 5), highest first: splits that must happen before a move (zone
+//! boundaries, chunks over the size limit, hot chunks with a load split key); moves off draining
+//! shards; moves into zones; data-size imbalance; load imbalance; then merges of small cold
+//! neighbours, throttled. At most one migration per shard (as donor or recipient) per plan.
+//!
+//! ```text
+//!  catalog snapshot ─┐
+//!  shard statistics ─┼─> splits ──> moves (draining > zones > data > load) ──> merges ──> Plan
+//!  balancer memory  ─┘   (a chunk split or marked jumbo this round is neither moved nor merged)
+//! ```
+//!
+//! Invariants of every plan (unit tests and a property test check them):
+//! - a shard takes part in at most one `Move` (donor or recipient), and has no `Merge` if it does;
+//! - a jumbo chunk is never split by size or load, nor moved; a chunk that failed to split
+//!   `split_attempts_before_jumbo` times is marked jumbo instead of being split again;
+//! - a chunk inside a zone range only ever moves to a non-draining shard of that zone, a chunk that
+//!   straddles a range boundary is split at the boundary and not moved;
+//! - statistics reported for another version of a chunk are ignored;
+//! - the same inputs give the same plan: maps are iterated in key order, ties go to the lower
+//!   shard id, and `now_ms` is the only clock.
+//!
+//! Data size per shard is the sum of its chunks' reported bytes; a chunk without current
+//! statistics counts as half the maximum chunk size (the expected size of a chunk that grew to the
+//! limit and was halved), so a freshly sharded collection is spread before any shard reports.
+//! Must not: do I/O, read a clock, or check the balancer mode and window (the caller does).
+
+mod merges;
+mod moves;
+mod splits;
+mod view;
+mod zones;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use shoal_configsvr::catalog::{Catalog, ChunkBound, ChunkVersion, Epoch, ShardId};
+
+use view::CollView;
 
 /// What a shard reported for one chunk (`_shoalChunkStats`). Sizes are exact as of `at_ms`;
 /// load is over the shard's sampling window.
@@ -152,6 +184,51 @@ pub struct Plan {
 
 /// The actions for this round. The caller has already checked the balancer mode and window; a
 /// collection with `noBalance` gets no action and a note.
-pub fn plan(_catalog: &Catalog, _stats: &Stats, _memory: &Memory, _params: &Params, _now_ms: u64) -> Plan {
-    Plan::default()
+pub fn plan(catalog: &Catalog, stats: &Stats, memory: &Memory, params: &Params, now_ms: u64) -> Plan {
+    let mut plan = Plan::default();
+    let mut rounds = Vec::new();
+    for coll in catalog.collections().values() {
+        if coll.no_balance {
+            plan.notes.push(format!("{} is skipped: balancing is disabled for it (noBalance).", coll.ns));
+            continue;
+        }
+        let mut round =
+            CollRound { view: CollView::new(catalog, coll, stats), frozen: BTreeSet::new(), needs_work: false };
+        splits::plan_splits(&mut round, memory, params, now_ms, &mut plan);
+        rounds.push(round);
+    }
+    let mut busy = BTreeSet::new();
+    moves::plan_moves(catalog, &mut rounds, params, &mut busy, &mut plan);
+    if catalog.settings().automerge {
+        merges::plan_merges(&rounds, &busy, memory, params, now_ms, &mut plan);
+    }
+    plan.balanced.extend(rounds.iter().filter(|r| !r.needs_work).map(|r| r.view.ns.to_owned()));
+    plan
+}
+
+/// Records which chunks are hot now: a chunk reported at or above the load threshold keeps (or
+/// starts) its `hot_since_ms`; every other entry is dropped, since nothing says it is still hot
+/// (a cold report, a chunk that no longer exists, or a collection that was not reported).
+pub fn observe_hot(memory: &mut Memory, stats: &Stats, params: &Params, now_ms: u64) {
+    let mut hot = BTreeMap::new();
+    for (ns, chunks) in &stats.chunks {
+        for (min, (_, s)) in chunks {
+            if s.ops_per_sec >= params.load_split_ops_per_sec {
+                let key = (ns.clone(), min.clone());
+                let since = memory.hot_since_ms.get(&key).copied().unwrap_or(now_ms);
+                hot.insert(key, since);
+            }
+        }
+    }
+    memory.hot_since_ms = hot;
+}
+
+/// One collection's state during a round.
+struct CollRound<'a> {
+    view: CollView<'a>,
+    /// Chunks (by `min`) split or marked jumbo this round: they are neither moved nor merged.
+    frozen: BTreeSet<ChunkBound>,
+    /// A split, jumbo mark or move was planned, or a needed move could not be (busy shards, jumbo
+    /// chunks on a draining shard): the collection is not balanced.
+    needs_work: bool,
 }

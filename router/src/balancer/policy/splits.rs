@@ -1,0 +1,153 @@
+//! Splits, decided before any move: a chunk straddling a zone range boundary is cut there, a
+//! chunk over the size limit is halved, a chunk hot for `load_split_after_ms` is cut at its load
+//! split key. Priority in that order, at most one split per chunk per round.
+//!
+//! Invariants: a jumbo chunk is never split by size or load; a chunk that has failed to split
+//! `split_attempts_before_jumbo` times at its current version is marked jumbo (size, load) or
+//! left alone with a note (zone boundary) instead of being tried again.
+
+use shoal_configsvr::catalog::{Chunk, ChunkBound};
+
+use super::view::{CollView, bytes, ops, range};
+use super::zones::interior_boundaries;
+use super::{Action, CollRound, Decision, Memory, Params, Plan, SplitAt, SplitReason};
+
+pub(super) fn plan_splits(r: &mut CollRound<'_>, memory: &Memory, params: &Params, now_ms: u64, plan: &mut Plan) {
+    for chunk in r.view.chunks() {
+        if let Some(d) = decide(&r.view, chunk, memory, params, now_ms, &mut plan.notes) {
+            r.frozen.insert(chunk.min.clone());
+            r.needs_work = true;
+            plan.decisions.push(d);
+        }
+    }
+}
+
+fn decide(
+    view: &CollView<'_>,
+    chunk: &Chunk,
+    memory: &Memory,
+    params: &Params,
+    now_ms: u64,
+    notes: &mut Vec<String>,
+) -> Option<Decision> {
+    let ns = view.ns;
+    let failed = memory.failed_splits.get(&(ns.to_owned(), chunk.min.clone(), chunk.version)).copied().unwrap_or(0);
+    let gave_up = failed >= params.split_attempts_before_jumbo;
+
+    let boundaries = interior_boundaries(view.ranges, &chunk.min, &chunk.max);
+    if !boundaries.is_empty() {
+        let shown = boundaries.iter().map(|b| ChunkBound::Key(b.clone()).to_string()).collect::<Vec<_>>().join(", ");
+        if gave_up {
+            notes.push(format!(
+                "chunk {} of {ns} crosses zone range boundaries {shown} but failed to split there {failed} times; \
+                 it is left in place until an operator splits it.",
+                range(chunk)
+            ));
+            return None;
+        }
+        let why = format!(
+            "chunk {} of {ns} on {} crosses zone range boundaries {shown}; it is split there so that each part \
+             lies in one zone.",
+            range(chunk),
+            chunk.shard
+        );
+        return Some(split(view, chunk, SplitAt::Points(boundaries), SplitReason::ZoneBoundary, why));
+    }
+
+    let stats = view.stats(chunk)?;
+    let over = stats.bytes > view.max_chunk_bytes;
+    let hot_for_ms = (stats.ops_per_sec >= params.load_split_ops_per_sec)
+        .then(|| memory.hot_since_ms.get(&(ns.to_owned(), chunk.min.clone())))
+        .flatten()
+        .map(|since| now_ms.saturating_sub(*since))
+        .filter(|t| *t >= params.load_split_after_ms);
+
+    if chunk.jumbo {
+        if over || hot_for_ms.is_some() {
+            notes.push(format!(
+                "chunk {} of {ns} on {} is jumbo ({}, {}): the balancer neither splits nor moves it until its \
+                 jumbo flag is cleared.",
+                range(chunk),
+                chunk.shard,
+                bytes(stats.bytes),
+                ops(stats.ops_per_sec)
+            ));
+        }
+        return None;
+    }
+
+    let (at, reason, why) = if over {
+        let why = format!(
+            "chunk {} of {ns} on {} holds {}, more than the {} chunk size; it is split at the key that halves its data.",
+            range(chunk),
+            chunk.shard,
+            bytes(stats.bytes),
+            bytes(view.max_chunk_bytes)
+        );
+        (SplitAt::Halve, SplitReason::Size, why)
+    } else if let Some(hot_ms) = hot_for_ms {
+        let key = stats.load_split_key.as_ref().filter(|k| {
+            let b = ChunkBound::Key((*k).clone());
+            chunk.min < b && b < chunk.max
+        });
+        let hot = format!(
+            "chunk {} of {ns} on {} has served {} (threshold {}) for {:.1} s",
+            range(chunk),
+            chunk.shard,
+            ops(stats.ops_per_sec),
+            ops(params.load_split_ops_per_sec),
+            hot_ms as f64 / 1000.0
+        );
+        let Some(key) = key else {
+            let reason = match (&stats.load_split_key, &stats.no_load_split_reason) {
+                (Some(k), _) => format!("its load split key {} is not inside the chunk", ChunkBound::Key(k.clone())),
+                (None, Some(reason)) => format!("the shard found no load split key: {reason}"),
+                (None, None) => "the shard found no load split key".to_owned(),
+            };
+            notes.push(format!("{hot} but cannot be split by load: {reason}."));
+            return None;
+        };
+        let why = format!("{hot}; it is split at its load split key {}.", ChunkBound::Key(key.clone()));
+        (SplitAt::Points(vec![key.clone()]), SplitReason::Load, why)
+    } else {
+        return None;
+    };
+
+    if gave_up {
+        notes.push(format!(
+            "chunk {} of {ns} failed to split {failed} times (limit {}); it is marked jumbo.",
+            range(chunk),
+            params.split_attempts_before_jumbo
+        ));
+        let why = format!(
+            "chunk {} of {ns} on {} needs a {} split but failed to split {failed} times (limit {}); it is marked \
+             jumbo, so the balancer stops splitting and moving it.",
+            range(chunk),
+            chunk.shard,
+            if reason == SplitReason::Size { "size" } else { "load" },
+            params.split_attempts_before_jumbo
+        );
+        let action = Action::MarkJumbo {
+            ns: ns.to_owned(),
+            epoch: view.coll.epoch,
+            min: chunk.min.clone(),
+            max: chunk.max.clone(),
+            version: chunk.version,
+        };
+        return Some(Decision { action, why });
+    }
+    Some(split(view, chunk, at, reason, why))
+}
+
+fn split(view: &CollView<'_>, chunk: &Chunk, at: SplitAt, reason: SplitReason, why: String) -> Decision {
+    let action = Action::Split {
+        ns: view.ns.to_owned(),
+        epoch: view.coll.epoch,
+        min: chunk.min.clone(),
+        max: chunk.max.clone(),
+        version: chunk.version,
+        at,
+        reason,
+    };
+    Decision { action, why }
+}
