@@ -151,7 +151,8 @@ impl LoadSampler {
         let random = inner.next_random();
         let load = inner.namespaces.get_mut(ns).expect("inserted above");
         load.expire(now_ms);
-        if load.buckets.back().is_none_or(|b| b.start_ms != start_ms) {
+        // Only a later bucket is pushed: a request that read the clock before a rotation joins the newer one.
+        if load.buckets.back().is_none_or(|b| b.start_ms < start_ms) {
             load.buckets.push_back(Bucket { start_ms, id: fresh, requests: 0, samples: Vec::new() });
         }
         let bucket = load.buckets.back_mut().expect("pushed above");
@@ -208,7 +209,8 @@ impl LoadSampler {
             }
         };
         // At least one bucket long: a burst just after a rotation is not a rate of its own.
-        let window_ms = oldest.map_or(LOAD_WINDOW_MS, |s| (now_ms - s).clamp(LOAD_BUCKET_MS, LOAD_WINDOW_MS));
+        let window_ms =
+            oldest.map_or(LOAD_WINDOW_MS, |s| now_ms.saturating_sub(s).clamp(LOAD_BUCKET_MS, LOAD_WINDOW_MS));
         let window_secs = window_ms as f64 / 1000.0;
         let loads = ranges
             .iter()
