@@ -100,8 +100,8 @@ async fn chunk_stats_report_sizes_and_where_the_load_is() {
     }
     // Asked again with nothing written: the same answer (from the cache).
     let again = stats(&addr, None).await.expect("stats");
-    assert_eq!(again.get_array("ranges").map(|r| r.len()), Ok(2));
-    assert_eq!(range(&again, 0).get_i64("bytes"), range(&reply, 0).get_i64("bytes"));
+    assert_eq!(again.get_array("ranges").map(|r| r.len()).ok(), Some(2));
+    assert_eq!(range(&again, 0).get_i64("bytes").ok(), range(&reply, 0).get_i64("bytes").ok());
 
     // A skewed load through the router: reads and writes on k in [0, 100) only.
     let coll = client.database("app").collection::<Document>("items");
@@ -138,11 +138,11 @@ async fn chunk_stats_report_sizes_and_where_the_load_is() {
     // Writes since: the sizes follow.
     coll.insert_one(doc! {"_id": DOCS, "k": 10}).await.expect("insert");
     let reply = stats(&addr, None).await.expect("stats");
-    assert_eq!(range(&reply, 0).get_i64("docs"), Ok(i64::from(DOCS / 2 + 1)), "{reply}");
+    assert_eq!(range(&reply, 0).get_i64("docs").ok(), Some(i64::from(DOCS / 2 + 1)), "{reply}");
 
     // The other shard has none of it; an unknown namespace answers zeros.
     let other = stats(&cluster.shard_addr(1 - owner), None).await.expect("stats");
-    assert_eq!(range(&other, 0).get_i64("docs"), Ok(0));
+    assert_eq!(range(&other, 0).get_i64("docs").ok(), Some(0));
     let unknown = stats(
         &addr,
         Some(doc! {"_shoalChunkStats": "app.nope", "keyPattern": {"k": 1},
@@ -150,7 +150,7 @@ async fn chunk_stats_report_sizes_and_where_the_load_is() {
     )
     .await
     .expect("stats");
-    assert_eq!(range(&unknown, 0).get_i64("bytes"), Ok(0));
+    assert_eq!(range(&unknown, 0).get_i64("bytes").ok(), Some(0));
 
     // Bad input: MongoDB error codes.
     let bad = |body: Document| stats(&addr, Some(body));
