@@ -96,7 +96,12 @@ pub fn open_engine(config: &ShardConfig) -> Result<Arc<Engine>, ShardError> {
     if resumed > 0 {
         tracing::info!(tasks = resumed, "resuming range deletions");
     }
-    Ok(Arc::new(Engine { store: Arc::new(store), cursors: CursorManager::new(config.cursor_idle_timeout), sharding }))
+    Ok(Arc::new(Engine {
+        store: Arc::new(store),
+        cursors: CursorManager::new(config.cursor_idle_timeout),
+        sharding,
+        latency: Default::default(),
+    }))
 }
 
 /// Opens the store, serves gRPC on `config.listen` until `shutdown` resolves, then closes cleanly.

@@ -31,7 +31,7 @@ use tracing::Instrument;
 use crate::cursors::ReadPin;
 use crate::error::{ExecError, ExecResult};
 use crate::exec::{self, Engine, WriteConcern, WriteOutcome};
-use crate::sharding::{Ownership, WRITE_WAIT_MAX, WritePermit};
+use crate::sharding::{Ownership, WRITE_WAIT_MAX, WritePermit, load};
 
 /// What a request holds while it runs, from before its version check until it is applied.
 #[derive(Default)]
@@ -67,6 +67,24 @@ fn command_name(req: &CommandRequest) -> String {
         .ok()
         .and_then(|b| b.iter().next().and_then(|e| e.ok()).map(|(k, _)| k.as_str().to_owned()))
         .unwrap_or_default()
+}
+
+/// Measures one foreground command for admission control (on drop, so every exit counts).
+struct Timed<'a> {
+    engine: &'a Engine,
+    started: std::time::Instant,
+}
+
+impl<'a> Timed<'a> {
+    fn start(engine: &'a Engine) -> Self {
+        Self { engine, started: std::time::Instant::now() }
+    }
+}
+
+impl Drop for Timed<'_> {
+    fn drop(&mut self) {
+        self.engine.latency.observe(self.started.elapsed());
+    }
 }
 
 #[derive(Clone)]
@@ -112,21 +130,29 @@ impl ShardService {
         let (ownership, read_pin_seq) = (admitted.ownership.clone(), admitted.pin.as_ref().map(ReadPin::seq));
         let engine = Arc::clone(&self.engine);
         let span = tracing::debug_span!("shard_command", request_id = %req.request_id, db = %req.db);
+        // Requests on sharded collections are counted for the balancer's load statistics.
+        let sampled = ownership.as_ref().and_then(|o| engine.sharding.load.begin(&o.ns));
         tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
+            let recording = sampled.map(|t| (t, load::Recording::start()));
             let mut parsed = match exec::Request::parse(&req) {
                 Ok(p) => p,
                 Err(e) => return (Err(e), None),
             };
             parsed.ownership = ownership;
             parsed.read_pin_seq = read_pin_seq;
-            if !writes {
-                return (f(&engine, &parsed), None);
+            let out = if !writes {
+                (f(&engine, &parsed), None)
+            } else {
+                match WriteConcern::parse(&parsed.body, parsed.name()) {
+                    Ok(wc) => (f(&engine, &parsed), Some(wc)),
+                    Err(e) => (Err(e), None),
+                }
+            };
+            if let (Some((ticket, rec)), Some(o)) = (recording, parsed.owned()) {
+                engine.sharding.load.record(&o.ns, ticket, rec.finish());
             }
-            match WriteConcern::parse(&parsed.body, parsed.name()) {
-                Ok(wc) => (f(&engine, &parsed), Some(wc)),
-                Err(e) => (Err(e), None),
-            }
+            out
         })
         .await
         .map_err(|e| Status::internal(format!("command task failed: {e}")))
@@ -137,6 +163,7 @@ impl ShardService {
         req: CommandRequest,
         f: fn(&Engine, &exec::Request<'_>) -> ExecResult<(exec::find::Batch, String)>,
     ) -> Result<Response<CursorReply>, Status> {
+        let _timed = Timed::start(&self.engine);
         let admitted = match self.admit(&req, Access::Read).instrument(admit_span(&req)).await {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(cursor_reply(Err(e)))),
@@ -159,6 +186,7 @@ impl ShardService {
         req: CommandRequest,
         f: fn(&Engine, &exec::Request<'_>) -> ExecResult<(WriteOutcome, u64)>,
     ) -> Result<Response<WriteReply>, Status> {
+        let _timed = Timed::start(&self.engine);
         let admitted = match self.admit(&req, Access::Write).instrument(admit_span(&req)).await {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(WriteReply { error: Some(e.to_wire()), ..Default::default() })),
@@ -227,6 +255,7 @@ impl Shard for ShardService {
 
     async fn get_more(&self, request: Request<GetMoreRequest>) -> Result<Response<CursorReply>, Status> {
         let req = request.into_inner();
+        let _timed = Timed::start(&self.engine);
         let engine = Arc::clone(&self.engine);
         let result = tokio::task::spawn_blocking(move || {
             exec::find::get_more(&engine, req.cursor_id, req.batch_size.max(0) as usize, &req.ns)
@@ -248,6 +277,9 @@ impl Shard for ShardService {
     async fn command(&self, request: Request<CommandRequest>) -> Result<Response<CommandReply>, Status> {
         let req = request.into_inner();
         let name = command_name(&req);
+        // The balancer's own questions are not foreground load.
+        let _timed = (!matches!(name.as_str(), "_shoalChunkStats" | "splitVector" | "dataSize" | "datasize"))
+            .then(|| Timed::start(&self.engine));
         // A dropped collection's metadata is reloaded on next use (it may be re-sharded).
         let forget = match name.as_str() {
             "drop" => target_ns(&req),
@@ -279,6 +311,7 @@ impl Shard for ShardService {
                     "shardingState" => Ok((engine.sharding.status(), 0)),
                     "splitVector" => exec::split_vector::split_vector(engine, r).map(|d| (d, 0)),
                     "dataSize" | "datasize" => exec::split_vector::data_size(engine, r).map(|d| (d, 0)),
+                    "_shoalChunkStats" => exec::chunk_stats::chunk_stats(engine, r).map(|d| (d, 0)),
                     other => Err(ExecError::new(
                         shoal_proto::ErrorCode::CommandNotFound,
                         format!("no such command: '{other}'"),

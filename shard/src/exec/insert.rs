@@ -34,6 +34,9 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
         let (coll, _) = txn.ensure_collection(&ns, Document::new())?;
         let mut out = WriteOutcome::default();
         for (i, stmt) in stmts.iter().enumerate() {
+            if let Some(o) = req.owned().filter(|_| crate::sharding::load::recording()) {
+                o.note_key_of(&stmt.doc);
+            }
             let result = insert_one(txn, &coll, stmt).map(|()| out.n += 1);
             if record(&mut out, i, result, ordered)?.is_break() {
                 break;

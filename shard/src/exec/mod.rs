@@ -5,6 +5,7 @@
 
 pub mod aggregate;
 pub mod args;
+pub mod chunk_stats;
 pub mod count;
 pub mod ddl;
 pub mod delete;
@@ -36,6 +37,8 @@ pub struct Engine {
     pub store: Arc<Store>,
     pub cursors: CursorManager,
     pub sharding: ShardingState,
+    /// Foreground command latencies (migrations throttle themselves on their p99).
+    pub latency: crate::migration::throttle::LatencyMonitor,
 }
 
 /// A parsed request: the command body as a document plus its statements' source.

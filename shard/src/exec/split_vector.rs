@@ -1,6 +1,6 @@
 //! `splitVector` and `dataSize` over a shard-key range, as MongoDB's shards answer them: where to
-//! split a chunk (its median with `force`, or every half max-chunk-size of data) and how much data
-//! a range holds. The router's `split` (`find`/`bounds`) and the balancer's size-based splits ask
+//! split a chunk (its median with `force`; with `force` and `bySize`, a Shoal extension, the key
+//! that halves its bytes; or every half max-chunk-size of data) and how much data a range holds. The router's `split` (`find`/`bounds`) and the balancer's size-based splits ask
 //! the chunk's owner these questions.
 //!
 //! Without an index on the shard key (secondary indexes come later) both scan the collection and
@@ -39,25 +39,35 @@ fn parse_range(req: &Request<'_>, cmd: &str) -> ExecResult<RangeArgs> {
     let pattern = args::opt_document(body, cmd, "keyPattern")?
         .ok_or_else(|| ExecError::bad_value(format!("{cmd} needs a keyPattern")))?;
     let fields = pattern_fields(pattern)?;
-    let bound = |name: &str, default: &Bson| -> ExecResult<Vec<u8>> {
-        match args::opt_document(body, cmd, name)? {
-            None => Ok(shard_key::of_values(&vec![default; fields.len()])),
-            Some(d) if d.is_empty() => Ok(shard_key::of_values(&vec![default; fields.len()])),
-            Some(d) => {
-                let values =
-                    fields.iter().map(|f| d.get(&f.name)).collect::<Option<Vec<&Bson>>>().ok_or_else(|| {
-                        ExecError::bad_value(format!("{cmd}: {name} {d} does not match the key pattern"))
-                    })?;
-                Ok(shard_key::of_values(&values))
-            }
-        }
-    };
-    let min = bound("min", &Bson::MinKey)?;
-    let max = bound("max", &Bson::MaxKey)?;
+    let min = bound_key(&fields, cmd, "min", args::opt_document(body, cmd, "min")?, &Bson::MinKey)?;
+    let max = bound_key(&fields, cmd, "max", args::opt_document(body, cmd, "max")?, &Bson::MaxKey)?;
     Ok(RangeArgs { ns, fields, min, max })
 }
 
-fn pattern_fields(pattern: &Document) -> ExecResult<Vec<KeyField>> {
+/// The key of a bound document (`{field: value, ...}` per the pattern); absent or empty:
+/// `default` (MinKey or MaxKey) in every field.
+pub(crate) fn bound_key(
+    fields: &[KeyField],
+    cmd: &str,
+    name: &str,
+    bound: Option<&Document>,
+    default: &Bson,
+) -> ExecResult<Vec<u8>> {
+    match bound {
+        None => Ok(shard_key::of_values(&vec![default; fields.len()])),
+        Some(d) if d.is_empty() => Ok(shard_key::of_values(&vec![default; fields.len()])),
+        Some(d) => {
+            let values = fields
+                .iter()
+                .map(|f| d.get(&f.name))
+                .collect::<Option<Vec<&Bson>>>()
+                .ok_or_else(|| ExecError::bad_value(format!("{cmd}: {name} {d} does not match the key pattern")))?;
+            Ok(shard_key::of_values(&values))
+        }
+    }
+}
+
+pub(crate) fn pattern_fields(pattern: &Document) -> ExecResult<Vec<KeyField>> {
     if pattern.is_empty() {
         return Err(ExecError::bad_value("keyPattern cannot be empty"));
     }
@@ -87,7 +97,7 @@ fn keys_in_range(engine: &Engine, r: &RangeArgs) -> ExecResult<Vec<(Vec<u8>, usi
 }
 
 /// The key document for `bytes` (hashed fields as NumberLong, as MongoDB shows them).
-fn key_document(fields: &[KeyField], bytes: &[u8]) -> ExecResult<Document> {
+pub(crate) fn key_document(fields: &[KeyField], bytes: &[u8]) -> ExecResult<Document> {
     let values = keystring::decode_compound(bytes, fields.len(), &[])
         .map_err(|e| ExecError::new(ErrorCode::InternalError, format!("undecodable shard key: {e}")))?;
     Ok(fields
@@ -103,12 +113,13 @@ fn key_document(fields: &[KeyField], bytes: &[u8]) -> ExecResult<Document> {
         .collect())
 }
 
-/// `{splitVector: ns, keyPattern, min, max, force | maxChunkSizeBytes | maxChunkSize (MiB),
+/// `{splitVector: ns, keyPattern, min, max, force [bySize] | maxChunkSizeBytes | maxChunkSize (MiB),
 /// maxSplitPoints, maxChunkObjects}` → `{splitKeys: [...]}`.
 pub fn split_vector(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let body = &req.body;
     let r = parse_range(req, "splitVector")?;
     let force = args::opt_bool(body, "splitVector", "force")?.unwrap_or(false);
+    let by_size = args::opt_bool(body, "splitVector", "bySize")?.unwrap_or(false);
     let max_bytes = match (body.get("maxChunkSizeBytes"), body.get("maxChunkSize")) {
         (Some(v), _) => args::as_f64(v).map(|b| b as u64),
         (None, Some(v)) => args::as_f64(v).map(|mib| (mib * f64::from(1 << 20)) as u64),
@@ -123,7 +134,11 @@ pub fn split_vector(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> 
 
     let mut keys = keys_in_range(engine, &r)?;
     keys.sort_unstable();
-    let points = if force { median_point(&keys) } else { size_points(&keys, max_bytes.unwrap_or(0), max_objects) };
+    let points = match (force, by_size) {
+        (true, true) => half_bytes_point(&keys),
+        (true, false) => median_point(&keys),
+        (false, _) => size_points(&keys, max_bytes.unwrap_or(0), max_objects),
+    };
     let split_keys = points
         .into_iter()
         .take(max_points)
@@ -142,6 +157,28 @@ fn median_point(keys: &[(Vec<u8>, usize)]) -> Vec<&[u8]> {
     }
     // Many documents share the smallest key: split at the first larger key, if any.
     keys.iter().map(|(k, _)| k).find(|k| *k != first).map(|k| vec![k.as_slice()]).unwrap_or_default()
+}
+
+/// The key that best halves the bytes of the sorted `keys`: among the distinct keys above the
+/// smallest (a split point must be strictly inside the chunk), the one whose documents below it
+/// hold closest to half the total.
+fn half_bytes_point(keys: &[(Vec<u8>, usize)]) -> Vec<&[u8]> {
+    let total: u64 = keys.iter().map(|(_, n)| *n as u64).sum();
+    let mut below = 0u64;
+    let mut best: Option<(u64, &[u8])> = None;
+    for (i, (key, n)) in keys.iter().enumerate() {
+        if i > 0 && *key != keys[i - 1].0 {
+            let off = (2 * below).abs_diff(total);
+            if best.is_none_or(|(b, _)| off < b) {
+                best = Some((off, key));
+            }
+            if 2 * below >= total {
+                break;
+            }
+        }
+        below += *n as u64;
+    }
+    best.map(|(_, k)| vec![k]).unwrap_or_default()
 }
 
 /// A split point each time half a max chunk of data (or `max_objects` documents) has gone by,
@@ -197,6 +234,47 @@ mod tests {
         assert_eq!(median_point(&same), vec![same[4].0.as_slice()]);
         assert!(median_point(&keys(&[7, 7, 7])).is_empty());
         assert!(median_point(&[]).is_empty());
+    }
+
+    fn sized(values: &[(i32, usize)]) -> Vec<(Vec<u8>, usize)> {
+        values.iter().map(|(v, n)| (shard_key::of_values(&[&Bson::Int32(*v)]), *n)).collect()
+    }
+
+    #[test]
+    fn half_bytes_point_halves_the_bytes_not_the_count() {
+        // Ten small documents then two large ones: the median by count is 6, by bytes 10.
+        let mut v: Vec<(i32, usize)> = (0..10).map(|i| (i, 100)).collect();
+        v.extend([(10, 1000), (11, 1000)]);
+        let k = sized(&v);
+        assert_eq!(half_bytes_point(&k), vec![k[10].0.as_slice()]);
+        assert_eq!(median_point(&k), vec![k[6].0.as_slice()]);
+        let even = sized(&[(1, 10), (2, 10), (3, 10), (4, 10)]);
+        assert_eq!(half_bytes_point(&even), vec![even[2].0.as_slice()]);
+        let two = sized(&[(1, 10), (2, 1000)]);
+        assert_eq!(half_bytes_point(&two), vec![two[1].0.as_slice()], "the only interior key");
+        assert!(half_bytes_point(&sized(&[(5, 10), (5, 20)])).is_empty(), "one distinct key");
+        assert!(half_bytes_point(&[]).is_empty());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn half_bytes_point_is_inside_and_best(mut v in proptest::collection::vec((0i32..50, 1usize..1000), 0..60)) {
+            v.sort_unstable();
+            let k = sized(&v);
+            let total: u64 = k.iter().map(|(_, n)| *n as u64).sum();
+            let below = |key: &[u8]| k.iter().filter(|(x, _)| x.as_slice() < key).map(|(_, n)| *n as u64).sum::<u64>();
+            match half_bytes_point(&k).as_slice() {
+                [] => proptest::prop_assert!(k.first().is_none_or(|f| k.iter().all(|(x, _)| *x == f.0))),
+                [p] => {
+                    proptest::prop_assert!(*p > k[0].0.as_slice());
+                    let off = (2 * below(p)).abs_diff(total);
+                    for (x, _) in k.iter().filter(|(x, _)| *x > k[0].0) {
+                        proptest::prop_assert!(off <= (2 * below(x)).abs_diff(total));
+                    }
+                }
+                _ => proptest::prop_assert!(false, "one key at most"),
+            }
+        }
     }
 
     #[test]

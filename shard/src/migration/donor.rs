@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use shoal_configsvr::catalog::{ChunkBound, ChunkVersion, Detail, Epoch};
+use shoal_configsvr::catalog::{ChunkBound, ChunkVersion, Detail, Epoch, Fencing};
 use shoal_configsvr::client::ConfigClient;
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::ReceiveStartRequest;
@@ -19,6 +19,7 @@ use tonic::transport::Channel;
 
 use super::outcome::{Commit, commit, finish_committed, log_change, notify, refresh_or_forget};
 use super::record::{Phase, Record, Side};
+use super::throttle::Throttle;
 use super::transfer::{catch_up, clone_batch, peer_err, ping, reply_ok, send, task_err};
 use super::*;
 use crate::sharding::CollectionMetadata;
@@ -38,6 +39,10 @@ pub struct MoveRequest {
     pub epoch: Epoch,
     pub expected_version: ChunkVersion,
     pub wait_for_delete: bool,
+    /// The balancer's lease and token, passed to the catalog's commit (None: not fenced).
+    pub fencing: Option<Fencing>,
+    /// Admission control: pause while the foreground p99 is above this (0: off).
+    pub latency_target_ms: u32,
 }
 
 /// Moves the range; answers the milliseconds it took.
@@ -101,6 +106,7 @@ struct Stats {
     catch_up_passes: u64,
     catch_up_mods: u64,
     critical_section_ms: u64,
+    throttled_ms: u64,
 }
 
 enum Failure {
@@ -126,7 +132,7 @@ async fn run(
     base.insert("from".to_owned(), Detail::Str(record.from.clone()));
     base.insert("to".to_owned(), Detail::Str(record.to.clone()));
     log_change(catalog, "moveChunk.start", &record.ns, base.clone()).await;
-    match phases(mig, catalog, &mut peer, record.clone(), &mut stats).await {
+    match phases(mig, catalog, &mut peer, record.clone(), req, &mut stats).await {
         Ok(()) => {
             let secs = started.elapsed().as_secs_f64().max(1e-6);
             let mbps = stats.cloned_bytes as f64 / (1 << 20) as f64 / secs;
@@ -143,6 +149,7 @@ async fn run(
                 ("catchUpPasses", stats.catch_up_passes),
                 ("catchUpMods", stats.catch_up_mods),
                 ("criticalSectionMillis", stats.critical_section_ms),
+                ("throttledMillis", stats.throttled_ms),
                 ("totalMillis", started.elapsed().as_millis() as u64),
             ] {
                 d.insert(k.to_owned(), Detail::from(v));
@@ -177,6 +184,7 @@ async fn run(
             d.remove("error");
             d.insert("note".to_owned(), Detail::Str("aborted".into()));
             d.insert("errmsg".to_owned(), Detail::Str(e.to_string()));
+            d.insert("throttledMillis".to_owned(), Detail::from(stats.throttled_ms));
             log_change(catalog, "moveChunk.from", &record.ns, d).await;
             Err(e)
         }
@@ -194,10 +202,12 @@ async fn phases(
     catalog: &ConfigClient,
     peer: &mut MigrationClient<Channel>,
     mut record: Record,
+    req: &MoveRequest,
     stats: &mut Stats,
 ) -> Result<(), Failure> {
     use Failure::Abort;
     let engine = &mig.engine;
+    let mut throttle = Throttle::new(req.latency_target_ms);
     let store = Arc::clone(&engine.store);
     save(&store, &record).await.map_err(Abort)?;
     let coll = store.collection(&record.ns);
@@ -227,6 +237,8 @@ async fn phases(
     if let Some(coll) = coll {
         let mut after: Option<Bytes> = None;
         loop {
+            throttle.wait(&engine.latency).await;
+            stats.throttled_ms = throttle.paused_ms;
             let (s, r, c) = (Arc::clone(&store), record.clone(), Arc::clone(&coll));
             let (mods, next) = tokio::task::spawn_blocking(move || clone_batch(&s, &c, &r, after))
                 .await
@@ -247,6 +259,8 @@ async fn phases(
     // Catch up until a pass is small enough to finish inside the critical section.
     let mut converged = false;
     for pass in 0..CATCH_UP_PASSES_MAX {
+        throttle.wait(&engine.latency).await;
+        stats.throttled_ms = throttle.paused_ms;
         let (n, bytes, next) = catch_up(&store, peer, &record, pos).await.map_err(Abort)?;
         pos = next;
         stats.catch_up_passes += 1;
@@ -280,7 +294,7 @@ async fn phases(
     record.phase = Phase::Committing;
     save(&store, &record).await.map_err(Abort)?;
     failpoint::hit("migration.in_critical_section");
-    match commit(catalog, &record).await {
+    match commit(catalog, &record, req.fencing.clone()).await {
         Commit::Committed => {}
         Commit::Refused(e) => return Err(Abort(e)),
         Commit::Unknown(why) => {

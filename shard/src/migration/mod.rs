@@ -3,8 +3,8 @@
 //! Owns: the `Migration` gRPC service ([`service`]), the donor's run ([`donor`]) with what it
 //! sends ([`transfer`]) and how a commit settles ([`outcome`]), the recipient's handlers
 //! ([`recipient`]), the catch-up filter and batching ([`mods`]), the
-//! persisted records ([`record`]), startup recovery ([`recovery`]) and test failpoints
-//! ([`failpoint`]). Must not: decide placement (the catalog's compare-and-set does), or delete
+//! persisted records ([`record`]), startup recovery ([`recovery`]), admission control
+//! ([`throttle`]) and test failpoints ([`failpoint`]). Must not: decide placement (the catalog's compare-and-set does), or delete
 //! ranges itself (the range deleter does, after `ShardingState::schedule_range_deletion`).
 //!
 //! ```text
@@ -56,6 +56,7 @@ pub mod recipient;
 pub mod record;
 pub mod recovery;
 pub mod service;
+pub mod throttle;
 pub mod transfer;
 
 use std::sync::{Arc, Mutex};

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use shoal_configsvr::catalog::api::RoutingAnswer;
-use shoal_configsvr::catalog::{Command, Detail};
+use shoal_configsvr::catalog::{Command, Detail, Fencing};
 use shoal_configsvr::client::ConfigClient;
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::ReceiveEndRequest;
@@ -56,7 +56,9 @@ pub enum Commit {
     Unknown(String),
 }
 
-pub async fn commit(catalog: &ConfigClient, record: &Record) -> Commit {
+/// Proposes the catalog commit; `fencing` (the balancer's lease) makes a stale balancer's move
+/// refused (LockBusy), which the donor treats as any refusal: it aborts, nothing changed.
+pub async fn commit(catalog: &ConfigClient, record: &Record, fencing: Option<Fencing>) -> Commit {
     let cmd = Command::CommitMigration {
         ns: record.ns.clone(),
         epoch: record.epoch,
@@ -65,7 +67,7 @@ pub async fn commit(catalog: &ConfigClient, record: &Record) -> Commit {
         from: record.from.clone(),
         to: record.to.clone(),
         expected_version: record.expected_version,
-        fencing: None,
+        fencing,
     };
     match catalog.write(&cmd).await {
         Ok(w) => match w.outcome {

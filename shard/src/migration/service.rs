@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use shoal_configsvr::catalog::{ChunkVersion, Epoch};
+use shoal_configsvr::catalog::{ChunkVersion, Epoch, Fencing};
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::migration_server::Migration;
 use shoal_proto::shard::{
@@ -45,6 +45,9 @@ fn parse_move(req: MoveRangeRequest) -> Result<MoveRequest, MigrationError> {
         epoch: Epoch(epoch),
         expected_version: ChunkVersion { major: req.major, minor: req.minor },
         wait_for_delete: req.wait_for_delete,
+        fencing: (!req.fencing_lease.is_empty())
+            .then_some(Fencing { lease: req.fencing_lease, token: req.fencing_token }),
+        latency_target_ms: req.latency_target_ms,
     })
 }
 

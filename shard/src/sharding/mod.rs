@@ -7,7 +7,9 @@
 //!   a versioned request runs only if the router's version matches this shard's, else StaleConfig;
 //! - the ownership filter ([`ownership`]) that versioned requests apply to hide orphans;
 //! - migration critical sections that hold writes back ([`critical_section`]);
-//! - the range deleter ([`range_deleter`]) that removes ranges this shard no longer owns.
+//! - the range deleter ([`range_deleter`]) that removes ranges this shard no longer owns;
+//! - what the balancer asks about its ranges ([`load`]): sampled request load per shard-key
+//!   span with the load split finder, and cached range sizes.
 //!
 //! ```text
 //!  service: write_permit(ns) ── check(ns, version) ──> Option<Arc<Ownership>> ── exec (filters)
@@ -19,6 +21,7 @@
 
 pub mod critical_section;
 pub mod error;
+pub mod load;
 pub mod metadata;
 pub mod ownership;
 pub mod range_deleter;
@@ -46,6 +49,10 @@ pub struct ShardingState {
     pub gates: Gates,
     metadata: metadata::MetadataCache,
     pub range_deleter: RangeDeleter,
+    /// Sampled request load of sharded collections (for `_shoalChunkStats`).
+    pub load: load::LoadSampler,
+    /// The last `_shoalChunkStats` sizes per namespace.
+    pub sizes: load::sizes::SizeCache,
 }
 
 impl ShardingState {
@@ -60,6 +67,8 @@ impl ShardingState {
             gates: Gates::default(),
             metadata: metadata::MetadataCache::default(),
             range_deleter: RangeDeleter::default(),
+            load: load::LoadSampler::new(),
+            sizes: load::sizes::SizeCache::default(),
         }
     }
 

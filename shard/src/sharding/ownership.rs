@@ -44,11 +44,27 @@ impl Ownership {
 
     /// Whether `doc` belongs to this shard. A document whose key cannot be computed (an array in
     /// a shard-key field, which a sharded collection cannot hold) is kept visible: hiding data is
-    /// worse than showing a document the shard cannot place.
+    /// worse than showing a document the shard cannot place. An owned document's key is noted
+    /// for load sampling ([`super::load::note_key`]; free unless the request is sampled).
     pub fn owns_document(&self, doc: &Document) -> bool {
         match shard_key::of_document(&self.key, doc, Missing::AsNull) {
-            Ok(k) => self.owns_key(&ChunkBound::Key(k)),
+            Ok(k) => {
+                let key = ChunkBound::Key(k);
+                let owned = self.owns_key(&key);
+                if let (true, ChunkBound::Key(k)) = (owned, key) {
+                    super::load::note_key(k);
+                }
+                owned
+            }
             Err(_) => true,
+        }
+    }
+
+    /// Notes `doc`'s shard key for load sampling (an inserted document; the caller checks
+    /// [`super::load::recording`] first, so only sampled requests compute it).
+    pub fn note_key_of(&self, doc: &Document) {
+        if let Ok(k) = shard_key::of_document(&self.key, doc, Missing::AsNull) {
+            super::load::note_key(k);
         }
     }
 

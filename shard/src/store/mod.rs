@@ -167,6 +167,12 @@ impl Store {
         Ok((out, self.group.last_committed()))
     }
 
+    /// Grows with every committed batch: equal values mean nothing was written in between (what
+    /// caches of derived data, like `_shoalChunkStats` sizes, compare).
+    pub fn write_generation(&self) -> u64 {
+        self.group.last_committed()
+    }
+
     pub async fn wait_durable(&self, seq: u64) -> Result<(), StorageError> {
         if seq == 0 {
             return Ok(());

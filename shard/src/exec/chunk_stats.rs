@@ -1,0 +1,126 @@
+//! `_shoalChunkStats`: what the balancer needs to know about a collection's ranges on this shard,
+//! in one command per collection and round (contract 2 of issue 6):
+//!
+//! ```text
+//!  {_shoalChunkStats: "db.coll", keyPattern: {..}, ranges: [{min: {..}, max: {..}}, ..]}
+//!  -> {ok: 1, loadWindowSecs, ranges: [{bytes, docs, opsPerSec, samples,
+//!                                       loadSplitKey | noLoadSplitReason}, ..]}   (request order)
+//! ```
+//!
+//! Sizes count every document whose shard key falls in the range (orphans too), from one pass over
+//! the collection that computes each key once; the answer is cached and reused while the store
+//! has committed nothing since ([`SizeCache`]). Load comes from the sampler
+//! ([`crate::sharding::load`]). An unknown namespace answers zeros.
+//!
+//! Must not: change anything, or answer for ranges it was not asked about.
+
+use std::ops::ControlFlow;
+
+use bson::{Bson, Document, doc};
+use shoal_proto::ErrorCode;
+use shoal_query::shard_key::{self, KeyField, Missing};
+
+use crate::error::{ExecError, ExecResult};
+use crate::exec::scan::for_each_match;
+use crate::exec::split_vector::{bound_key, key_document, pattern_fields};
+use crate::exec::{Engine, Request, plan};
+use crate::sharding::load::sizes::{RangeSize, SizeCache, Tally};
+
+const CMD: &str = "_shoalChunkStats";
+
+/// Ranges one request may ask about (a collection's chunks on one shard).
+pub const CHUNK_STATS_RANGES_MAX: usize = 100_000;
+
+struct Args {
+    ns: String,
+    fields: Vec<KeyField>,
+    pattern: Vec<u8>,
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+fn parse(body: &Document) -> ExecResult<Args> {
+    let ns = match body.get(CMD) {
+        Some(Bson::String(ns)) if ns.contains('.') && !ns.starts_with('.') && !ns.ends_with('.') => ns.clone(),
+        Some(v) => return Err(ExecError::new(ErrorCode::InvalidNamespace, format!("{CMD}: invalid namespace {v}"))),
+        None => return Err(ExecError::bad_value(format!("{CMD} needs a namespace"))),
+    };
+    let pattern = crate::exec::args::opt_document(body, CMD, "keyPattern")?
+        .ok_or_else(|| ExecError::bad_value(format!("{CMD} needs a keyPattern")))?;
+    let fields = pattern_fields(pattern)?;
+    let items = match body.get("ranges") {
+        Some(Bson::Array(items)) => items,
+        Some(v) => return Err(crate::exec::args::wrong_type(CMD, "ranges", v, "array")),
+        None => return Err(ExecError::bad_value(format!("{CMD} needs ranges"))),
+    };
+    if items.len() > CHUNK_STATS_RANGES_MAX {
+        return Err(ExecError::bad_value(format!("{CMD}: more than {CHUNK_STATS_RANGES_MAX} ranges")));
+    }
+    let ranges = items
+        .iter()
+        .map(|item| {
+            let Bson::Document(r) = item else {
+                return Err(crate::exec::args::wrong_type(CMD, "ranges", item, "array of objects"));
+            };
+            let side = |name: &str| match r.get(name) {
+                Some(Bson::Document(d)) => Ok(d),
+                Some(v) => Err(crate::exec::args::wrong_type(CMD, name, v, "object")),
+                None => Err(ExecError::bad_value(format!("{CMD}: range {r} needs {name}"))),
+            };
+            let min = bound_key(&fields, CMD, "min", Some(side("min")?), &Bson::MinKey)?;
+            let max = bound_key(&fields, CMD, "max", Some(side("max")?), &Bson::MaxKey)?;
+            Ok((min, max))
+        })
+        .collect::<ExecResult<Vec<_>>>()?;
+    Ok(Args { ns, fields, pattern: pattern.to_vec()?, ranges })
+}
+
+/// Bytes and documents per range: the cached answer if nothing was written since, else one scan.
+fn sizes(engine: &Engine, a: &Args, cache: &SizeCache) -> ExecResult<Vec<RangeSize>> {
+    let generation = engine.store.write_generation();
+    if let Some(hit) = cache.get(&a.ns, generation, &a.pattern, &a.ranges) {
+        return Ok(hit);
+    }
+    let mut tally = Tally::new(&a.ranges).map_err(|i| {
+        ExecError::bad_value(format!("{CMD}: range {i} is empty or overlaps another (ranges must be disjoint)"))
+    })?;
+    if let Some(coll) = engine.store.collection(&a.ns) {
+        let path = plan::choose(&coll, &Document::new());
+        for_each_match(&engine.store, None, &coll, &path, None, None, false, |m| {
+            // A document whose key cannot be computed (an array in a key field) is in no range.
+            if let Ok(key) = shard_key::of_document(&a.fields, &m.doc, Missing::AsNull) {
+                tally.add(&key, m.raw.len());
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+    }
+    cache.put(&a.ns, generation, &a.pattern, &a.ranges, &tally.sizes);
+    Ok(tally.sizes)
+}
+
+pub fn chunk_stats(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+    let a = parse(&req.body)?;
+    let sizes = sizes(engine, &a, &engine.sharding.sizes)?;
+    let (window_secs, loads) = engine.sharding.load.ranges(&a.ns, &a.ranges);
+    let ranges = sizes
+        .iter()
+        .zip(loads)
+        .map(|(size, load)| {
+            let mut d = doc! {
+                "bytes": size.bytes as i64,
+                "docs": size.docs as i64,
+                "opsPerSec": load.ops_per_sec,
+                "samples": load.samples as i32,
+            };
+            match load.split {
+                Ok(key) => {
+                    d.insert("loadSplitKey", key_document(&a.fields, &key)?);
+                }
+                Err(why) => {
+                    d.insert("noLoadSplitReason", why.to_string());
+                }
+            }
+            Ok(Bson::Document(d))
+        })
+        .collect::<ExecResult<Vec<Bson>>>()?;
+    Ok(doc! { "ok": 1.0, "loadWindowSecs": window_secs, "ranges": ranges })
+}
