@@ -3,8 +3,8 @@
 //! Owns: the `Migration` gRPC service ([`service`]), the donor's run ([`donor`]) with what it
 //! sends ([`transfer`]) and how a commit settles ([`outcome`]), the recipient's handlers
 //! ([`recipient`]), the catch-up filter and batching ([`mods`]), the
-//! persisted records ([`record`]), startup recovery ([`recovery`]) and test failpoints
-//! ([`failpoint`]). Must not: decide placement (the catalog's compare-and-set does), or delete
+//! persisted records ([`record`]), startup recovery ([`recovery`]), test failpoints
+//! ([`failpoint`]), and movePrimary ([`primary`]: a database's unsharded collections). Must not: decide placement (the catalog's compare-and-set does), or delete
 //! ranges itself (the range deleter does, after `ShardingState::schedule_range_deletion`).
 //!
 //! ```text
@@ -52,6 +52,7 @@ pub mod donor;
 pub mod failpoint;
 pub mod mods;
 pub mod outcome;
+pub mod primary;
 pub mod recipient;
 pub mod record;
 pub mod recovery;
