@@ -140,10 +140,11 @@ impl DatabaseCache {
         let entry = self.entry(db);
         let seen = entry.refreshes.load(Ordering::Acquire);
         let _flight = entry.refreshing.lock().await;
-        if join && entry.refreshes.load(Ordering::Acquire) != seen {
-            if let Some(k) = *entry.known.read().unwrap_or_else(|p| p.into_inner()) {
-                return Ok(k);
-            }
+        if join
+            && entry.refreshes.load(Ordering::Acquire) != seen
+            && let Some(k) = *entry.known.read().unwrap_or_else(|p| p.into_inner())
+        {
+            return Ok(k);
         }
         let (cat, _) = catalog.read(true).await.map_err(|e| ShardingError::Catalog {
             ns: db.to_owned(),
