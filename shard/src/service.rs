@@ -361,6 +361,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn writes_routed_as_unsharded_wait_for_a_move_primary_then_are_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let svc = service(dir.path());
+        let section = svc.engine.sharding.gates.enter("db").await;
+        let s = svc.clone();
+        let insert = tokio::spawn(async move {
+            let mut req = request(doc! {"insert": "c", "documents": [{"_id": 1}]}, Some(ShardVersion::default()));
+            req.get_mut().database_version =
+                Some(shoal_proto::shard::DatabaseVersion { uuid: vec![1; 16].into(), ..Default::default() });
+            s.insert(req).await
+        });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!insert.is_finished(), "the insert ran during the database's critical section");
+        // Unsharded-collection writes without a database version (tools) are not held back.
+        let reply = svc.insert(request(doc! {"insert": "d", "documents": [{"_id": 1}]}, None)).await.expect("rpc");
+        assert!(reply.into_inner().error.is_none());
+        drop(section);
+        // Checked after the wait: this shard has no catalog to check the database version with.
+        let reply = insert.await.expect("task").expect("rpc").into_inner();
+        assert_eq!(reply.error.map(|e| e.code), Some(shoal_proto::ErrorCode::NotYetInitialized.code()));
+        assert!(svc.engine.store.collection("db.c").is_none());
+    }
+
+    #[tokio::test]
     async fn versioned_requests_need_config_servers() {
         let dir = tempfile::tempdir().expect("tempdir");
         let svc = service(dir.path());
