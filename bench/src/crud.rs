@@ -133,6 +133,7 @@ fn request(db: &str, body: Document, sequence: Option<Bytes>) -> anyhow::Result<
         sequence_id,
         sequence,
         shard_version: None,
+        database_version: None,
     })
 }
 

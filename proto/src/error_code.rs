@@ -65,6 +65,7 @@ codes! {
     NamespaceNotSharded = 118,
     StaleTerm = 135,
     StaleEpoch = 150,
+    StaleDbVersion = 249,
     ZoneStillInUse = 163,
     InvalidPipelineOperator = 168,
     ZoneNotFound = 177,

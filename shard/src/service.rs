@@ -38,6 +38,8 @@ use crate::sharding::{Ownership, WRITE_WAIT_MAX, WritePermit, load};
 struct Admitted {
     ownership: Option<Arc<Ownership>>,
     _permit: Option<WritePermit>,
+    /// Writes and DDL routed as unsharded: a movePrimary's critical section holds them back.
+    _db_permit: Option<WritePermit>,
     pin: Option<ReadPin>,
 }
 
@@ -45,6 +47,8 @@ struct Admitted {
 enum Access {
     Read,
     Write,
+    /// Creates or drops collections (the database's set of unsharded collections).
+    Ddl,
     Other,
 }
 
@@ -98,22 +102,32 @@ impl ShardService {
     }
 
     /// Admits a request: takes a write's permit (waiting out a critical section) or a versioned
-    /// read's pin, then checks its shard version. Unversioned reads and other commands take
-    /// nothing; unversioned writes take only the permit, which is free unless a migration commits.
+    /// read's pin, then checks its shard version and database version. Unversioned reads and
+    /// other commands take nothing; unversioned writes take only the permit, which is free unless
+    /// a migration commits. Writes and DDL carrying a database version also take the database's
+    /// permit, so a movePrimary's critical section holds them back and they are checked after it.
     async fn admit(&self, req: &CommandRequest, access: Access) -> ExecResult<Admitted> {
-        let versioned = req.shard_version.is_some();
+        let versioned = req.shard_version.is_some() || req.database_version.is_some();
         if !versioned && access != Access::Write {
             return Ok(Admitted::default());
         }
-        let Some(ns) = target_ns(req) else { return Ok(Admitted::default()) };
         let sharding = &self.engine.sharding;
         let mut admitted = Admitted::default();
+        if req.database_version.is_some() && matches!(access, Access::Write | Access::Ddl) {
+            // Keyed by the bare database name, which no namespace (`db.coll`) can equal.
+            admitted._db_permit = Some(sharding.gates.write_permit(&req.db, WRITE_WAIT_MAX).await?);
+        }
+        let Some(ns) = target_ns(req) else {
+            sharding.check_database(&req.db, req.database_version.as_ref()).await?;
+            return Ok(admitted);
+        };
         match access {
             Access::Write => admitted._permit = Some(sharding.gates.write_permit(&ns, WRITE_WAIT_MAX).await?),
             Access::Read => admitted.pin = Some(self.engine.cursors.pin(&ns)),
-            Access::Other => {}
+            Access::Ddl | Access::Other => {}
         }
         admitted.ownership = sharding.check(&ns, req.shard_version.as_ref()).await?;
+        sharding.check_database(&req.db, req.database_version.as_ref()).await?;
         Ok(admitted)
     }
 
@@ -289,6 +303,7 @@ impl Shard for ShardService {
         let access = match name.as_str() {
             "findAndModify" | "findandmodify" => Access::Write,
             "count" | "distinct" => Access::Read,
+            "create" | "createIndexes" | "drop" => Access::Ddl,
             _ => Access::Other,
         };
         let admitted = match self.admit(&req, access).instrument(admit_span(&req)).await {
@@ -355,6 +370,7 @@ mod tests {
             sequence_id: String::new(),
             sequence: Vec::new(),
             shard_version,
+            database_version: None,
         })
     }
 
@@ -375,6 +391,32 @@ mod tests {
         let reply = insert.await.expect("task").expect("rpc").into_inner();
         assert!(reply.error.is_none(), "{:?}", reply.error);
         assert_eq!(reply.n, 1);
+    }
+
+    #[tokio::test]
+    async fn writes_routed_as_unsharded_wait_for_a_move_primary_then_are_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let svc = service(dir.path());
+        let section = svc.engine.sharding.gates.enter("db").await;
+        let s = svc.clone();
+        let insert = tokio::spawn(async move {
+            let mut req = request(doc! {"insert": "c", "documents": [{"_id": 1}]}, Some(ShardVersion::default()));
+            req.get_mut().database_version =
+                Some(shoal_proto::shard::DatabaseVersion { uuid: vec![1; 16].into(), ..Default::default() });
+            s.insert(req).await
+        });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!insert.is_finished(), "the insert ran during the database's critical section");
+        // Unsharded-collection writes without a database version (tools) are not held back.
+        let reply = svc.insert(request(doc! {"insert": "d", "documents": [{"_id": 1}]}, None)).await.expect("rpc");
+        assert!(reply.into_inner().error.is_none());
+        drop(section);
+        // Checked after the wait: this shard has no catalog to check the database version with.
+        let reply = insert.await.expect("task").expect("rpc").into_inner();
+        assert_eq!(reply.error.map(|e| e.code), Some(shoal_proto::ErrorCode::NotYetInitialized.code()));
+        assert!(svc.engine.store.collection("db.c").is_none());
     }
 
     #[tokio::test]

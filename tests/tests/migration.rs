@@ -32,6 +32,7 @@ fn request(body: Document) -> CommandRequest {
         sequence_id: String::new(),
         sequence: Vec::new(),
         shard_version: None,
+        database_version: None,
     }
 }
 

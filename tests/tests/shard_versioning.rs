@@ -47,6 +47,7 @@ fn request(body: Document, version: Option<ShardVersion>) -> CommandRequest {
         sequence_id: String::new(),
         sequence: Vec::new(),
         shard_version: version,
+        database_version: None,
     }
 }
 

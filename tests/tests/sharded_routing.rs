@@ -27,6 +27,7 @@ async fn on_shard(cluster: &ShardedCluster, shard: usize, db: &str, coll: &str) 
         sequence_id: String::new(),
         sequence: Vec::new(),
         shard_version: None,
+        database_version: None,
     };
     let reply = tokio::time::timeout(RPC_TIMEOUT, client.command(req)).await.expect("in time").expect("rpc");
     let reply = reply.into_inner();

@@ -27,7 +27,7 @@ async fn routed_write(state: &RouterState, cmd: &Command, coll: &str, kind: Writ
     loop {
         let placement = routing::placement(state, &cmd.db, coll, true).await?;
         let shard = match &placement {
-            Placement::Unsharded { shard } => shard.clone(),
+            Placement::Unsharded { shard, .. } => shard.clone(),
             Placement::Sharded(_) => {
                 let reply = match kind {
                     WriteKind::Insert => routed_write::insert(state, cmd, coll, placement).await?,
@@ -207,12 +207,22 @@ pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &Command) -
 /// Commands whose reply is one document computed by one shard: the database's primary (created
 /// if missing) or, without config servers, the legacy shard.
 pub async fn single_reply(state: &RouterState, cmd: &Command) -> HandlerResult {
-    let placement = routing::placement(state, &cmd.db, "", false).await?;
-    let shard = match &placement {
-        Placement::Unsharded { shard } => shard.clone(),
-        _ => return Err(CommandError::new(shoal_proto::ErrorCode::NamespaceNotFound, "database not found")),
-    };
-    single(state, cmd, ReadKind::Count, &Placement::Unsharded { shard: shard.clone() }, &shard).await
+    let mut attempt = 0;
+    loop {
+        let placement = routing::placement(state, &cmd.db, "", false).await?;
+        let shard = match &placement {
+            Placement::Unsharded { shard, .. } => shard.clone(),
+            _ => return Err(CommandError::new(shoal_proto::ErrorCode::NamespaceNotFound, "database not found")),
+        };
+        match single(state, cmd, ReadKind::Count, &placement, &shard).await {
+            // The primary moved (StaleDbVersion): ask the new one.
+            Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
+                routing::on_stale(state, &cmd.db, "", &placement, attempt).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
 }
 
 pub async fn find_and_modify(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {

@@ -28,6 +28,7 @@ pub fn request(cmd: &Command) -> Result<CommandRequest, CommandError> {
         sequence_id,
         sequence,
         shard_version: None,
+        database_version: None,
     })
 }
 

@@ -41,6 +41,7 @@ fn request_with(cmd: &Command, body: &Document) -> Result<CommandRequest, Comman
         sequence_id: String::new(),
         sequence: Vec::new(),
         shard_version: None,
+        database_version: None,
     })
 }
 

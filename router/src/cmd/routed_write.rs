@@ -59,6 +59,7 @@ fn request(cmd: &Command, template: &RawDocumentBuf, field: &str, items: Vec<Byt
         sequence_id: field.to_owned(),
         sequence: items,
         shard_version: None,
+        database_version: None,
     }
 }
 
@@ -97,7 +98,7 @@ fn shard_of(placement: &Placement, doc: &[u8]) -> Result<String, CommandError> {
                 .map(|c| c.shard.clone())
                 .ok_or_else(|| CommandError::new(ErrorCode::InternalError, "routing table does not cover the key"))
         }
-        Placement::Unsharded { shard } => Ok(shard.clone()),
+        Placement::Unsharded { shard, .. } => Ok(shard.clone()),
         Placement::NoDatabase => Err(CommandError::new(ErrorCode::NamespaceNotFound, "database does not exist")),
     }
 }
@@ -323,6 +324,7 @@ pub async fn one_match(
             sequence_id: String::new(),
             sequence: Vec::new(),
             shard_version: None,
+            database_version: None,
         };
         let reply = shard_call::cursor(state, shard, routing::versioned(req, placement, shard), false).await?;
         if let Some(first) = reply.documents.first() {
@@ -364,6 +366,7 @@ pub async fn find_and_modify_without_key(
         sequence_id: String::new(),
         sequence: Vec::new(),
         shard_version: None,
+        database_version: None,
     };
     state.targeting.record([&shard]);
     let reply = shard_call::command(state, &shard, routing::versioned(req, placement, &shard)).await?;

@@ -1,8 +1,8 @@
 //! Routing: where a namespace's data lives and which shards a request goes to.
 //!
 //! Owns: the channel pools by shard id ([`pool`]), the routing cache ([`cache`]), pure targeting
-//! ([`target`]), the shard versions attached to requests, the StaleConfig retry loop and the
-//! targeting counters `serverStatus` shows. Without config servers everything goes to the legacy
+//! ([`target`]), the shard and database versions attached to requests, the StaleConfig /
+//! StaleDbVersion retry loop and the targeting counters `serverStatus` shows. Without config servers everything goes to the legacy
 //! `--shard` pool, unversioned.
 //!
 //! Must not: shape client replies (the `cmd` handlers do) or evaluate queries.
@@ -17,9 +17,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
-use shoal_configsvr::catalog::{Catalog, Command, Database, RoutingTable, ShardId};
+use shoal_configsvr::catalog::{Catalog, Command, Database, DatabaseVersion, RoutingTable, ShardId};
 use shoal_proto::ErrorCode;
-use shoal_proto::shard::{CommandRequest, ShardVersion};
+use shoal_proto::shard::{self as wire, CommandRequest, ShardVersion};
 
 use crate::error::CommandError;
 use crate::shard_client::ShardPool;
@@ -38,9 +38,10 @@ pub const STALE_BACKOFF_MAX: Duration = Duration::from_millis(500);
 pub enum Placement {
     /// The database does not exist: reads answer empty.
     NoDatabase,
-    /// On one shard (the database's primary, or the legacy shard).
+    /// On one shard (the database's primary at `version`, or the legacy shard: no version).
     Unsharded {
         shard: ShardId,
+        version: Option<DatabaseVersion>,
     },
     Sharded(Arc<RoutingTable>),
 }
@@ -51,7 +52,7 @@ impl Placement {
     pub fn version_for(&self, shard: &str) -> Option<ShardVersion> {
         match self {
             Placement::NoDatabase => None,
-            Placement::Unsharded { shard } if shard == LEGACY_SHARD => None,
+            Placement::Unsharded { shard, .. } if shard == LEGACY_SHARD => None,
             Placement::Unsharded { .. } => Some(ShardVersion::default()),
             Placement::Sharded(t) => {
                 let v = t.shard_version(shard);
@@ -66,11 +67,25 @@ impl Placement {
         }
     }
 
+    /// The database version a request carries: the one the primary was read at, for an
+    /// unsharded namespace; none otherwise.
+    pub fn database_version(&self) -> Option<wire::DatabaseVersion> {
+        match self {
+            Placement::Unsharded { version: Some(v), .. } => Some(wire::DatabaseVersion {
+                uuid: v.uuid.as_bytes().to_vec().into(),
+                timestamp_secs: v.timestamp.secs,
+                timestamp_inc: v.timestamp.inc,
+                last_mod: v.last_mod,
+            }),
+            _ => None,
+        }
+    }
+
     /// Every shard that may hold the namespace's documents.
     pub fn all_shards(&self) -> BTreeSet<ShardId> {
         match self {
             Placement::NoDatabase => BTreeSet::new(),
-            Placement::Unsharded { shard } => BTreeSet::from([shard.clone()]),
+            Placement::Unsharded { shard, .. } => BTreeSet::from([shard.clone()]),
             Placement::Sharded(t) => t.chunks.iter().map(|c| c.shard.clone()).collect(),
         }
     }
@@ -135,24 +150,27 @@ async fn database(state: &RouterState, name: &str, create: bool) -> Result<Optio
 /// Where `db.coll` lives; `create`: a write, which creates a missing database.
 pub async fn placement(state: &RouterState, db: &str, coll: &str, create: bool) -> Result<Placement, CommandError> {
     if !state.catalog.is_configured() {
-        return Ok(Placement::Unsharded { shard: LEGACY_SHARD.into() });
+        return Ok(Placement::Unsharded { shard: LEGACY_SHARD.into(), version: None });
     }
     let ns = format!("{db}.{coll}");
     if let CachedCollection::Sharded(t) = state.routing.load(&state.catalog, &ns).await? {
         return Ok(Placement::Sharded(t));
     }
     Ok(match database(state, db, create).await? {
-        Some(d) => Placement::Unsharded { shard: d.primary },
+        Some(d) => Placement::Unsharded { shard: d.primary, version: Some(d.version) },
         None => Placement::NoDatabase,
     })
 }
 
+/// StaleConfig (the collection's placement changed) or StaleDbVersion (the database's primary
+/// moved): both are retried after [`on_stale`].
 pub fn is_stale(e: &CommandError) -> bool {
-    e.code == ErrorCode::StaleConfig.code()
+    e.code == ErrorCode::StaleConfig.code() || e.code == ErrorCode::StaleDbVersion.code()
 }
 
-/// After a StaleConfig from a request sent with `placement`: refresh the namespace (and the
-/// database entry) and wait a little, longer on each `attempt`.
+/// After a StaleConfig or StaleDbVersion from a request sent with `placement`: refresh the
+/// namespace and drop the database entry (re-read on the retry), then wait a little, longer on
+/// each `attempt`.
 pub async fn on_stale(state: &RouterState, db: &str, coll: &str, placement: &Placement, attempt: u32) {
     let ns = format!("{db}.{coll}");
     let seen = match placement {
@@ -167,13 +185,14 @@ pub async fn on_stale(state: &RouterState, db: &str, coll: &str, placement: &Pla
         tracing::warn!(%ns, error = %e, "routing refresh failed");
     }
     let backoff = STALE_BACKOFF.saturating_mul(1 << attempt.min(10)).min(STALE_BACKOFF_MAX);
-    tracing::info!(%ns, attempt, ?backoff, "shard answered StaleConfig: refreshed routing, retrying");
+    tracing::info!(%ns, attempt, ?backoff, "shard answered stale: refreshed routing, retrying");
     tokio::time::sleep(backoff).await;
 }
 
 /// `request` for `shard` under `placement`.
 pub fn versioned(mut request: CommandRequest, placement: &Placement, shard: &str) -> CommandRequest {
     request.shard_version = placement.version_for(shard);
+    request.database_version = placement.database_version();
     request
 }
 
@@ -246,11 +265,27 @@ mod tests {
         assert_eq!((v.epoch.as_ref(), v.timestamp_secs, v.major, v.minor), (&[7u8; 12][..], 5, 2, 1));
         let none = sharded.version_for("s9").expect("versioned");
         assert_eq!((none.major, none.minor), (0, 0));
-        let unsharded = Placement::Unsharded { shard: "s0".into() };
+        let db_version = DatabaseVersion {
+            uuid: uuid::Uuid::from_bytes([3; 16]),
+            timestamp: Timestamp { secs: 4, inc: 0 },
+            last_mod: 2,
+        };
+        let unsharded = Placement::Unsharded { shard: "s0".into(), version: Some(db_version) };
         assert!(unsharded.version_for("s0").expect("versioned").epoch.is_empty());
-        assert!(Placement::Unsharded { shard: LEGACY_SHARD.into() }.version_for(LEGACY_SHARD).is_none());
+        let sent = unsharded.database_version().expect("a database version");
+        assert_eq!((sent.uuid.as_ref(), sent.timestamp_secs, sent.last_mod), (&[3u8; 16][..], 4, 2));
+        assert!(sharded.database_version().is_none(), "sharded requests carry shard versions only");
+        let legacy = Placement::Unsharded { shard: LEGACY_SHARD.into(), version: None };
+        assert!(legacy.version_for(LEGACY_SHARD).is_none() && legacy.database_version().is_none());
         assert_eq!(sharded.targets(&bson::doc! { "a": 5 }), BTreeSet::from(["s1".to_string()]));
         assert_eq!(sharded.targets(&bson::doc! { "b": 5 }).len(), 2);
+    }
+
+    #[test]
+    fn stale_db_version_is_retried_like_stale_config() {
+        assert!(is_stale(&CommandError::new(ErrorCode::StaleDbVersion, "moved")));
+        assert!(is_stale(&CommandError::new(ErrorCode::StaleConfig, "moved")));
+        assert!(!is_stale(&CommandError::new(ErrorCode::ShardNotFound, "gone")));
     }
 
     #[test]

@@ -46,9 +46,17 @@ impl ShardPools {
         self.by_id.read().unwrap_or_else(|p| p.into_inner()).get(shard).map(|(_, p)| p.clone())
     }
 
-    /// Creates or replaces the pools of every shard in `catalog` whose address changed.
+    /// Creates or replaces the pools of every shard in `catalog` whose address changed, and
+    /// drops the pools of shards the catalog no longer has (removed by `removeShard`).
     pub fn update(&self, catalog: &Catalog) {
         let mut by_id = self.by_id.write().unwrap_or_else(|p| p.into_inner());
+        by_id.retain(|id, _| {
+            let keep = catalog.shard(id).is_some();
+            if !keep {
+                tracing::info!(shard = %id, "shard removed from the cluster: its channels are dropped");
+            }
+            keep
+        });
         for shard in catalog.shards().values() {
             let Some(addr) = shard_address(shard) else { continue };
             if by_id.get(&shard.id).is_some_and(|(a, _)| *a == addr) {

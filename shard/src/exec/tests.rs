@@ -19,6 +19,7 @@ fn req(body: Document) -> CommandRequest {
         sequence_id: String::new(),
         sequence: Vec::new(),
         shard_version: None,
+        database_version: None,
     }
 }
 

@@ -4,7 +4,8 @@
 //! sends ([`transfer`]) and how a commit settles ([`outcome`]), the recipient's handlers
 //! ([`recipient`]), the catch-up filter and batching ([`mods`]), the
 //! persisted records ([`record`]), startup recovery ([`recovery`]), admission control
-//! ([`throttle`]) and test failpoints ([`failpoint`]). Must not: decide placement (the catalog's compare-and-set does), or delete
+//! ([`throttle`]), test failpoints ([`failpoint`]), and movePrimary ([`primary`]: a database's
+//! unsharded collections). Must not: decide placement (the catalog's compare-and-set does), or delete
 //! ranges itself (the range deleter does, after `ShardingState::schedule_range_deletion`).
 //!
 //! ```text
@@ -52,6 +53,7 @@ pub mod donor;
 pub mod failpoint;
 pub mod mods;
 pub mod outcome;
+pub mod primary;
 pub mod recipient;
 pub mod record;
 pub mod recovery;

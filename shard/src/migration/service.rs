@@ -1,4 +1,5 @@
-//! The `Migration` gRPC service: `MoveRange` from routers, `Receive*` from donors. Errors travel
+//! The `Migration` gRPC service: `MoveRange` and `MovePrimary` from routers, `Receive*` and
+//! `ClonePrimary*` from donors. Errors travel
 //! as `CommandError` in the reply, mapped once here.
 //!
 //! Must not: hold protocol logic (see `donor`, `recipient`).
@@ -9,24 +10,27 @@ use shoal_configsvr::catalog::{ChunkVersion, Epoch, Fencing};
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::migration_server::Migration;
 use shoal_proto::shard::{
-    MigrationFateReply, MigrationFateRequest, MoveRangeReply, MoveRangeRequest, ReceiveBatchRequest, ReceiveEndRequest,
-    ReceiveReply, ReceiveStartRequest,
+    ClonePrimaryAbortRequest, ClonePrimaryBatchRequest, MigrationFateReply, MigrationFateRequest, MovePrimaryReply,
+    MovePrimaryRequest, MoveRangeReply, MoveRangeRequest, ReceiveBatchRequest, ReceiveEndRequest, ReceiveReply,
+    ReceiveStartRequest,
 };
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::donor::{MoveRequest, move_range};
+use super::primary::{self, PrimaryMoves};
 use super::record::{Record, Side};
 use super::{Fate, MigrationError, Migrations, bound_from_wire, recipient};
 
 #[derive(Clone)]
 pub struct MigrationService {
     migrations: Arc<Migrations>,
+    primary_moves: Arc<PrimaryMoves>,
 }
 
 impl MigrationService {
     pub fn new(migrations: Arc<Migrations>) -> Self {
-        Self { migrations }
+        Self { migrations, primary_moves: Arc::default() }
     }
 }
 
@@ -113,5 +117,36 @@ impl Migration for MigrationService {
         let fate = self.migrations.fate(&id, persisted);
         tracing::info!(migration = %id, ?fate, "a restarted recipient asked for a migration's fate");
         Ok(Response::new(MigrationFateReply { decided: fate == Fate::Decided }))
+    }
+
+    async fn move_primary(&self, request: Request<MovePrimaryRequest>) -> Result<Response<MovePrimaryReply>, Status> {
+        let req = request.into_inner();
+        tracing::info!(request_id = %req.request_id, db = %req.db, to = %req.to_shard, "movePrimary");
+        // Its own task: a router that disconnects does not cancel the move halfway.
+        let (mig, moves) = (Arc::clone(&self.migrations), Arc::clone(&self.primary_moves));
+        let task = tokio::spawn(async move { primary::move_primary(&mig, &moves, req).await });
+        let error = match task.await {
+            Ok(result) => result.err().map(|e| e.to_exec().to_wire()),
+            Err(e) => return Err(Status::internal(format!("movePrimary task failed: {e}"))),
+        };
+        Ok(Response::new(MovePrimaryReply { error }))
+    }
+
+    async fn clone_primary_batch(
+        &self,
+        request: Request<ClonePrimaryBatchRequest>,
+    ) -> Result<Response<ReceiveReply>, Status> {
+        let req = request.into_inner();
+        let span = tracing::debug_span!("clone_primary_batch", request_id = %req.request_id, db = %req.db);
+        Ok(receive_reply(primary::clone_batch(&self.migrations, req).instrument(span).await))
+    }
+
+    async fn clone_primary_abort(
+        &self,
+        request: Request<ClonePrimaryAbortRequest>,
+    ) -> Result<Response<ReceiveReply>, Status> {
+        let req = request.into_inner();
+        let span = tracing::info_span!("clone_primary_abort", request_id = %req.request_id, db = %req.db);
+        Ok(receive_reply(primary::clone_abort(&self.migrations, req).instrument(span).await))
     }
 }

@@ -6,6 +6,9 @@
 //! - the shard-version check ([`check`](ShardingState::check), decided by [`version::decide`]):
 //!   a versioned request runs only if the router's version matches this shard's, else StaleConfig;
 //! - the ownership filter ([`ownership`]) that versioned requests apply to hide orphans;
+//! - the database-version check ([`check_database`](ShardingState::check_database), decided by
+//!   [`db_version::decide`]): a request for an unsharded collection runs only on the database's
+//!   primary at the router's database version, else StaleDbVersion;
 //! - migration critical sections that hold writes back ([`critical_section`]);
 //! - the range deleter ([`range_deleter`]) that removes ranges this shard no longer owns;
 //! - what the balancer asks about its ranges ([`load`]): sampled request load per shard-key
@@ -20,6 +23,7 @@
 //! (the range deleter goes through the [`Store`]).
 
 pub mod critical_section;
+pub mod db_version;
 pub mod error;
 pub mod load;
 pub mod metadata;
@@ -48,6 +52,7 @@ pub struct ShardingState {
     catalog: Option<ConfigClient>,
     pub gates: Gates,
     metadata: metadata::MetadataCache,
+    databases: db_version::DatabaseCache,
     pub range_deleter: RangeDeleter,
     /// Sampled request load of sharded collections (for `_shoalChunkStats`).
     pub load: load::LoadSampler,
@@ -66,6 +71,7 @@ impl ShardingState {
             catalog,
             gates: Gates::default(),
             metadata: metadata::MetadataCache::default(),
+            databases: db_version::DatabaseCache::default(),
             range_deleter: RangeDeleter::default(),
             load: load::LoadSampler::new(),
             sizes: load::sizes::SizeCache::default(),
@@ -118,6 +124,59 @@ impl ShardingState {
         }
     }
 
+    /// Checks a router's database version of `db` against this shard's cached entry: runs only
+    /// if this shard is the primary at that version; StaleDbVersion (249) otherwise, after at
+    /// most one refresh when the router may know more. `None` (not sent): nothing checked.
+    pub async fn check_database(
+        &self,
+        db: &str,
+        received: Option<&shoal_proto::shard::DatabaseVersion>,
+    ) -> ExecResult<()> {
+        let Some(received) = received else { return Ok(()) };
+        let received = db_version::received(received)?;
+        let catalog = self.catalog.as_ref().ok_or(ShardingError::NoConfigServers)?;
+        let mut known = self.databases.get(db);
+        let mut refreshed = false;
+        loop {
+            match db_version::decide(&received, &known, refreshed) {
+                Decision::Accept => return Ok(()),
+                Decision::Refresh => {
+                    known = self.databases.refresh(catalog, &self.shard_id, db, true).await?;
+                    refreshed = true;
+                }
+                Decision::Stale => {
+                    let wanted = match &known {
+                        db_version::KnownDb::Present { version, .. } => Some(*version),
+                        _ => None,
+                    };
+                    let e = ShardingError::StaleDbVersion {
+                        db: db.to_owned(),
+                        received: db_version::shown(Some(&received)),
+                        wanted: db_version::shown(wanted.as_ref()),
+                    };
+                    tracing::debug!(error = %e, "stale database version");
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+
+    /// Reloads `db`'s entry (linearizable): movePrimary calls it after committing.
+    pub async fn refresh_database(&self, db: &str) -> ExecResult<db_version::KnownDb> {
+        let catalog = self.catalog.as_ref().ok_or(ShardingError::NoConfigServers)?;
+        Ok(self.databases.refresh(catalog, &self.shard_id, db, false).await?)
+    }
+
+    /// Drops `db`'s cached entry; the next request carrying a database version reloads it.
+    pub fn forget_database_version(&self, db: &str) {
+        self.databases.forget(db);
+    }
+
+    /// Installs a database entry without asking the catalog (tests).
+    pub fn install_database(&self, db: &str, known: db_version::KnownDb) {
+        self.databases.install(db, known);
+    }
+
     /// Reloads `ns` from the catalog with a linearizable read, so a change committed before the
     /// call (a migration commit) is seen. Migration code calls it after committing.
     pub async fn refresh(&self, ns: &str) -> ExecResult<()> {
@@ -135,6 +194,7 @@ impl ShardingState {
     /// [`Self::forget`] for every collection of `db` (after dropDatabase).
     pub fn forget_database(&self, db: &str) {
         self.metadata.forget_database(db);
+        self.databases.forget(db);
     }
 
     /// The cached metadata of `ns`, if loaded.

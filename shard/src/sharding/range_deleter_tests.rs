@@ -23,6 +23,7 @@ fn run_cmd<T>(e: &Engine, body: Document, f: fn(&Engine, &Request<'_>) -> ExecRe
         sequence_id: String::new(),
         sequence: Vec::new(),
         shard_version: None,
+        database_version: None,
     };
     f(e, &Request::parse(&raw).expect("parse")).expect("command")
 }

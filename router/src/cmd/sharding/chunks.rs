@@ -242,7 +242,7 @@ fn wire_bound(b: &ChunkBound) -> KeyBound {
 
 /// The donor's gRPC address from the catalog (its primary, else its first member). A small
 /// stand-in for the router's shard pool keyed by shard id, which replaces it when it lands.
-fn donor_endpoint(shard: &Shard) -> Result<String, CommandError> {
+pub(super) fn donor_endpoint(shard: &Shard) -> Result<String, CommandError> {
     let addr = shard.group.primary.clone().or_else(|| shard.group.members.first().cloned()).ok_or_else(|| {
         CommandError::new(ErrorCode::ShardNotFound, format!("shard {} has no member address", shard.id))
     })?;

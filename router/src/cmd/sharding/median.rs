@@ -29,6 +29,7 @@ pub async fn median(state: &RouterState, coll: &Collection, chunk: &Chunk) -> Re
         sequence_id: String::new(),
         sequence: Vec::new(),
         shard_version: None,
+        database_version: None,
     };
     let pool = routing::pool(state, &chunk.shard).await?;
     let reply = pool.client().command(request).await.map_err(|s| pool.status_error(&s))?.into_inner();

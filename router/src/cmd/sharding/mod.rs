@@ -1,15 +1,17 @@
 //! Sharding admin commands answered from the catalog. All run on `admin` only, as on a mongos.
 //! This file holds the shard and database commands (`listShards`, `addShard`, `enableSharding`);
-//! collections and chunks are in the submodules.
+//! collections and chunks are in the submodules, `movePrimary` and `removeShard` in `primary`.
 
 mod chunks;
 mod info;
 mod key;
 mod median;
+mod primary;
 mod shard_collection;
 
 pub use chunks::{merge_chunks, move_chunk, split};
 pub use info::{flush_router_config, get_shard_map, get_shard_version, is_db_grid};
+pub use primary::{move_primary, remove_shard};
 pub use shard_collection::shard_collection;
 
 use bson::{Bson, Document, RawDocumentBuf, doc};
