@@ -30,6 +30,11 @@ pub struct ShardedCluster {
 
 impl ShardedCluster {
     pub async fn start() -> anyhow::Result<ShardedCluster> {
+        Self::start_with_router_args(&[]).await
+    }
+
+    /// The same cluster, its first router started with `router_args` added (e.g. balancer flags).
+    pub async fn start_with_router_args(router_args: &[&str]) -> anyhow::Result<ShardedCluster> {
         let dir = tempfile::tempdir()?;
         let ports = crate::up::free_ports(3 + SHARDS)?;
         let (cfg_ports, shard_ports) = ports.split_at(3);
@@ -38,7 +43,7 @@ impl ShardedCluster {
         for (i, port) in shard_ports.iter().enumerate() {
             shards.push(Some(Process::start(shard_spec(dir.path(), i, *port, &config_addrs, "")).await?));
         }
-        let router = start_router(dir.path(), "router", &config_addrs).await?;
+        let router = start_router(dir.path(), "router", &config_addrs, router_args).await?;
         let cluster =
             ShardedCluster { dir, _config: config, shards, shard_ports: shard_ports.to_vec(), router, config_addrs };
         let admin = cluster.client().await?.database("admin");
@@ -94,7 +99,12 @@ impl ShardedCluster {
 
     /// Another router on the same catalog (its own routing cache), e.g. to make one stale.
     pub async fn start_router(&self, name: &str) -> anyhow::Result<Process> {
-        start_router(self.dir.path(), name, &self.config_addrs).await
+        start_router(self.dir.path(), name, &self.config_addrs, &[]).await
+    }
+
+    /// Another router with `args` added to its command line.
+    pub async fn start_router_with_args(&self, name: &str, args: &[&str]) -> anyhow::Result<Process> {
+        start_router(self.dir.path(), name, &self.config_addrs, args).await
     }
 
     /// A client of the catalog (the config servers).
@@ -140,11 +150,14 @@ pub async fn client_of(router: &Process) -> anyhow::Result<mongodb::Client> {
     Ok(mongodb::Client::with_uri_str(uri).await?)
 }
 
-async fn start_router(dir: &Path, name: &str, config_addrs: &[String]) -> anyhow::Result<Process> {
+async fn start_router(dir: &Path, name: &str, config_addrs: &[String], extra: &[&str]) -> anyhow::Result<Process> {
+    let mut args: Vec<String> =
+        vec!["router".into(), "--listen".into(), "127.0.0.1:0".into(), "--config".into(), config_addrs.join(",")];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
     Process::start(ProcessSpec {
         name: name.into(),
         role: "router".into(),
-        args: vec!["router".into(), "--listen".into(), "127.0.0.1:0".into(), "--config".into(), config_addrs.join(",")],
+        args,
         log_path: dir.join(format!("{name}.log")),
     })
     .await
