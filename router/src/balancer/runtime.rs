@@ -474,8 +474,12 @@ mod tests {
         assert_eq!(book.idle("balanced", second), IdleRecord::default(), "the same reason again writes nothing");
         let later = t0 + ROUND_REPORT_INTERVAL;
         assert_eq!(book.idle("balanced", later), IdleRecord { log_rounds: None, report: Some(2) });
-        assert_eq!(book.idle("the balancer is stopped", later).log_rounds, Some(2), "a new reason is logged");
-        assert_eq!(book.begin_active(later), 1);
+        assert_eq!(
+            book.idle("the balancer is stopped", later).log_rounds,
+            Some(3),
+            "a new reason is logged, counting this round"
+        );
+        assert_eq!(book.begin_active(later), 0, "every idle round was already reported");
         assert_eq!(book.end_active(later), 1);
         assert_eq!(book.idle("the balancer is stopped", later).log_rounds, Some(1), "logged again after acting");
     }
