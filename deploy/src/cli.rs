@@ -245,7 +245,32 @@ pub struct RouterArgs {
     #[arg(long, value_delimiter = ',')]
     pub config: Vec<String>,
     #[command(flatten)]
+    pub balancer: BalancerArgs,
+    #[command(flatten)]
     pub child: ChildArgs,
+}
+
+/// The router's balancer (it runs with `--config`; only the router holding the lease acts).
+#[derive(Debug, Args)]
+pub struct BalancerArgs {
+    /// Do not run the balancer in this router.
+    #[arg(long)]
+    pub no_balancer: bool,
+    /// Pause between balancer rounds that did nothing (1 s after one that did something).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub balancer_interval_ms: u64,
+    /// A chunk above this many requests/s is hot and split by load.
+    #[arg(long, default_value_t = 2500.0)]
+    pub balancer_load_split_ops: f64,
+    /// How long a chunk must stay hot before it is split by load.
+    #[arg(long, default_value_t = 10_000)]
+    pub balancer_load_split_after_ms: u64,
+    /// A boundary a load split made is not merged away for this long.
+    #[arg(long, default_value_t = 600_000)]
+    pub balancer_merge_cooldown_ms: u64,
+    /// Latency target passed to each balancer migration's donor (admission control; 0 = off).
+    #[arg(long, default_value_t = 50)]
+    pub migration_latency_target_ms: u32,
 }
 
 #[derive(Debug, Args)]

@@ -22,6 +22,13 @@ pub async fn router(args: RouterArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal(args.child.exit_on_stdin_eof).context("cannot install signal handlers")?;
     let mut config = shoal_router::RouterConfig::new(args.listen, args.shard);
     config.config_servers = args.config;
+    let b = &args.balancer;
+    config.balancer.enabled = !b.no_balancer;
+    config.balancer.round_interval = std::time::Duration::from_millis(b.balancer_interval_ms);
+    config.balancer.migration_latency_target_ms = b.migration_latency_target_ms;
+    config.balancer.params.load_split_ops_per_sec = b.balancer_load_split_ops;
+    config.balancer.params.load_split_after_ms = b.balancer_load_split_after_ms;
+    config.balancer.params.merge_cooldown_ms = b.balancer_merge_cooldown_ms;
     let listen = config.listen;
     shoal_router::run(config, shutdown).await.with_context(|| format!("router on {listen} failed"))
 }

@@ -3,6 +3,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+pub use crate::balancer::runtime::BalancerConfig;
+
 #[derive(Debug, Clone)]
 pub struct RouterConfig {
     /// Where the wire-protocol server listens (loopback in every default).
@@ -19,6 +21,8 @@ pub struct RouterConfig {
     pub cursor_idle_timeout: Duration,
     /// Config servers (`host:port`) holding the catalog; empty: no sharding admin commands.
     pub config_servers: Vec<String>,
+    /// The balancer this router runs with config servers (only the lease holder acts).
+    pub balancer: BalancerConfig,
 }
 
 impl RouterConfig {
@@ -30,6 +34,7 @@ impl RouterConfig {
             shard_rpc_timeout: Duration::from_secs(120),
             cursor_idle_timeout: Duration::from_secs(600),
             config_servers: Vec::new(),
+            balancer: BalancerConfig::default(),
         }
     }
 }

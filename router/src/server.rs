@@ -93,6 +93,7 @@ async fn serve(
     let (stop_tx, stop_rx) = watch::channel(());
     let mut connections = JoinSet::new();
     let reaper = tokio::spawn(crate::cursors::reap_idle_forever(Arc::clone(&state)));
+    let balancer = crate::balancer::runtime::start(&state, balancer_holder(&listener));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -118,6 +119,9 @@ async fn serve(
 
     drop(listener);
     reaper.abort();
+    if let Some(balancer) = balancer {
+        balancer.stop().await;
+    }
     tracing::info!(open = connections.len(), "router shutting down");
     stop_tx.send_replace(());
     let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
@@ -131,6 +135,12 @@ async fn serve(
         connections.shutdown().await;
     }
     Ok(())
+}
+
+/// This router process's name as a lease holder: unique while it lives (host, port, pid).
+fn balancer_holder(listener: &TcpListener) -> String {
+    let port = listener.local_addr().map_or(0, |a| a.port());
+    format!("{}:{port}:{}", crate::cmd::info::hostname(), std::process::id())
 }
 
 async fn accept_failed(e: io::Error) {

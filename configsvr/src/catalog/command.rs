@@ -155,6 +155,19 @@ pub enum Command {
         ns: String,
         details: BTreeMap<String, Detail>,
     },
+    /// Records a balancer round or decision in `config.actionlog` (MongoDB's `what`:
+    /// `balancer.round`, `balancer.move`, ...), bounded and validated as `LogChange` is.
+    LogAction {
+        what: String,
+        ns: String,
+        details: BTreeMap<String, Detail>,
+    },
+    /// The balancer lease holder's report: `completed` rounds since its last report are added to
+    /// the cluster's round count; `in_round` says whether one is running now. Not logged.
+    ReportBalancerRounds {
+        completed: u64,
+        in_round: bool,
+    },
 }
 
 /// How a newly sharded collection's key space is first divided.
@@ -227,6 +240,10 @@ impl fmt::Display for Command {
             }
             Command::ReleaseLease { name, holder, .. } => write!(f, "releaseLease {name} by {holder}"),
             Command::LogChange { what, ns, .. } => write!(f, "logChange {what} {ns}"),
+            Command::LogAction { what, ns, .. } => write!(f, "logAction {what} {ns}"),
+            Command::ReportBalancerRounds { completed, in_round } => {
+                write!(f, "reportBalancerRounds +{completed} in round {in_round}")
+            }
         }
     }
 }

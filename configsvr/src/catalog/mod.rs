@@ -21,6 +21,7 @@
 //!   a command creates gets a version above the collection version it replaces;
 //! - fencing tokens only grow; the catalog version grows by one per effective change.
 
+mod actionlog;
 pub mod api;
 mod changelog;
 mod chunks;
@@ -42,6 +43,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use actionlog::BalancerRounds;
 pub use changelog::{CHANGELOG_ENTRIES_MAX, Changelog, ChangelogEntry, Detail};
 pub use command::{Command, InitialChunks, RemoveShardProgress, RemoveShardState, Response};
 pub use error::CatalogError;
@@ -76,6 +78,11 @@ pub struct Catalog {
     settings: Settings,
     leases: Leases,
     changelog: Changelog,
+    /// The balancer's rounds and decisions (`config.actionlog`), bounded like the changelog.
+    #[serde(default)]
+    actionlog: Changelog,
+    #[serde(default)]
+    balancer_rounds: BalancerRounds,
     /// The cluster's identity (`config.version.clusterId`), set once by the first `InitCluster`.
     #[serde(default)]
     cluster_id: Option<Epoch>,
@@ -125,6 +132,8 @@ enum Effect {
     /// the ring of the migrations it exists to show).
     Silent,
     Logged(LogDraft),
+    /// Changed only by an entry in the action log (the balancer's own record).
+    Acted(LogDraft),
 }
 
 impl Outcome {
@@ -136,6 +145,13 @@ impl Outcome {
     }
     pub(crate) fn logged(response: Response, log: LogDraft) -> Self {
         Self { response, effect: Effect::Logged(log) }
+    }
+    /// The same change, recorded in the action log instead of the changelog.
+    pub(crate) fn into_action(self) -> Self {
+        match self.effect {
+            Effect::Logged(log) => Self { response: self.response, effect: Effect::Acted(log) },
+            effect => Self { response: self.response, effect },
+        }
     }
 }
 
@@ -156,8 +172,10 @@ impl Catalog {
             self.version += 1;
             self.clock.now_ms = now;
         }
-        if let Effect::Logged(log) = outcome.effect {
-            self.changelog.push(log, self.version, now);
+        match outcome.effect {
+            Effect::Logged(log) => self.changelog.push(log, self.version, now),
+            Effect::Acted(log) => self.actionlog.push(log, self.version, now),
+            Effect::Unchanged | Effect::Silent => {}
         }
         #[cfg(debug_assertions)]
         if let Err(violation) = before.verify(self) {
@@ -223,6 +241,10 @@ impl Catalog {
             C::RenewLease { name, holder, token, ttl_ms } => self.renew_lease(name, holder, *token, *ttl_ms, now),
             C::ReleaseLease { name, holder, token } => self.release_lease(name, holder, *token),
             C::LogChange { what, ns, details } => changelog::log_change(what, ns, details),
+            C::LogAction { what, ns, details } => self.log_action(what, ns, details),
+            C::ReportBalancerRounds { completed, in_round } => {
+                Ok(self.report_balancer_rounds(*completed, *in_round, now))
+            }
         }
     }
 
@@ -290,5 +312,15 @@ impl Catalog {
 
     pub fn changelog(&self) -> &Changelog {
         &self.changelog
+    }
+
+    /// The balancer's rounds and decisions (`config.actionlog`), oldest first.
+    pub fn actionlog(&self) -> &Changelog {
+        &self.actionlog
+    }
+
+    /// The balancer's round count and whether it was in a round at its last report.
+    pub fn balancer_rounds(&self) -> &BalancerRounds {
+        &self.balancer_rounds
     }
 }

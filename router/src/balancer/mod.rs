@@ -5,11 +5,16 @@
 //! - [`policy`]: the decision core. Given a catalog snapshot, chunk statistics from the shards and
 //!   the balancer's memory, it returns a [`policy::Plan`] of actions, each with its reason. No I/O,
 //!   no clock (the caller passes `now`), deterministic: unit-tested on hand-built catalogs.
-//! - the runtime (`runtime.rs`, landing with the lease loop): holds the `balancer` lease from the
-//!   config service, gathers statistics, asks the policy, carries the actions out fenced by the
-//!   lease token, records every round and decision in `config.actionlog`.
+//! - the runtime: [`lease`] holds the `balancer` lease from the config service, [`stats`] gathers
+//!   chunk statistics from the shards, [`runtime`] runs the rounds (asks the policy, records every
+//!   round and decision in `config.actionlog`), [`execute`] carries actions out fenced by the
+//!   lease token.
 //!
 //! Must not: move a chunk without the lease's fencing token, run two migrations on one shard at a
 //! time, or retry a chunk that cannot be split forever (it is marked jumbo instead).
 
+pub mod execute;
+pub mod lease;
 pub mod policy;
+pub mod runtime;
+pub mod stats;

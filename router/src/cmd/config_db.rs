@@ -228,8 +228,7 @@ async fn documents(state: &RouterState, conn: &ConnContext, coll: &str) -> Resul
             catalog.leases().iter().map(|(name, lease)| docs::lock_document(name, lease, now)).collect()
         }
         "mongos" => vec![mongos(state, conn)],
-        // The catalog records no balancer rounds yet; an empty collection is the truth.
-        "actionlog" => Vec::new(),
+        "actionlog" => catalog.actionlog().entries().map(|e| docs::action_document(&catalog, e)).collect(),
         other => return check_served(other).map(|()| Vec::new()),
     })
 }

@@ -158,6 +158,17 @@ pub fn zone_document(ns: &str, pattern: Option<&KeyPattern>, range: &ZoneRange) 
 
 /// One `config.changelog` document; bounds in the details are decoded with the namespace's key
 /// pattern when it names a sharded collection.
+/// A `config.actionlog` document (the balancer's rounds and decisions): the changelog's shape,
+/// with the details as MongoDB's balancer writes them.
+pub fn action_document(catalog: &Catalog, e: &ChangelogEntry) -> Document {
+    let mut d = changelog_document(catalog, e);
+    d.insert("_id", format!("balancer-{}-{}", e.time_ms, e.seq));
+    d.insert("server", "balancer");
+    d.remove("shard");
+    d.remove("clientAddr");
+    d
+}
+
 pub fn changelog_document(catalog: &Catalog, e: &ChangelogEntry) -> Document {
     let pattern = catalog.collection(&e.ns).map(|c| &c.key);
     let details: Document = e.details.iter().map(|(k, v)| (k.clone(), detail_value(pattern, v))).collect();

@@ -232,7 +232,7 @@ pub async fn move_chunk(state: &RouterState, _conn: &ConnContext, cmd: &ClientCo
 /// a lost donor from holding the client forever).
 pub const MOVE_RANGE_TIMEOUT: Duration = Duration::from_secs(600);
 
-fn wire_bound(b: &ChunkBound) -> KeyBound {
+pub(crate) fn wire_bound(b: &ChunkBound) -> KeyBound {
     match b {
         ChunkBound::Min => KeyBound { kind: 0, key: Default::default() },
         ChunkBound::Key(k) => KeyBound { kind: 1, key: k.clone().into() },
@@ -242,14 +242,14 @@ fn wire_bound(b: &ChunkBound) -> KeyBound {
 
 /// The donor's gRPC address from the catalog (its primary, else its first member). A small
 /// stand-in for the router's shard pool keyed by shard id, which replaces it when it lands.
-pub(super) fn donor_endpoint(shard: &Shard) -> Result<String, CommandError> {
+pub(crate) fn donor_endpoint(shard: &Shard) -> Result<String, CommandError> {
     let addr = shard.group.primary.clone().or_else(|| shard.group.members.first().cloned()).ok_or_else(|| {
         CommandError::new(ErrorCode::ShardNotFound, format!("shard {} has no member address", shard.id))
     })?;
     Ok(if addr.starts_with("http") { addr } else { format!("http://{addr}") })
 }
 
-async fn call_move_range(endpoint: &str, request: MoveRangeRequest) -> Result<i64, CommandError> {
+pub(crate) async fn call_move_range(endpoint: &str, request: MoveRangeRequest) -> Result<i64, CommandError> {
     let unreachable = |e: String| CommandError::new(ErrorCode::HostUnreachable, format!("donor {endpoint}: {e}"));
     let channel = Endpoint::from_shared(endpoint.to_owned())
         .map_err(|e| unreachable(e.to_string()))?

@@ -1,5 +1,6 @@
 //! The median of a chunk, asked of the shard that owns it (`splitVector` with `force: true`, as
-//! MongoDB's `split` with `find` or `bounds` does): the key that halves the chunk's documents.
+//! MongoDB's `split` with `find` or `bounds` does): the key that halves the chunk's documents,
+//! by count, or (`bySize`, for the balancer's size splits) by bytes.
 
 use bson::{Bson, Document, doc};
 use shoal_configsvr::catalog::{Chunk, ChunkBound, Collection};
@@ -15,13 +16,26 @@ use crate::state::RouterState;
 /// The split point at the middle of `chunk`'s documents; CannotSplit when the chunk holds fewer
 /// than two distinct shard-key values.
 pub async fn median(state: &RouterState, coll: &Collection, chunk: &Chunk) -> Result<ChunkBound, CommandError> {
-    let body = doc! {
+    split_key(state, coll, chunk, false).await
+}
+
+/// The median by count, or with `by_size` the key where the chunk's cumulative bytes reach half.
+pub async fn split_key(
+    state: &RouterState,
+    coll: &Collection,
+    chunk: &Chunk,
+    by_size: bool,
+) -> Result<ChunkBound, CommandError> {
+    let mut body = doc! {
         "splitVector": &coll.ns,
         "keyPattern": key_document(&coll.key),
         "min": bound_document(Some(&coll.key), &chunk.min),
         "max": bound_document(Some(&coll.key), &chunk.max),
         "force": true,
     };
+    if by_size {
+        body.insert("bySize", true);
+    }
     let request = CommandRequest {
         request_id: String::new(),
         db: "admin".into(),

@@ -2,17 +2,26 @@
 //! This file holds the shard and database commands (`listShards`, `addShard`, `enableSharding`);
 //! collections and chunks are in the submodules, `movePrimary` and `removeShard` in `primary`.
 
+mod balancer;
 mod chunks;
 mod info;
 mod key;
 mod median;
 mod primary;
 mod shard_collection;
+mod zones;
 
+pub use balancer::{
+    balancer_collection_status, balancer_start, balancer_status, balancer_stop, configure_collection_balancing,
+};
+pub(crate) use chunks::{call_move_range, donor_endpoint, wire_bound};
 pub use chunks::{merge_chunks, move_chunk, split};
 pub use info::{flush_router_config, get_shard_map, get_shard_version, is_db_grid};
+pub(crate) use key::bound_of_key;
+pub(crate) use median::split_key;
 pub use primary::{move_primary, remove_shard};
 pub use shard_collection::shard_collection;
+pub use zones::{shard_zone, update_zone_key_range};
 
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use shoal_configsvr::catalog::{Catalog, Command, Response, Shard};

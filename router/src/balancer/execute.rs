@@ -1,0 +1,135 @@
+//! Carries out one [`Decision`] of a plan, fenced by the balancer lease's token.
+//!
+//! ```text
+//!  Split Points  -> catalog SplitChunk{fencing}
+//!  Split Halve   -> owner: splitVector{force, bySize} -> key -> catalog SplitChunk{fencing}
+//!  Move          -> donor: MoveRange{fencing, latency target} (donor commits with the fencing)
+//!  Merge         -> catalog MergeChunks{fencing}
+//!  MarkJumbo     -> catalog SetChunkJumbo{jumbo: true, fencing}
+//! ```
+//!
+//! Every catalog write names the versions the policy read, so a chunk that changed since the
+//! snapshot is refused by the catalog's compare-and-set rather than acted on twice. Must not:
+//! issue anything without a token (the caller checks the lease before each action).
+
+use shoal_configsvr::catalog::{BALANCER_LEASE, Catalog, ChunkBound, Command, Fencing};
+use shoal_proto::ErrorCode;
+use shoal_proto::shard::MoveRangeRequest;
+
+use super::policy::{Action, Decision, SplitAt};
+use crate::cmd::sharding::{call_move_range, donor_endpoint, split_key, wire_bound};
+use crate::error::CommandError;
+use crate::state::RouterState;
+
+/// What an executed action did, for the log.
+#[derive(Debug, PartialEq)]
+pub enum Done {
+    Split { points: usize },
+    Moved { millis: i64 },
+    Merged,
+    MarkedJumbo,
+}
+
+/// Whether an error means the chunk cannot be split (it counts towards marking it jumbo).
+pub fn is_cannot_split(e: &CommandError) -> bool {
+    e.code == ErrorCode::CannotSplit.code()
+}
+
+pub async fn execute(
+    state: &RouterState,
+    catalog: &Catalog,
+    decision: &Decision,
+    token: u64,
+    latency_target_ms: u32,
+) -> Result<Done, CommandError> {
+    let fencing = Some(Fencing { lease: BALANCER_LEASE.to_owned(), token });
+    match &decision.action {
+        Action::Split { ns, epoch, min, version, at, .. } => {
+            let split_points = match at {
+                SplitAt::Points(points) => points.clone(),
+                SplitAt::Halve => vec![halving_key(state, catalog, ns, min, *version).await?],
+            };
+            let points = split_points.len();
+            let command = Command::SplitChunk {
+                ns: ns.clone(),
+                epoch: *epoch,
+                min: min.clone(),
+                expected_version: *version,
+                split_points,
+                fencing,
+            };
+            state.catalog.write(&command).await?;
+            Ok(Done::Split { points })
+        }
+        Action::Move { ns, epoch, min, max, version, from, to, reason } => {
+            let donor = catalog
+                .shard(from)
+                .ok_or_else(|| CommandError::new(ErrorCode::ShardNotFound, format!("Shard {from} not found")))?;
+            let request = MoveRangeRequest {
+                request_id: format!("balancer-{token}-{ns}-{min}"),
+                ns: ns.clone(),
+                min: Some(wire_bound(min)),
+                max: Some(wire_bound(max)),
+                to_shard: to.clone(),
+                epoch: epoch.0.to_vec().into(),
+                major: version.major,
+                minor: version.minor,
+                wait_for_delete: false,
+                fencing_lease: BALANCER_LEASE.to_owned(),
+                fencing_token: token,
+                latency_target_ms,
+            };
+            tracing::debug!(%ns, %min, %from, %to, ?reason, "balancer migration starting");
+            // Bounded by MOVE_RANGE_TIMEOUT (the channel's timeout in call_move_range).
+            let millis = call_move_range(&donor_endpoint(donor)?, request).await?;
+            Ok(Done::Moved { millis })
+        }
+        Action::Merge { ns, epoch, min, max, versions, .. } => {
+            let command = Command::MergeChunks {
+                ns: ns.clone(),
+                epoch: *epoch,
+                min: min.clone(),
+                max: max.clone(),
+                expected_versions: versions.clone(),
+                fencing,
+            };
+            state.catalog.write(&command).await?;
+            Ok(Done::Merged)
+        }
+        Action::MarkJumbo { ns, epoch, min, version, .. } => {
+            let command = Command::SetChunkJumbo {
+                ns: ns.clone(),
+                epoch: *epoch,
+                min: min.clone(),
+                expected_version: *version,
+                jumbo: true,
+                fencing,
+            };
+            state.catalog.write(&command).await?;
+            Ok(Done::MarkedJumbo)
+        }
+    }
+}
+
+/// The key halving the chunk's bytes, computed by its owner; CannotSplit when there is none.
+async fn halving_key(
+    state: &RouterState,
+    catalog: &Catalog,
+    ns: &str,
+    min: &ChunkBound,
+    version: shoal_configsvr::catalog::ChunkVersion,
+) -> Result<Vec<u8>, CommandError> {
+    let coll = catalog
+        .collection(ns)
+        .ok_or_else(|| CommandError::new(ErrorCode::NamespaceNotSharded, format!("Collection {ns} is not sharded.")))?;
+    let chunk = coll.chunks.get(min).filter(|c| c.version == version).ok_or_else(|| {
+        CommandError::new(ErrorCode::ConflictingOperationInProgress, format!("chunk {ns} at {min} changed meanwhile"))
+    })?;
+    match split_key(state, coll, chunk, true).await? {
+        ChunkBound::Key(k) if ChunkBound::Key(k.clone()) > chunk.min && ChunkBound::Key(k.clone()) < chunk.max => Ok(k),
+        other => Err(CommandError::new(
+            ErrorCode::CannotSplit,
+            format!("the halving key {other} of {ns} [{}, {}) is not inside the chunk", chunk.min, chunk.max),
+        )),
+    }
+}
