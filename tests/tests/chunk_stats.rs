@@ -26,6 +26,7 @@ fn request(db: &str, body: Document) -> CommandRequest {
         sequence_id: String::new(),
         sequence: Vec::new(),
         shard_version: None,
+        database_version: None,
     }
 }
 

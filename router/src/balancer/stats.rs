@@ -100,6 +100,7 @@ pub(crate) async fn shard_admin_command(
         sequence_id: String::new(),
         sequence: Vec::new(),
         shard_version: None,
+        database_version: None,
     };
     let pool = routing::pool(state, shard).await?;
     let reply = pool.client().command(request).await.map_err(|s| pool.status_error(&s))?.into_inner();
@@ -152,21 +153,7 @@ fn decode(coll: &Collection, reply: &Document, expected: usize) -> Result<Vec<Ch
 /// hot, dropped when it cools or is no longer reported. Also forgets what concerns chunks or
 /// boundaries that no longer exist, so the memory stays bounded by the catalog's size.
 pub fn observe_hot(memory: &mut Memory, catalog: &Catalog, stats: &Stats, params: &Params, now_ms: u64) {
-    let hot = |ns: &str, min: &ChunkBound| {
-        stats
-            .chunks
-            .get(ns)
-            .and_then(|c| c.get(min))
-            .is_some_and(|(_, s)| s.ops_per_sec >= params.load_split_ops_per_sec)
-    };
-    memory.hot_since_ms.retain(|(ns, min), _| hot(ns, min));
-    for (ns, chunks) in &stats.chunks {
-        for (min, (_, s)) in chunks {
-            if s.ops_per_sec >= params.load_split_ops_per_sec {
-                memory.hot_since_ms.entry((ns.clone(), min.clone())).or_insert(now_ms);
-            }
-        }
-    }
+    super::policy::observe_hot(memory, stats, params, now_ms);
     let exists = |ns: &str, min: &ChunkBound| catalog.collection(ns).is_some_and(|c| c.chunks.contains_key(min));
     memory.failed_splits.retain(|(ns, min, version), _| {
         exists(ns, min) && catalog.collection(ns).and_then(|c| c.chunks.get(min)).is_some_and(|c| c.version == *version)
