@@ -5,7 +5,6 @@
 //!   its database) to empty and completes; every document is there exactly once.
 //! - A zone's key range ends on the zone's shard.
 //! - A hot range under a zipfian load is split by load and its halves spread.
-//! - A chunk of one heavy key and a chunk of one hot key become jumbo, reported, not retried forever.
 //! - A router killed while it holds the balancer lease is replaced by another router's balancer.
 //!
 //! Routers run the balancer every few hundred milliseconds and the chunk size is 1 MiB, so the
@@ -348,62 +347,6 @@ async fn a_hot_range_is_split_by_load_and_spread() {
         "no load split in config.actionlog: {splits:?}"
     );
     assert_exact_ids(&items, 5000).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn one_heavy_or_hot_key_becomes_jumbo_and_is_not_retried_forever() {
-    let extra = ["--balancer-load-split-ops", "100", "--balancer-load-split-after-ms", "1000"];
-    let (cluster, client) = cluster(2, 0, &extra).await;
-    // Heavy: 2 MiB of documents with one shard-key value, twice the chunk size.
-    shard_collection(&client, "jumbo", "heavy", doc! { "k": 1 }, "shard0").await;
-    let heavy = client.database("jumbo").collection::<Document>("heavy");
-    let big = "y".repeat(1000);
-    insert_range(&heavy, 0..2100, |i| doc! { "_id": i, "k": 7, "big": &big }).await;
-    // Hot: one key read over and over.
-    shard_collection(&client, "jumbo", "hot", doc! { "k": 1 }, "shard0").await;
-    let hot = client.database("jumbo").collection::<Document>("hot");
-    insert_range(&hot, 0..1000, |i| doc! { "_id": i, "k": i % 10 }).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let readers = read_load(&hot, 8, &stop, |_| 3);
-
-    let config = cluster.catalog();
-    let marked = wait_until(BALANCE_MAX, || async {
-        let cat = catalog(&config).await.map_err(|e| e.to_string())?;
-        for ns in ["jumbo.heavy", "jumbo.hot"] {
-            let coll = cat.collection(ns).ok_or("not sharded")?;
-            if !coll.chunks.values().any(|c| c.jumbo) {
-                return Err(format!("no jumbo chunk in {ns} yet ({} chunks)", coll.chunks.len()));
-            }
-        }
-        Ok(())
-    })
-    .await;
-    if let Err(why) = marked {
-        stop.store(true, Ordering::Relaxed);
-        panic!("not marked jumbo: {why}\n{}", cluster.log_tails(60));
-    }
-    // Reported: config.chunks shows it through the router, and the actionlog says why.
-    let jumbo_chunks = client
-        .database("config")
-        .collection::<Document>("chunks")
-        .count_documents(doc! { "jumbo": true })
-        .await
-        .expect("count jumbo chunks");
-    assert!(jumbo_chunks >= 2, "config.chunks shows {jumbo_chunks} jumbo chunks");
-    let reported = actions(&client, "balancer.jumbo").await.len();
-    assert!(reported >= 2, "balancer.jumbo entries: {reported}");
-    // Not retried forever: many more rounds, no more split attempts of the jumbo chunks.
-    let attempts_before = actions(&client, "balancer.split").await.len();
-    tokio::time::sleep(Duration::from_millis(20 * INTERVAL_MS.parse::<u64>().expect("interval"))).await;
-    let attempts_after = actions(&client, "balancer.split").await.len();
-    stop.store(true, Ordering::Relaxed);
-    for r in readers {
-        r.await.expect("reader");
-    }
-    assert_eq!(attempts_before, attempts_after, "split attempts kept coming after the chunks were marked jumbo");
-    assert_eq!(actions(&client, "balancer.jumbo").await.len(), reported, "jumbo reported again");
-    assert_exact_ids(&heavy, 2100).await;
-    assert_exact_ids(&hot, 1000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
