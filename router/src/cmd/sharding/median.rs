@@ -2,15 +2,13 @@
 //! MongoDB's `split` with `find` or `bounds` does): the key that halves the chunk's documents,
 //! by count, or (`bySize`, for the balancer's size splits) by bytes.
 
-use bson::{Bson, Document, doc};
+use bson::{Bson, doc};
 use shoal_configsvr::catalog::{Chunk, ChunkBound, Collection};
 use shoal_proto::ErrorCode;
-use shoal_proto::shard::CommandRequest;
 
 use super::key::bound_of_key;
 use crate::cmd::config_docs::{bound_document, key_document};
 use crate::error::CommandError;
-use crate::routing;
 use crate::state::RouterState;
 
 /// The split point at the middle of `chunk`'s documents; CannotSplit when the chunk holds fewer
@@ -36,21 +34,7 @@ pub async fn split_key(
     if by_size {
         body.insert("bySize", true);
     }
-    let request = CommandRequest {
-        request_id: String::new(),
-        db: "admin".into(),
-        body: body.to_vec().map_err(|e| CommandError::new(ErrorCode::InternalError, e.to_string()))?.into(),
-        sequence_id: String::new(),
-        sequence: Vec::new(),
-        shard_version: None,
-        database_version: None,
-    };
-    let pool = routing::pool(state, &chunk.shard).await?;
-    let reply = pool.client().command(request).await.map_err(|s| pool.status_error(&s))?.into_inner();
-    if let Some(e) = reply.error {
-        return Err(e.into());
-    }
-    let reply = Document::from_reader(&mut &reply.body[..]).map_err(CommandError::from)?;
+    let reply = crate::balancer::stats::shard_admin_command(state, &chunk.shard, &body).await?;
     let point = reply.get_array("splitKeys").ok().and_then(|a| a.first()).and_then(Bson::as_document);
     match point {
         Some(p) => bound_of_key(&coll.key, p, "the chunk's median"),
