@@ -25,7 +25,6 @@ use crate::procs::Server;
 
 const DB: &str = "bench_balancer";
 const COLL: &str = "data";
-const INSERT_BATCH_DOCS: usize = 1000;
 /// The extra shard's name in the catalog.
 const EXTRA_SHARD: &str = "bench_extra";
 /// How often the benchmark asks whether the collection is balanced.
@@ -79,17 +78,8 @@ pub async fn run(opts: &BalancerOptions) -> anyhow::Result<BalancerReport> {
     db.drop().await?;
     admin.run_command(doc! { "enableSharding": DB }).await?;
     admin.run_command(doc! { "shardCollection": format!("{DB}.{COLL}"), "key": { "_id": 1 } }).await?;
-    let docs = (opts.data_mib << 20) / opts.doc_bytes.max(1) as u64;
-    let pad = "x".repeat(opts.doc_bytes);
     let coll = db.collection::<Document>(COLL);
-    let mut next = 0u64;
-    while next < docs {
-        let end = (next + INSERT_BATCH_DOCS as u64).min(docs);
-        let batch: Vec<Document> = (next..end).map(|k| doc! { "_id": k as i64, "pad": &pad }).collect();
-        coll.insert_many(batch).ordered(false).await?;
-        next = end;
-    }
-    let data_bytes = docs * doc! { "_id": 0i64, "pad": &pad }.to_vec()?.len() as u64;
+    let (docs, data_bytes) = crate::load::fill(&coll, opts.data_mib, opts.doc_bytes).await?;
 
     let since = bson::DateTime::now();
     let started = Instant::now();

@@ -82,3 +82,22 @@ pub async fn eighty_twenty<T>(
     };
     Ok((stats, outcome?))
 }
+
+/// Documents per insert while filling.
+const INSERT_BATCH_DOCS: u64 = 1000;
+
+/// Inserts `{_id: 0..n, pad}` documents, `doc_bytes` of padding each, until about `data_mib` MiB;
+/// returns how many documents and their BSON bytes.
+pub async fn fill(coll: &Collection<Document>, data_mib: u64, doc_bytes: usize) -> anyhow::Result<(u64, u64)> {
+    let docs = (data_mib << 20) / doc_bytes.max(1) as u64;
+    let pad = "x".repeat(doc_bytes);
+    let mut next = 0u64;
+    while next < docs {
+        let end = (next + INSERT_BATCH_DOCS).min(docs);
+        let batch: Vec<Document> = (next..end).map(|k| doc! { "_id": k as i64, "pad": &pad }).collect();
+        coll.insert_many(batch).ordered(false).await?;
+        next = end;
+    }
+    let data_bytes = docs * doc! { "_id": 0i64, "pad": &pad }.to_vec()?.len() as u64;
+    Ok((docs, data_bytes))
+}

@@ -76,18 +76,8 @@ pub async fn run(opts: &MigrationOptions) -> anyhow::Result<MigrationReport> {
     admin.run_command(doc! { "enableSharding": DB }).await?;
     admin.run_command(doc! { "shardCollection": format!("{DB}.{COLL}"), "key": { "_id": 1 } }).await?;
 
-    let docs = (opts.data_mib << 20) / opts.doc_bytes.max(1) as u64;
-    let pad = "x".repeat(opts.doc_bytes);
     let coll = db.collection::<Document>(COLL);
-    let mut next = 0u64;
-    while next < docs {
-        let end = (next + INSERT_BATCH_DOCS as u64).min(docs);
-        let batch: Vec<Document> = (next..end).map(|k| doc! { "_id": k as i64, "pad": &pad }).collect();
-        coll.insert_many(batch).ordered(false).await?;
-        next = end;
-    }
-    let one = doc! { "_id": 0i64, "pad": &pad }.to_vec()?;
-    let data_bytes = docs * one.len() as u64;
+    let (docs, data_bytes) = crate::load::fill(&coll, opts.data_mib, opts.doc_bytes).await?;
 
     let client_copy_ms = client_copy(&db).await?;
     let tcp_copy_ms = tcp_copy(data_bytes).await?;
