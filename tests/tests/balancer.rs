@@ -6,6 +6,8 @@
 //! - A zone's key range ends on the zone's shard.
 //! - A hot range under a zipfian load is split by load and its halves spread.
 //! - A router killed while it holds the balancer lease is replaced by another router's balancer.
+//! - One heavy key and one hot key each become a jumbo chunk, reported in `config.actionlog` and not
+//!   retried; `clearJumboFlag` and a later split clear the flag.
 //!
 //! Routers run the balancer every few hundred milliseconds and the chunk size is 1 MiB, so the
 //! tests take seconds of balancing rather than MongoDB's minutes; every wait is bounded.
@@ -382,4 +384,90 @@ async fn a_router_killed_holding_the_lease_is_replaced() {
     let lease = cat.leases().get(BALANCER_LEASE).expect("balancer lease");
     assert!(lease.holder.contains(&survivor.addr().port().to_string()), "lease now held by {}", lease.holder);
     assert_exact_ids(&items, 40_000).await;
+}
+
+/// Chunks of `ns` marked jumbo in the catalog, by `min`.
+async fn jumbo_chunks(config: &shoal_configsvr::client::ConfigClient, ns: &str) -> Result<Vec<String>, String> {
+    let cat = catalog(config).await.map_err(|e| e.to_string())?;
+    let coll = cat.collection(ns).ok_or(format!("{ns} is not sharded"))?;
+    Ok(coll.chunks.values().filter(|c| c.jumbo).map(|c| c.min.to_string()).collect())
+}
+
+/// `config.actionlog` entries of `what` about `ns`.
+async fn actions_on(client: &mongodb::Client, what: &str, ns: &str) -> usize {
+    actions(client, what).await.iter().filter(|d| d.get_str("ns").ok() == Some(ns)).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_heavy_or_hot_key_becomes_jumbo_and_is_not_retried_forever() {
+    let extra = ["--balancer-load-split-ops", "100", "--balancer-load-split-after-ms", "1000"];
+    let (cluster, client) = cluster(2, 0, &extra).await;
+    let admin = client.database("admin");
+    admin.run_command(doc! { "enableSharding": "jumbo", "primaryShard": "shard0" }).await.expect("enableSharding");
+    for ns in ["jumbo.heavy", "jumbo.hot"] {
+        admin.run_command(doc! { "shardCollection": ns, "key": { "k": 1 } }).await.expect("shardCollection");
+    }
+    // Heavy: about 2.2 MiB on k = 7, over the 1 MiB chunk size, and no key to split it at.
+    let heavy = client.database("jumbo").collection::<Document>("heavy");
+    let blob = "b".repeat(1000);
+    insert_range(&heavy, 0..2100, |i| doc! { "_id": i, "k": 7, "blob": &blob }).await;
+    // Hot: small, but every request reads k = 3.
+    let hot = client.database("jumbo").collection::<Document>("hot");
+    insert_range(&hot, 0..1000, |i| doc! { "_id": i, "k": i % 10 }).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers = read_load(&hot, 8, &stop, |_| 3);
+
+    let config = cluster.catalog();
+    let marked = wait_until(BALANCE_MAX, || async {
+        for ns in ["jumbo.heavy", "jumbo.hot"] {
+            if jumbo_chunks(&config, ns).await?.is_empty() {
+                return Err(format!("{ns} has no jumbo chunk"));
+            }
+        }
+        Ok(())
+    })
+    .await;
+    if let Err(why) = marked {
+        stop.store(true, Ordering::Relaxed);
+        panic!("not marked jumbo: {why}\n{}", cluster.log_tails(80));
+    }
+    for ns in ["jumbo.heavy", "jumbo.hot"] {
+        assert!(actions_on(&client, "balancer.jumbo", ns).await >= 1, "{ns}: no balancer.jumbo in config.actionlog");
+    }
+
+    // Not retried: over twenty more rounds, with the hot key still hot, nothing new happens to them.
+    let before: Vec<(usize, usize)> = futures::future::join_all(["jumbo.heavy", "jumbo.hot"].map(|ns| async {
+        (actions_on(&client, "balancer.split", ns).await, actions_on(&client, "balancer.jumbo", ns).await)
+    }))
+    .await;
+    let jumbo_before = (jumbo_chunks(&config, "jumbo.heavy").await, jumbo_chunks(&config, "jumbo.hot").await);
+    tokio::time::sleep(Duration::from_millis(20 * INTERVAL_MS.parse::<u64>().expect("interval"))).await;
+    let after: Vec<(usize, usize)> = futures::future::join_all(["jumbo.heavy", "jumbo.hot"].map(|ns| async {
+        (actions_on(&client, "balancer.split", ns).await, actions_on(&client, "balancer.jumbo", ns).await)
+    }))
+    .await;
+    assert_eq!(before, after, "(splits, jumbo marks) of heavy and hot changed after they were marked jumbo");
+    let jumbo_after = (jumbo_chunks(&config, "jumbo.heavy").await, jumbo_chunks(&config, "jumbo.hot").await);
+    assert_eq!(jumbo_before, jumbo_after);
+    stop.store(true, Ordering::Relaxed);
+    let mut reads = 0;
+    for r in readers {
+        reads += r.await.expect("reader");
+    }
+    assert!(reads > 0);
+
+    // clearJumboFlag clears the hot chunk's flag; with the load gone it stays clear.
+    admin.run_command(doc! { "clearJumboFlag": "jumbo.hot", "find": { "k": 3 } }).await.expect("clearJumboFlag");
+    assert_eq!(jumbo_chunks(&config, "jumbo.hot").await, Ok(vec![]));
+    // A later split clears it too: keys above 7 arrive and the jumbo chunk is split at 8.
+    insert_range(&heavy, 2100..2110, |i| doc! { "_id": i, "k": 8 }).await;
+    admin.run_command(doc! { "split": "jumbo.heavy", "middle": { "k": 8 } }).await.expect("split of the jumbo chunk");
+    let cat = catalog(&config).await.expect("catalog");
+    let coll = cat.collection("jumbo.heavy").expect("sharded");
+    let upper = coll.chunks.values().find(|c| c.max == shoal_configsvr::catalog::ChunkBound::Max).expect("last chunk");
+    assert!(!upper.jumbo, "the part split off a jumbo chunk is not jumbo: {upper:?}");
+    assert_eq!(jumbo_chunks(&config, "jumbo.hot").await, Ok(vec![]), "the cold hot chunk stays clear");
+
+    assert_eq!(heavy.count_documents(doc! {}).await.expect("count"), 2110);
+    assert_exact_ids(&hot, 1000).await;
 }

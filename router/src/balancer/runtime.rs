@@ -246,6 +246,9 @@ impl Rounds {
         let stats = stats::gather(&self.state, &catalog, None).await;
         stats::observe_hot(&mut self.memory, &catalog, &stats, &params, now);
         let plan = policy::plan(&catalog, &stats, &self.memory, &params, now);
+        for key in &plan.unsplittable {
+            *self.memory.failed_splits.entry(key.clone()).or_insert(0) += 1;
+        }
         for note in &plan.notes {
             tracing::debug!(%note, "balancer note");
         }

@@ -144,6 +144,7 @@ fn decode(coll: &Collection, reply: &Document, expected: usize) -> Result<Vec<Ch
                 ops_per_sec: number(r, "opsPerSec").max(0.0),
                 load_split_key,
                 no_load_split_reason: r.get_str("noLoadSplitReason").ok().map(str::to_owned),
+                load_unsplittable: r.get_bool("loadUnsplittable").unwrap_or(false),
             })
         })
         .collect()

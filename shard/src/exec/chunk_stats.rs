@@ -4,7 +4,8 @@
 //! ```text
 //!  {_shoalChunkStats: "db.coll", keyPattern: {..}, ranges: [{min: {..}, max: {..}}, ..]}
 //!  -> {ok: 1, loadWindowSecs, ranges: [{bytes, docs, opsPerSec, samples,
-//!                                       loadSplitKey | noLoadSplitReason}, ..]}   (request order)
+//!                                       loadSplitKey | noLoadSplitReason + loadUnsplittable},
+//!                                      ..]}   (request order)
 //! ```
 //!
 //! Sizes count every document whose shard key falls in the range (orphans too), from one pass over
@@ -116,6 +117,7 @@ pub fn chunk_stats(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
                     d.insert("loadSplitKey", key_document(&a.fields, &key)?);
                 }
                 Err(why) => {
+                    d.insert("loadUnsplittable", why.is_unsplittable());
                     d.insert("noLoadSplitReason", why.to_string());
                 }
             }

@@ -53,6 +53,9 @@ pub struct ChunkStats {
     pub load_split_key: Option<Vec<u8>>,
     /// Why no load split key was found (too few samples, imbalance, too many contained spans).
     pub no_load_split_reason: Option<String>,
+    /// The shard had enough samples and no split would spread the load (one hot key, or requests
+    /// crossing every candidate): a hot chunk like that counts as a failed split attempt.
+    pub load_unsplittable: bool,
 }
 
 /// Statistics by namespace, then by chunk `min` (the chunk the shard was asked about, with the
@@ -180,6 +183,10 @@ pub struct Plan {
     pub notes: Vec<String>,
     /// Collections found balanced this round (for `balancerCollectionStatus`).
     pub balanced: BTreeSet<String>,
+    /// Chunks (ns, min, version) that needed a split this round and cannot have one (hot, with the
+    /// load on one key): the runtime counts each as a failed split attempt, as it does a split the
+    /// shard refused, so the chunk is marked jumbo after `split_attempts_before_jumbo` rounds.
+    pub unsplittable: Vec<(String, ChunkBound, ChunkVersion)>,
 }
 
 /// The actions for this round. The caller has already checked the balancer mode and window; a

@@ -4,7 +4,9 @@
 //!
 //! Invariants: a jumbo chunk is never split by size or load; a chunk that has failed to split
 //! `split_attempts_before_jumbo` times at its current version is marked jumbo (size, load) or
-//! left alone with a note (zone boundary) instead of being tried again.
+//! left alone with a note (zone boundary) instead of being tried again. A hot chunk whose shard
+//! reports the load unsplittable (on one key) is a failed attempt each round it stays so
+//! ([`Plan::unsplittable`]).
 
 use shoal_configsvr::catalog::{Chunk, ChunkBound};
 
@@ -14,7 +16,7 @@ use super::{Action, CollRound, Decision, Memory, Params, Plan, SplitAt, SplitRea
 
 pub(super) fn plan_splits(r: &mut CollRound<'_>, memory: &Memory, params: &Params, now_ms: u64, plan: &mut Plan) {
     for chunk in r.view.chunks() {
-        if let Some(d) = decide(&r.view, chunk, memory, params, now_ms, &mut plan.notes) {
+        if let Some(d) = decide(&r.view, chunk, memory, params, now_ms, plan) {
             r.frozen.insert(chunk.min.clone());
             r.needs_work = true;
             plan.decisions.push(d);
@@ -28,7 +30,7 @@ fn decide(
     memory: &Memory,
     params: &Params,
     now_ms: u64,
-    notes: &mut Vec<String>,
+    plan: &mut Plan,
 ) -> Option<Decision> {
     let ns = view.ns;
     let failed = memory.failed_splits.get(&(ns.to_owned(), chunk.min.clone(), chunk.version)).copied().unwrap_or(0);
@@ -38,7 +40,7 @@ fn decide(
     if !boundaries.is_empty() {
         let shown = boundaries.iter().map(|b| ChunkBound::Key(b.clone()).to_string()).collect::<Vec<_>>().join(", ");
         if gave_up {
-            notes.push(format!(
+            plan.notes.push(format!(
                 "chunk {} of {ns} crosses zone range boundaries {shown} but failed to split there {failed} times; \
                  it is left in place until an operator splits it.",
                 range(chunk)
@@ -64,7 +66,7 @@ fn decide(
 
     if chunk.jumbo {
         if over || hot_for_ms.is_some() {
-            notes.push(format!(
+            plan.notes.push(format!(
                 "chunk {} of {ns} on {} is jumbo ({}, {}): the balancer neither splits nor moves it until its \
                  jumbo flag is cleared.",
                 range(chunk),
@@ -104,7 +106,20 @@ fn decide(
                 (None, Some(reason)) => format!("the shard found no load split key: {reason}"),
                 (None, None) => "the shard found no load split key".to_owned(),
             };
-            notes.push(format!("{hot} but cannot be split by load: {reason}."));
+            if stats.load_split_key.is_some() || !stats.load_unsplittable {
+                plan.notes.push(format!("{hot} but cannot be split by load: {reason}."));
+                return None;
+            }
+            // The samples show no split would spread the load: a failed attempt, as a refused split is.
+            if gave_up {
+                return Some(mark_jumbo(view, chunk, failed, params, &format!("{hot}, {reason}")));
+            }
+            plan.notes.push(format!(
+                "{hot} but cannot be split by load: {reason} (attempt {} of {}).",
+                failed + 1,
+                params.split_attempts_before_jumbo
+            ));
+            plan.unsplittable.push((ns.to_owned(), chunk.min.clone(), chunk.version));
             return None;
         };
         let why = format!("{hot}; it is split at its load split key {}.", ChunkBound::Key(key.clone()));
@@ -114,29 +129,32 @@ fn decide(
     };
 
     if gave_up {
-        notes.push(format!(
-            "chunk {} of {ns} failed to split {failed} times (limit {}); it is marked jumbo.",
-            range(chunk),
-            params.split_attempts_before_jumbo
-        ));
-        let why = format!(
-            "chunk {} of {ns} on {} needs a {} split but failed to split {failed} times (limit {}); it is marked \
-             jumbo, so the balancer stops splitting and moving it.",
+        let needs = format!(
+            "chunk {} of {ns} on {} needs a {} split",
             range(chunk),
             chunk.shard,
-            if reason == SplitReason::Size { "size" } else { "load" },
-            params.split_attempts_before_jumbo
+            if reason == SplitReason::Size { "size" } else { "load" }
         );
-        let action = Action::MarkJumbo {
-            ns: ns.to_owned(),
-            epoch: view.coll.epoch,
-            min: chunk.min.clone(),
-            max: chunk.max.clone(),
-            version: chunk.version,
-        };
-        return Some(Decision { action, why });
+        return Some(mark_jumbo(view, chunk, failed, params, &needs));
     }
     Some(split(view, chunk, at, reason, why))
+}
+
+/// Marks a chunk jumbo after `failed` failed split attempts; `needs` says why it needed a split.
+fn mark_jumbo(view: &CollView<'_>, chunk: &Chunk, failed: u32, params: &Params, needs: &str) -> Decision {
+    let why = format!(
+        "{needs}, but failed to split {failed} times (limit {}); it is marked jumbo, so the balancer stops \
+         splitting and moving it.",
+        params.split_attempts_before_jumbo
+    );
+    let action = Action::MarkJumbo {
+        ns: view.ns.to_owned(),
+        epoch: view.coll.epoch,
+        min: chunk.min.clone(),
+        max: chunk.max.clone(),
+        version: chunk.version,
+    };
+    Decision { action, why }
 }
 
 fn split(view: &CollView<'_>, chunk: &Chunk, at: SplitAt, reason: SplitReason, why: String) -> Decision {

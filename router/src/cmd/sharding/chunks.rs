@@ -1,4 +1,4 @@
-//! Chunk commands: `split`, `mergeChunks`, `moveChunk` / `moveRange`. Each reads the collection
+//! Chunk commands: `split`, `mergeChunks`, `moveChunk` / `moveRange`, `clearJumboFlag`. Each reads the collection
 //! from the catalog, names the chunk(s) it changes with the versions it read, and lets the
 //! catalog's compare-and-set refuse it if they changed meanwhile.
 //!
@@ -153,6 +153,37 @@ pub async fn merge_chunks(state: &RouterState, _conn: &ConnContext, cmd: &Client
         .catalog
         .write(&Command::MergeChunks { ns, epoch: coll.epoch, min, max, expected_versions, fencing: None })
         .await?;
+    raw(&doc! {})
+}
+
+/// `clearJumboFlag: ns, find | bounds`: the chunk holding `find` (or exactly `bounds`) is no longer
+/// jumbo, so the balancer may split and move it again. A chunk that is not jumbo is left as is.
+pub async fn clear_jumbo_flag(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
+    let body = admin_only(cmd)?;
+    let ns = namespace(&body, "clearJumboFlag")?;
+    let catalog = state.catalog.read().await?;
+    let coll = sharded(&catalog, &ns)?;
+    let chunk = match (document(&body, "clearJumboFlag", "find")?, bounds(coll, &body, "clearJumboFlag")?) {
+        (Some(find), None) => owning_chunk(coll, &key_of_document(&coll.key, find, "find")?)?,
+        (None, Some((min, max))) => exact_chunk(coll, &min, &max)?,
+        _ => {
+            return Err(CommandError::new(
+                ErrorCode::InvalidOptions,
+                "clearJumboFlag needs exactly one of find or bounds",
+            ));
+        }
+    };
+    if chunk.jumbo {
+        let command = Command::SetChunkJumbo {
+            ns: ns.clone(),
+            epoch: coll.epoch,
+            min: chunk.min.clone(),
+            expected_version: chunk.version,
+            jumbo: false,
+            fencing: None,
+        };
+        state.catalog.write(&command).await?;
+    }
     raw(&doc! {})
 }
 

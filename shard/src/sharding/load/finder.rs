@@ -56,6 +56,14 @@ pub enum NoSplit {
     },
 }
 
+impl NoSplit {
+    /// Whether the samples were enough and show that no split spreads the load (one hot key, or
+    /// requests crossing every candidate), as opposed to too little evidence so far.
+    pub fn is_unsplittable(&self) -> bool {
+        !matches!(self, NoSplit::TooFewSamples { .. })
+    }
+}
+
 impl fmt::Display for NoSplit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -175,6 +183,7 @@ mod tests {
         let e = find_split_key(&points(0..99), &k(0)).unwrap_err();
         assert_eq!(e, NoSplit::TooFewSamples { samples: 99 });
         assert_eq!(e.to_string(), "too few samples (99 < 100)");
+        assert!(!e.is_unsplittable(), "too little evidence is not a failed split");
     }
 
     #[test]
@@ -182,6 +191,7 @@ mod tests {
         let e = find_split_key(&points(std::iter::repeat_n(7, 500)), &k(0)).unwrap_err();
         assert!(matches!(e, NoSplit::Imbalance { imbalance } if imbalance >= LOAD_SPLIT_IMBALANCE_MAX), "{e}");
         assert!(e.to_string().contains("the load is on one key or one side"));
+        assert!(e.is_unsplittable());
         // The hot key is the range's lower bound: no candidate at all.
         let e = find_split_key(&points(std::iter::repeat_n(7, 500)), &k(7)).unwrap_err();
         assert!(matches!(e, NoSplit::Imbalance { .. }), "{e}");

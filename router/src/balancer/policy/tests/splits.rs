@@ -99,6 +99,7 @@ fn hot(fx: &mut Fx, min: &ChunkBound, ops_per_sec: f64, key: Option<&[u8]>, reas
         ops_per_sec,
         load_split_key: key.map(<[u8]>::to_vec),
         no_load_split_reason: reason.map(str::to_owned),
+        load_unsplittable: false,
     };
     fx.report(NS, min, stats);
 }
@@ -195,7 +196,49 @@ fn repeated_split_failures_mark_the_chunk_jumbo() {
         actions,
         vec![Action::MarkJumbo { ns: NS.into(), epoch, min: ChunkBound::Min, max: ChunkBound::Max, version }]
     );
-    assert!(plan.notes[0].contains("failed to split 3 times (limit 3)"), "{:?}", plan.notes);
+    assert!(plan.decisions[0].why.contains("failed to split 3 times (limit 3)"), "{}", plan.decisions[0].why);
+}
+
+#[test]
+fn hot_chunk_with_its_load_on_one_key_fails_rounds_then_becomes_jumbo() {
+    let mut fx = Fx::new(2);
+    fx.shard(NS, &[], &["shard0"]);
+    let unsplittable = ChunkStats {
+        bytes: MIB / 4,
+        docs: 100,
+        ops_per_sec: 3000.0,
+        load_split_key: None,
+        no_load_split_reason: Some("the load is on one key".into()),
+        load_unsplittable: true,
+    };
+    fx.report(NS, &ChunkBound::Min, unsplittable);
+    fx.memory.hot_since_ms.insert((NS.into(), ChunkBound::Min), T0 - 60_000);
+    let version = fx.chunk(NS, &ChunkBound::Min).version;
+    let key = (NS.to_owned(), ChunkBound::Min, version);
+
+    let plan = fx.plan();
+    assert_eq!(plan.decisions, vec![]);
+    assert_eq!(plan.unsplittable, vec![key.clone()], "an attempt that failed");
+    assert!(plan.notes[0].ends_with("the load is on one key (attempt 1 of 3)."), "{:?}", plan.notes);
+
+    fx.memory.failed_splits.insert(key.clone(), 3);
+    let plan = fx.plan();
+    let epoch = fx.coll(NS).epoch;
+    let jumbo = Action::MarkJumbo { ns: NS.into(), epoch, min: ChunkBound::Min, max: ChunkBound::Max, version };
+    assert_eq!(plan.decisions.iter().map(|d| d.action.clone()).collect::<Vec<_>>(), vec![jumbo]);
+    assert!(plan.unsplittable.is_empty());
+    assert!(plan.decisions[0].why.contains("the load is on one key, but failed to split 3 times"));
+}
+
+#[test]
+fn too_few_samples_is_not_a_failed_split_attempt() {
+    let mut fx = Fx::new(1);
+    fx.shard(NS, &[], &["shard0"]);
+    hot(&mut fx, &ChunkBound::Min, 3000.0, None, Some("too few samples (12 < 100)"));
+    fx.memory.hot_since_ms.insert((NS.into(), ChunkBound::Min), T0 - 60_000);
+    let plan = fx.plan();
+    assert_eq!(plan.decisions, vec![]);
+    assert!(plan.unsplittable.is_empty());
 }
 
 #[test]
