@@ -169,4 +169,23 @@ async fn zones_and_collection_balancing_commands() {
     assert_eq!(coll.get_i64("maxChunkSizeBytes").ok(), Some(64 << 20), "{coll}");
     command_error(admin.run_command(doc! { "configureCollectionBalancing": "app.plain", "chunkSize": 64 }).await, 118);
     command_error(admin.run_command(doc! { "configureCollectionBalancing": "app.z", "chunkSize": -1 }).await, 2);
+
+    // The auto-merger per collection: configureCollectionBalancing, or mongosh's
+    // sh.disableAutoMerger / sh.enableAutoMerger, which write `enableAutoMerge` in config.collections.
+    admin
+        .run_command(doc! { "configureCollectionBalancing": "app.z", "enableAutoMerger": false })
+        .await
+        .expect("enableAutoMerger: false");
+    let coll = colls.find_one(doc! { "_id": "app.z" }).await.expect("find").expect("app.z");
+    assert_eq!(coll.get_bool("enableAutoMerge").ok(), Some(false), "{coll}");
+    assert_eq!(coll.get_i64("maxChunkSizeBytes").ok(), Some(64 << 20), "the chunk size stays: {coll}");
+    colls.update_one(doc! { "_id": "app.z" }, doc! { "$unset": { "enableAutoMerge": 1 } }).await.expect("$unset");
+    let coll = colls.find_one(doc! { "_id": "app.z" }).await.expect("find").expect("app.z");
+    assert!(!coll.contains_key("enableAutoMerge"), "{coll}");
+    let off = colls
+        .update_one(doc! { "_id": "app.z" }, doc! { "$set": { "enableAutoMerge": false } })
+        .await
+        .expect("$set enableAutoMerge");
+    assert_eq!((off.matched_count, off.modified_count), (1, 1));
+    command_error(admin.run_command(doc! { "configureCollectionBalancing": "app.z", "enableAutoMerger": 1 }).await, 14);
 }

@@ -82,11 +82,14 @@ pub enum Command {
     DropCollection {
         ns: String,
     },
-    /// `configureCollectionBalancing` / `sh.disableBalancing`: `chunk_size_mib: Some(0)` unsets.
+    /// `configureCollectionBalancing` / `sh.disableBalancing` / `sh.disableAutoMerger`:
+    /// `chunk_size_mib: Some(0)` unsets; `None` leaves a setting as it is.
     ConfigureCollection {
         ns: String,
         no_balance: Option<bool>,
         chunk_size_mib: Option<u32>,
+        #[serde(default)]
+        enable_auto_merge: Option<bool>,
     },
     /// Splits the chunk starting at `min` at the given interior points (sorted, distinct).
     SplitChunk {

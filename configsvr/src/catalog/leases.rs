@@ -35,6 +35,10 @@ pub struct Lease {
     pub holder: String,
     pub expires_at_ms: u64,
     pub token: u64,
+    /// When this token was granted (catalog clock); renewals keep it. Absent in catalogs written
+    /// before it existed, hence the default.
+    #[serde(default)]
+    pub acquired_at_ms: u64,
 }
 
 impl Lease {
@@ -121,9 +125,10 @@ impl Catalog {
             }
             Some(l) if l.is_live(now_ms) => {
                 // Re-acquiring a live lease renews it: the holder never lost it, so its token stays.
-                let token = l.token;
+                let (token, acquired_at_ms) = (l.token, l.acquired_at_ms);
                 let expires_at_ms = expires_at_ms.max(l.expires_at_ms);
-                leases.leases.insert(name.to_owned(), Lease { holder: holder.to_owned(), expires_at_ms, token });
+                let lease = Lease { holder: holder.to_owned(), expires_at_ms, token, acquired_at_ms };
+                leases.leases.insert(name.to_owned(), lease);
                 return Ok(Outcome::silent(Response::Lease { token, expires_at_ms }));
             }
             Some(_) => {}
@@ -141,7 +146,8 @@ impl Catalog {
             leases.leases.retain(|_, l| l.is_live(now_ms));
         }
         leases.last_token = token;
-        leases.leases.insert(name.to_owned(), Lease { holder: holder.to_owned(), expires_at_ms, token });
+        let lease = Lease { holder: holder.to_owned(), expires_at_ms, token, acquired_at_ms: now_ms };
+        leases.leases.insert(name.to_owned(), lease);
         let log = LogDraft::new("lease.acquire", name).with("holder", holder).with("token", token);
         Ok(Outcome::logged(Response::Lease { token, expires_at_ms }, log))
     }

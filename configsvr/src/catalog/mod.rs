@@ -203,8 +203,8 @@ impl Catalog {
                 self.shard_collection(ns, *uuid, *epoch, key, *unique, initial, now)
             }
             C::DropCollection { ns } => self.drop_collection(ns),
-            C::ConfigureCollection { ns, no_balance, chunk_size_mib } => {
-                self.configure_collection(ns, *no_balance, *chunk_size_mib)
+            C::ConfigureCollection { ns, no_balance, chunk_size_mib, enable_auto_merge } => {
+                self.configure_collection(ns, *no_balance, *chunk_size_mib, *enable_auto_merge)
             }
             C::SplitChunk { ns, epoch, min, expected_version, split_points, fencing } => {
                 self.check_fencing(fencing.as_ref(), now)?;

@@ -189,6 +189,7 @@ impl Catalog {
             key: key.clone(),
             unique,
             no_balance: false,
+            no_auto_merge: false,
             max_chunk_size_bytes: None,
             version,
             chunks,
@@ -214,6 +215,7 @@ impl Catalog {
         ns: &str,
         no_balance: Option<bool>,
         chunk_size_mib: Option<u32>,
+        enable_auto_merge: Option<bool>,
     ) -> Result<Outcome, CatalogError> {
         let Some(coll) = self.collections.get_mut(ns) else {
             return Err(CatalogError::NotSharded { ns: ns.to_owned() });
@@ -227,13 +229,17 @@ impl Catalog {
             }
         };
         let no_balance = no_balance.unwrap_or(coll.no_balance);
-        if (no_balance, max_chunk_size_bytes) == (coll.no_balance, coll.max_chunk_size_bytes) {
+        let no_auto_merge = enable_auto_merge.map_or(coll.no_auto_merge, |on| !on);
+        let now = (no_balance, no_auto_merge, max_chunk_size_bytes);
+        if now == (coll.no_balance, coll.no_auto_merge, coll.max_chunk_size_bytes) {
             return Ok(Outcome::unchanged(Response::Done));
         }
         coll.no_balance = no_balance;
+        coll.no_auto_merge = no_auto_merge;
         coll.max_chunk_size_bytes = max_chunk_size_bytes;
         let log = LogDraft::new("configureCollection", ns)
             .with("noBalance", no_balance)
+            .with("enableAutoMerge", !no_auto_merge)
             .with("maxChunkSizeBytes", max_chunk_size_bytes.unwrap_or(0));
         Ok(Outcome::logged(Response::Done, log))
     }

@@ -284,6 +284,9 @@ pub struct Collection {
     pub key: KeyPattern,
     pub unique: bool,
     pub no_balance: bool,
+    /// `enableAutoMerge: false` in `config.collections`: the balancer merges none of its chunks.
+    #[serde(default)]
+    pub no_auto_merge: bool,
     pub max_chunk_size_bytes: Option<u64>,
     /// The collection version: the highest chunk version.
     pub version: ChunkVersion,

@@ -180,6 +180,7 @@ mod tests {
             key,
             unique: false,
             no_balance: false,
+            no_auto_merge: false,
             max_chunk_size_bytes: None,
             version: ChunkVersion::ZERO,
             chunks: BTreeMap::new(),

@@ -98,6 +98,9 @@ pub fn collection_document(c: &Collection) -> Document {
         "unique": c.unique,
         "noBalance": c.no_balance,
     };
+    if c.no_auto_merge {
+        d.insert("enableAutoMerge", false);
+    }
     if let Some(bytes) = c.max_chunk_size_bytes {
         d.insert("maxChunkSizeBytes", i64::try_from(bytes).unwrap_or(i64::MAX));
     }
@@ -197,15 +200,18 @@ fn detail_value(pattern: Option<&KeyPattern>, v: &Detail) -> Bson {
 }
 
 /// One `config.locks` document per catalog lease: held (state 2) while live at the catalog's
-/// clock, else 0. The lease's fencing token and expiry are shown as they are.
+/// clock, else 0; `when` is when its holder acquired it (mongosh's `sh.status()` prints it). The
+/// lease's fencing token and expiry are shown as they are.
 pub fn lock_document(name: &str, lease: &Lease, now_ms: u64) -> Document {
-    let expires = DateTime::from_millis(i64::try_from(lease.expires_at_ms).unwrap_or(i64::MAX));
+    let millis = |ms: u64| DateTime::from_millis(i64::try_from(ms).unwrap_or(i64::MAX));
+    let expires = millis(lease.expires_at_ms);
     doc! {
         "_id": name,
         "state": if lease.is_live(now_ms) { LOCK_STATE_HELD } else { 0 },
         "process": &lease.holder,
         "who": &lease.holder,
         "why": "lease",
+        "when": millis(lease.acquired_at_ms),
         "token": i64::try_from(lease.token).unwrap_or(i64::MAX),
         "expiresAt": expires,
     }
@@ -258,6 +264,7 @@ mod tests {
             key,
             unique: false,
             no_balance: true,
+            no_auto_merge: false,
             max_chunk_size_bytes: Some(1 << 20),
             version: ChunkVersion::new(1, 1),
             chunks,

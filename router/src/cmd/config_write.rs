@@ -194,25 +194,29 @@ async fn update_collection(
     upsert: bool,
 ) -> Result<Applied, CommandError> {
     let ns = query_id(q)?;
-    let mut no_balance = None;
+    let (mut no_balance, mut enable_auto_merge) = (None, None);
     for (field, value) in fields {
         match (field.as_str(), value) {
             ("noBalance", Some(v)) => no_balance = Some(as_bool(field, v)?),
             ("noBalance", None) => no_balance = Some(false),
+            ("enableAutoMerge", Some(v)) => enable_auto_merge = Some(as_bool(field, v)?),
+            ("enableAutoMerge", None) => enable_auto_merge = Some(true),
             _ => return Err(bad(format!("config.collections field '{field}' cannot be changed through this router"))),
         }
     }
-    let Some(before) = state.catalog.read().await?.collection(ns).map(|c| c.no_balance) else {
+    let Some(before) = state.catalog.read().await?.collection(ns).map(|c| (c.no_balance, !c.no_auto_merge)) else {
         if upsert {
             return Err(bad(format!("{ns} is not sharded: config.collections entries are made by shardCollection")));
         }
         return Ok(Applied { matched: 0, modified: 0 });
     };
-    let Some(no_balance) = no_balance.filter(|b| *b != before) else {
+    let no_balance = no_balance.filter(|b| *b != before.0);
+    let enable_auto_merge = enable_auto_merge.filter(|b| *b != before.1);
+    if no_balance.is_none() && enable_auto_merge.is_none() {
         return Ok(Applied { matched: 1, modified: 0 });
-    };
+    }
     let configure =
-        Command::ConfigureCollection { ns: ns.to_owned(), no_balance: Some(no_balance), chunk_size_mib: None };
+        Command::ConfigureCollection { ns: ns.to_owned(), no_balance, chunk_size_mib: None, enable_auto_merge };
     state.catalog.write(&configure).await?;
     Ok(Applied { matched: 1, modified: 1 })
 }

@@ -251,15 +251,38 @@ fn drop_and_reshard_changes_the_epoch() {
 #[test]
 fn configure_collection() {
     let mut fx = Fx::with_collection(1);
-    let cfg = |no_balance, chunk_size_mib| Command::ConfigureCollection { ns: NS.into(), no_balance, chunk_size_mib };
+    let cfg = |no_balance, chunk_size_mib| Command::ConfigureCollection {
+        ns: NS.into(),
+        no_balance,
+        chunk_size_mib,
+        enable_auto_merge: None,
+    };
     fx.ok(cfg(Some(true), Some(64)));
     assert_eq!((fx.coll().no_balance, fx.coll().max_chunk_size_bytes), (true, Some(64 << 20)));
     fx.noop(cfg(Some(true), None));
     fx.ok(cfg(None, Some(0)));
     assert_eq!(fx.coll().max_chunk_size_bytes, None);
     assert_eq!(fx.err(cfg(None, Some(2048))).code(), ErrorCode::BadValue);
-    let e = fx.err(Command::ConfigureCollection { ns: "db.nope".into(), no_balance: Some(true), chunk_size_mib: None });
+    let e = fx.err(Command::ConfigureCollection {
+        ns: "db.nope".into(),
+        no_balance: Some(true),
+        chunk_size_mib: None,
+        enable_auto_merge: None,
+    });
     assert_eq!(e.code(), ErrorCode::NamespaceNotSharded);
+
+    let merge = |on| Command::ConfigureCollection {
+        ns: NS.into(),
+        no_balance: None,
+        chunk_size_mib: None,
+        enable_auto_merge: Some(on),
+    };
+    fx.ok(merge(false));
+    assert!(fx.coll().no_auto_merge);
+    assert!(fx.coll().no_balance, "other settings are left as they were");
+    fx.noop(merge(false));
+    fx.ok(merge(true));
+    assert!(!fx.coll().no_auto_merge);
 }
 
 #[test]

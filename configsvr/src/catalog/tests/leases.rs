@@ -34,6 +34,8 @@ fn acquire_renew_release() {
         ttl_ms,
     };
     assert_eq!(granted(fx.ok(renew("a", t1, 2_000))), (t1, T0 + 2_500));
+    let acquired = |fx: &Fx| fx.cat.leases().get(BALANCER_LEASE).map(|l| l.acquired_at_ms);
+    assert_eq!(acquired(&fx), Some(T0), "renewals keep when the lease was acquired");
     assert_eq!(fx.err(renew("b", t1, 2_000)).code(), ErrorCode::LockBusy);
     assert_eq!(fx.err(renew("a", t1 + 1, 2_000)).code(), ErrorCode::LockBusy);
     let missing = Command::RenewLease { name: "nope".into(), holder: "a".into(), token: t1, ttl_ms: 10 };
@@ -66,6 +68,7 @@ fn expiry_hands_the_lease_over_with_a_new_token() {
     fx.now += 1_000;
     let (t3, _) = granted(fx.ok(acquire("a", 1_000)));
     assert!(t3 > t2);
+    assert_eq!(fx.cat.leases().get(BALANCER_LEASE).map(|l| l.acquired_at_ms), Some(fx.now), "a new grant, a new time");
     assert_eq!(fx.cat.leases().last_token(), t3);
 }
 

@@ -7,7 +7,7 @@
 //! not know which boundaries recent load splits made before it) nor across a boundary a load split
 //! made less than `merge_cooldown_ms` ago, nor across a zone range bound; only chunks with current
 //! statistics, not jumbo, not split this round, on shards with no move this round; at most
-//! `merges_per_round` merges per plan.
+//! `merges_per_round` merges per plan; none in a collection with `enableAutoMerge: false`.
 
 use std::collections::BTreeSet;
 
@@ -29,7 +29,7 @@ pub(super) fn plan_merges(
         return;
     }
     let mut budget = params.merges_per_round;
-    for r in rounds {
+    for r in rounds.iter().filter(|r| !r.view.coll.no_auto_merge) {
         if budget == 0 {
             return;
         }
@@ -98,8 +98,8 @@ fn merge_runs(
                  the chunk size ({}) and under a quarter of the load threshold ({}); they are merged.",
                 run.len(),
                 first.shard,
-                first.min,
-                last.max,
+                view.bound(&first.min),
+                view.bound(&last.max),
                 bytes(total_bytes),
                 ops(total_ops),
                 bytes(bytes_max),

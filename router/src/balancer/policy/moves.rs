@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use shoal_configsvr::catalog::{Catalog, Chunk, ShardId};
 
-use super::view::{CollView, bytes, ops, range};
+use super::view::{CollView, bytes, ops};
 use super::zones::{Placement, eligible_shards, zones_in};
 use super::{Action, CollRound, Decision, MoveReason, Params, Plan};
 
@@ -112,7 +112,7 @@ fn draining(catalog: &Catalog, r: &mut CollRound<'_>, busy: &mut BTreeSet<ShardI
             plan.notes.push(format!(
                 "chunk {} of {ns} on draining shard {} is jumbo and is not moved; the shard cannot be removed \
                  until its jumbo flag is cleared and it is split or moved by hand.",
-                range(chunk),
+                view.range(chunk),
                 chunk.shard
             ));
             continue;
@@ -129,7 +129,7 @@ fn draining(catalog: &Catalog, r: &mut CollRound<'_>, busy: &mut BTreeSet<ShardI
         if eligible.is_empty() {
             plan.notes.push(format!(
                 "chunk {} of {ns} on draining shard {} has nowhere to go: {among} are none.",
-                range(chunk),
+                view.range(chunk),
                 chunk.shard
             ));
             continue;
@@ -138,7 +138,7 @@ fn draining(catalog: &Catalog, r: &mut CollRound<'_>, busy: &mut BTreeSet<ShardI
         let why = format!(
             "{} is draining; chunk {} of {ns} ({}) moves to {to}, which holds the least of {ns} ({}) among {among}.",
             chunk.shard,
-            range(chunk),
+            view.range(chunk),
             bytes(view.bytes(chunk).0),
             bytes(totals.get(&to).copied().unwrap_or(0)),
         );
@@ -161,7 +161,7 @@ fn zone_violations(catalog: &Catalog, r: &mut CollRound<'_>, busy: &mut BTreeSet
         if chunk.jumbo {
             plan.notes.push(format!(
                 "chunk {} of {ns} belongs in zone {zone} but is jumbo and stays on {}.",
-                range(chunk),
+                view.range(chunk),
                 chunk.shard
             ));
             continue;
@@ -173,7 +173,7 @@ fn zone_violations(catalog: &Catalog, r: &mut CollRound<'_>, busy: &mut BTreeSet
         if eligible.is_empty() {
             plan.notes.push(format!(
                 "chunk {} of {ns} belongs in zone {zone}, which has no non-draining shard; it stays on {}.",
-                range(chunk),
+                view.range(chunk),
                 chunk.shard
             ));
             continue;
@@ -182,7 +182,7 @@ fn zone_violations(catalog: &Catalog, r: &mut CollRound<'_>, busy: &mut BTreeSet
         let why = format!(
             "chunk {} of {ns} lies in zone {zone} but sits on {}, which is not in {zone}; it moves to {to}, the \
              zone's least loaded shard ({} of {ns}).",
-            range(chunk),
+            view.range(chunk),
             chunk.shard,
             bytes(totals.get(&to).copied().unwrap_or(0)),
         );
@@ -277,7 +277,7 @@ fn data_imbalance(
             bytes(d),
             bytes(t),
             bytes(r.view.max_chunk_bytes),
-            range(chunk),
+            r.view.range(chunk),
             bytes(r.view.bytes(chunk).0),
             if estimated { " (chunks without statistics counted at half the chunk size)" } else { "" }
         );
@@ -339,7 +339,7 @@ fn load_imbalance(
             ops(d),
             ops(params.load_split_ops_per_sec),
             ops(t),
-            range(chunk),
+            r.view.range(chunk),
             ops(o)
         );
         plan.decisions.push(emit(&r.view, chunk, &to, MoveReason::LoadImbalance, why, busy));

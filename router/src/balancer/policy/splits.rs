@@ -10,7 +10,7 @@
 
 use shoal_configsvr::catalog::{Chunk, ChunkBound};
 
-use super::view::{CollView, bytes, ops, range};
+use super::view::{CollView, bytes, ops};
 use super::zones::interior_boundaries;
 use super::{Action, CollRound, Decision, Memory, Params, Plan, SplitAt, SplitReason};
 
@@ -38,19 +38,19 @@ fn decide(
 
     let boundaries = interior_boundaries(view.ranges, &chunk.min, &chunk.max);
     if !boundaries.is_empty() {
-        let shown = boundaries.iter().map(|b| ChunkBound::Key(b.clone()).to_string()).collect::<Vec<_>>().join(", ");
+        let shown = boundaries.iter().map(|b| view.key(b)).collect::<Vec<_>>().join(", ");
         if gave_up {
             plan.notes.push(format!(
                 "chunk {} of {ns} crosses zone range boundaries {shown} but failed to split there {failed} times; \
                  it is left in place until an operator splits it.",
-                range(chunk)
+                view.range(chunk)
             ));
             return None;
         }
         let why = format!(
             "chunk {} of {ns} on {} crosses zone range boundaries {shown}; it is split there so that each part \
              lies in one zone.",
-            range(chunk),
+            view.range(chunk),
             chunk.shard
         );
         return Some(split(view, chunk, SplitAt::Points(boundaries), SplitReason::ZoneBoundary, why));
@@ -69,7 +69,7 @@ fn decide(
             plan.notes.push(format!(
                 "chunk {} of {ns} on {} is jumbo ({}, {}): the balancer neither splits nor moves it until its \
                  jumbo flag is cleared.",
-                range(chunk),
+                view.range(chunk),
                 chunk.shard,
                 bytes(stats.bytes),
                 ops(stats.ops_per_sec)
@@ -81,7 +81,7 @@ fn decide(
     let (at, reason, why) = if over {
         let why = format!(
             "chunk {} of {ns} on {} holds {}, more than the {} chunk size; it is split at the key that halves its data.",
-            range(chunk),
+            view.range(chunk),
             chunk.shard,
             bytes(stats.bytes),
             bytes(view.max_chunk_bytes)
@@ -94,7 +94,7 @@ fn decide(
         });
         let hot = format!(
             "chunk {} of {ns} on {} has served {} (threshold {}) for {:.1} s",
-            range(chunk),
+            view.range(chunk),
             chunk.shard,
             ops(stats.ops_per_sec),
             ops(params.load_split_ops_per_sec),
@@ -102,7 +102,7 @@ fn decide(
         );
         let Some(key) = key else {
             let reason = match (&stats.load_split_key, &stats.no_load_split_reason) {
-                (Some(k), _) => format!("its load split key {} is not inside the chunk", ChunkBound::Key(k.clone())),
+                (Some(k), _) => format!("its load split key {} is not inside the chunk", view.key(k)),
                 (None, Some(reason)) => format!("the shard found no load split key: {reason}"),
                 (None, None) => "the shard found no load split key".to_owned(),
             };
@@ -122,7 +122,7 @@ fn decide(
             plan.unsplittable.push((ns.to_owned(), chunk.min.clone(), chunk.version));
             return None;
         };
-        let why = format!("{hot}; it is split at its load split key {}.", ChunkBound::Key(key.clone()));
+        let why = format!("{hot}; it is split at its load split key {}.", view.key(key));
         (SplitAt::Points(vec![key.clone()]), SplitReason::Load, why)
     } else {
         return None;
@@ -131,7 +131,7 @@ fn decide(
     if gave_up {
         let needs = format!(
             "chunk {} of {ns} on {} needs a {} split",
-            range(chunk),
+            view.range(chunk),
             chunk.shard,
             if reason == SplitReason::Size { "size" } else { "load" }
         );

@@ -59,9 +59,30 @@ impl<'a> CollView<'a> {
     }
 }
 
-/// `[min, max)` as messages show a chunk.
-pub(super) fn range(chunk: &Chunk) -> String {
-    format!("[{}, {})", chunk.min, chunk.max)
+impl CollView<'_> {
+    /// `[min, max)` as messages show a chunk, bounds in shard-key values.
+    pub(super) fn range(&self, chunk: &Chunk) -> String {
+        format!("[{}, {})", self.bound(&chunk.min), self.bound(&chunk.max))
+    }
+
+    /// A bound as its shard-key values, `{ k: 50 }` (MinKey and MaxKey by name); an encoded key
+    /// that does not decode is shown in hex rather than hidden.
+    pub(super) fn bound(&self, bound: &ChunkBound) -> String {
+        let ChunkBound::Key(bytes) = bound else { return bound.to_string() };
+        let fields = &self.coll.key.fields;
+        match shoal_query::keystring::decode_compound(bytes, fields.len(), &[]) {
+            Ok(values) => {
+                let shown: Vec<String> = fields.iter().zip(values).map(|(f, v)| format!("{}: {v}", f.name)).collect();
+                format!("{{ {} }}", shown.join(", "))
+            }
+            Err(_) => bound.to_string(),
+        }
+    }
+
+    /// An encoded key (split point, zone boundary) as [`CollView::bound`] shows it.
+    pub(super) fn key(&self, key: &[u8]) -> String {
+        self.bound(&ChunkBound::Key(key.to_vec()))
+    }
 }
 
 /// Bytes in the largest binary unit that keeps the number at least 1: `0 B`, `512 B`,

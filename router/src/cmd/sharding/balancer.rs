@@ -143,7 +143,7 @@ fn action_ns(action: &Action) -> &str {
     }
 }
 
-/// `configureCollectionBalancing: ns, chunkSize (MiB, 0 = back to the cluster's)`.
+/// `configureCollectionBalancing: ns, chunkSize (MiB, 0 = back to the cluster's), enableAutoMerger`.
 pub async fn configure_collection_balancing(
     state: &RouterState,
     _conn: &ConnContext,
@@ -152,19 +152,32 @@ pub async fn configure_collection_balancing(
     let body = admin_only(cmd)?;
     let ns = namespace(&body, "configureCollectionBalancing")?;
     let chunk_size_mib = parse_chunk_size(&body)?;
-    if body.contains_key("enableAutoMerger") || body.contains_key("defragmentCollection") {
+    if body.contains_key("defragmentCollection") {
         return Err(CommandError::new(
             ErrorCode::InvalidOptions,
-            "configureCollectionBalancing: enableAutoMerger and defragmentCollection are not supported per \
-             collection; the cluster-wide config.settings automerge applies",
+            "configureCollectionBalancing: defragmentCollection is not supported; the auto-merger merges \
+             small neighbouring chunks instead",
         ));
     }
+    let enable_auto_merge = match body.get("enableAutoMerger") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Boolean(b)) => Some(*b),
+        Some(other) => {
+            return Err(CommandError::new(
+                ErrorCode::TypeMismatch,
+                format!("configureCollectionBalancing: enableAutoMerger must be a boolean, not {other}"),
+            ));
+        }
+    };
     let catalog = state.catalog.read().await?;
     if catalog.collection(&ns).is_none() {
         return Err(not_sharded(&ns));
     }
-    if chunk_size_mib.is_some() {
-        state.catalog.write(&Command::ConfigureCollection { ns, no_balance: None, chunk_size_mib }).await?;
+    if chunk_size_mib.is_some() || enable_auto_merge.is_some() {
+        state
+            .catalog
+            .write(&Command::ConfigureCollection { ns, no_balance: None, chunk_size_mib, enable_auto_merge })
+            .await?;
     }
     raw(&doc! {})
 }

@@ -111,4 +111,15 @@ fn no_merge_on_a_shard_with_a_move_nor_with_automerge_off() {
     assert_eq!(merges(&fx.plan()).len(), 1);
     fx.ok(Command::SetSettings(SettingsUpdate { automerge: Some(false), ..SettingsUpdate::default() }));
     assert_eq!(fx.plan().decisions, vec![]);
+
+    // Per collection: `enableAutoMerge: false` (mongosh's sh.disableAutoMerger).
+    let mut fx = small_chunks(2, &["shard0"]);
+    let off = Command::ConfigureCollection {
+        ns: NS.into(),
+        no_balance: None,
+        chunk_size_mib: None,
+        enable_auto_merge: Some(false),
+    };
+    fx.ok(off);
+    assert_eq!(fx.plan().decisions, vec![]);
 }

@@ -226,7 +226,12 @@ fn load_under_the_threshold_or_twice_the_least_is_left_alone() {
 fn no_balance_collection_is_skipped_with_a_note() {
     let mut fx = Fx::new(2);
     spread(&mut fx, 8, &["shard0"], 2 * MIB);
-    fx.ok(Command::ConfigureCollection { ns: NS.into(), no_balance: Some(true), chunk_size_mib: None });
+    fx.ok(Command::ConfigureCollection {
+        ns: NS.into(),
+        no_balance: Some(true),
+        chunk_size_mib: None,
+        enable_auto_merge: None,
+    });
     let plan = fx.plan();
     assert_eq!(plan.decisions, vec![]);
     assert_eq!(plan.notes, vec!["test.c is skipped: balancing is disabled for it (noBalance).".to_owned()]);

@@ -50,7 +50,12 @@ fn collection_chunk_size_overrides_the_cluster_setting() {
     fx.shard(NS, &[], &["shard0"]);
     fx.stat(NS, &ChunkBound::Min, 3 * MIB / 2, 0.0);
     assert_eq!(fx.actions(), vec![fx.split_action(NS, &ChunkBound::Min, SplitAt::Halve, SplitReason::Size)]);
-    fx.ok(Command::ConfigureCollection { ns: NS.into(), no_balance: None, chunk_size_mib: Some(2) });
+    fx.ok(Command::ConfigureCollection {
+        ns: NS.into(),
+        no_balance: None,
+        chunk_size_mib: Some(2),
+        enable_auto_merge: None,
+    });
     assert_eq!(fx.actions(), vec![]);
 }
 
@@ -266,4 +271,18 @@ fn statistics_for_an_older_chunk_version_are_ignored() {
     // The chunk was split since the report: [Min, m) has a new version, the report is stale.
     fx.split(NS, &ChunkBound::Min, &[b"m"]);
     assert_eq!(fx.actions(), vec![]);
+}
+
+#[test]
+fn reasons_show_bounds_as_shard_key_values() {
+    let mut fx = Fx::new(2);
+    fx.shard(NS, &[], &["shard0"]);
+    let fifty = shoal_query::keystring::encode_compound(&[&bson::Bson::Int32(50)], &[]);
+    fx.zone(NS, "eu", &["shard1"], ChunkBound::Key(fifty), ChunkBound::Max);
+    let plan = fx.plan();
+    assert_eq!(
+        plan.decisions[0].why,
+        "chunk [MinKey, MaxKey) of test.c on shard0 crosses zone range boundaries { x: 50 }; it is split there so \
+         that each part lies in one zone."
+    );
 }
