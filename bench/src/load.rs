@@ -39,8 +39,7 @@ pub async fn eighty_twenty<T>(
         let coll = coll.clone();
         let (stop, errors) = (Arc::clone(&stop), Arc::clone(&errors));
         tasks.push(tokio::spawn(async move {
-            // 3 significant digits over any u64 range: constant arguments that cannot fail.
-            let mut hist = Histogram::<u64>::new(3).expect("valid histogram bounds");
+            let mut hist = latency_histogram();
             while !stop.load(Ordering::Relaxed) {
                 let (k, read) = {
                     let mut rng = rand::rng();
@@ -53,7 +52,7 @@ pub async fn eighty_twenty<T>(
                     coll.update_one(doc! { "_id": k }, doc! { "$inc": { "u": 1 } }).await.is_ok()
                 };
                 if ok {
-                    // Saturates at the histogram's top instead of failing: latencies fit in u64.
+                    // Clamped to the histogram's hour instead of failing.
                     hist.saturating_record(started.elapsed().as_micros() as u64);
                 } else {
                     errors.fetch_add(1, Ordering::Relaxed);
@@ -65,7 +64,7 @@ pub async fn eighty_twenty<T>(
     let started = Instant::now();
     let outcome = during.await;
     stop.store(true, Ordering::Relaxed);
-    let mut hist = Histogram::<u64>::new(3).expect("valid histogram bounds");
+    let mut hist = latency_histogram();
     for t in tasks {
         // Histograms with the same bounds always merge.
         let _ = hist.add(t.await?);
@@ -100,4 +99,26 @@ pub async fn fill(coll: &Collection<Document>, data_mib: u64, doc_bytes: usize) 
     }
     let data_bytes = docs * doc! { "_id": 0i64, "pad": &pad }.to_vec()?.len() as u64;
     Ok((docs, data_bytes))
+}
+
+/// Latencies in microseconds, 1 µs to an hour, 3 significant digits. Fixed bounds, because an
+/// auto-resizing histogram does not grow on `saturating_record`: it would clamp at its initial
+/// top (2047 µs).
+fn latency_histogram() -> Histogram<u64> {
+    // Constant, valid bounds (low >= 1, high >= 2 * low, sigfig <= 5): this cannot fail.
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn latencies_above_two_milliseconds_are_not_clamped() {
+        let mut h = super::latency_histogram();
+        h.saturating_record(150_000);
+        h.saturating_record(1_000);
+        assert!(h.max() >= 149_000, "max {}", h.max());
+        assert!(h.value_at_quantile(0.5) <= 1_001);
+        h.saturating_record(u64::MAX);
+        assert!(h.max() >= 3_590_000_000);
+    }
 }

@@ -24,6 +24,9 @@ pub struct RouterState {
     /// Identifies this process in `topologyVersion`.
     pub process_id: bson::oid::ObjectId,
     pub counters: Counters,
+    /// Wakes this router's balancer for a round now (`balancerStart`), as MongoDB's config server
+    /// wakes its balancer when the balancer settings change.
+    pub balancer_wake: tokio::sync::Notify,
 }
 
 impl RouterState {
@@ -43,6 +46,7 @@ impl RouterState {
             catalog,
             started: Instant::now(),
             process_id: bson::oid::ObjectId::new(),
+            balancer_wake: tokio::sync::Notify::new(),
             counters: Counters::default(),
         })
     }

@@ -2,7 +2,8 @@
 //! `--no-balancer`); only the one holding the `balancer` lease acts.
 //!
 //! ```text
-//!  every round (interval, or BUSY_ROUND_INTERVAL after a round that did something):
+//!  every round (interval, or BUSY_ROUND_INTERVAL after a round that did something, or at once
+//!  when balancerStart reaches this router):
 //!    lease token? --no--> idle (not the holder; nothing written)
 //!    read catalog; mode off / outside activeWindow --> idle round
 //!    stats <- _shoalChunkStats of every shard; memory.observe; plan(catalog, stats, memory)
@@ -202,6 +203,7 @@ async fn run_rounds(state: Arc<RouterState>, book: SharedBook, mut stop: watch::
     loop {
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
+            _ = r.state.balancer_wake.notified() => {}
             _ = stop.changed() => return,
         }
         let busy = r.round().await;

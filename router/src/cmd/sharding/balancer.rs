@@ -47,6 +47,9 @@ fn max_time(body: &Document) -> Option<Duration> {
 pub async fn balancer_start(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
     admin_only(cmd)?;
     set_mode(state, BalancerMode::Full).await?;
+    // A balancer in this router starts its round now rather than after its idle interval (one in
+    // another router notices at its next round).
+    state.balancer_wake.notify_one();
     raw(&doc! {})
 }
 
