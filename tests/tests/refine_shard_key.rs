@@ -3,7 +3,7 @@
 //! `{k: 1, sub: 1}` the catalog shows the new key, bounds with `sub: MinKey` and no jumbo flag,
 //! the formerly single-key range splits and moves, every document is still read exactly once
 //! (through this router and a router that still cached the old key), and writes by the new key
-//! route right. Bad input gets MongoDB's codes.
+//! route right; zone ranges gain the suffix too. Bad input gets MongoDB's codes.
 
 use bson::{Bson, Document, doc};
 use futures::TryStreamExt;
@@ -59,6 +59,11 @@ async fn setup(cluster: &ShardedCluster, client: &Client) {
         .run_command(doc! { "moveChunk": NS, "find": {"k": HOT_K}, "to": ShardedCluster::shard_name(1) })
         .await
         .expect("moveChunk");
+    admin.run_command(doc! { "addShardToZone": ShardedCluster::shard_name(0), "zone": "Z" }).await.expect("zone");
+    admin
+        .run_command(doc! { "updateZoneKeyRange": NS, "min": {"k": 0}, "max": {"k": 5}, "zone": "Z" })
+        .await
+        .expect("updateZoneKeyRange");
     // One key value: there is nowhere inside the chunk to split.
     command_error(admin.run_command(doc! { "split": NS, "middle": {"k": HOT_K} }).await, ErrorCode::CannotSplit.code());
 
@@ -122,6 +127,10 @@ async fn refine_clears_jumbo_and_lets_the_hot_range_split() {
             assert_eq!(b.get("sub"), Some(&expected_sub), "{side} of {c}");
         }
     }
+    let tags = config_docs(&client, "tags", doc! { "ns": NS }).await;
+    assert_eq!(tags.len(), 1, "{tags:?}");
+    assert_eq!(tags[0].get_document("min").ok(), Some(&doc! { "k": 0, "sub": Bson::MinKey }), "{tags:?}");
+    assert_eq!(tags[0].get_document("max").ok(), Some(&doc! { "k": 5, "sub": Bson::MinKey }), "{tags:?}");
     let refined = config_docs(&client, "changelog", doc! { "what": "refineCollectionShardKey.end" }).await;
     assert_eq!(refined.len(), 1, "{refined:?}");
     let same = admin.run_command(doc! { "refineCollectionShardKey": NS, "key": {"k": 1, "sub": 1} }).await;
