@@ -1,5 +1,5 @@
 //! Property tests of the catalog state machine: random sequences of splits, merges, migrations,
-//! jumbo flags, lease changes and clock jumps, with valid and invalid parameters (stale versions,
+//! jumbo flags, shard-key refines, lease changes and clock jumps, with valid and invalid parameters (stale versions,
 //! wrong donors, unsorted or out-of-range split points, stale fencing tokens), must
 //! - never break coverage of `Min..Max` or any other catalog invariant;
 //! - never lower a range's version, and give every new chunk version a value above the
@@ -12,8 +12,8 @@
 use proptest::prelude::*;
 use shoal_configsvr::catalog::invariants::{check_collection, check_versions_grew};
 use shoal_configsvr::catalog::{
-    BALANCER_LEASE, Catalog, ChangedChunks, ChunkBound, ChunkVersion, Command, Epoch, Fencing, InitialChunks,
-    KeyPattern, RoutingTable,
+    BALANCER_LEASE, Catalog, ChangedChunks, ChunkBound, ChunkVersion, Command, Epoch, Fencing, InitialChunks, KeyField,
+    KeyFieldKind, KeyPattern, RoutingTable,
 };
 
 const NS: &str = "db.c";
@@ -70,6 +70,12 @@ enum Op {
     Advance {
         ms: u64,
     },
+    /// `refineCollectionShardKey` with one more field; `suffix` stands for the MinKey encoding.
+    /// Keys here are not prefix-free, so some refines must be refused as reordering bounds.
+    Refine {
+        suffix: u8,
+        stale: bool,
+    },
 }
 
 /// Keys from a small alphabet, so split points often hit bounds and each other.
@@ -100,6 +106,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0usize..2, 1u64..5_000).prop_map(|(holder, ttl_ms)| Op::Acquire { holder, ttl_ms }),
         1 => (0usize..2).prop_map(|holder| Op::Release { holder }),
         1 => (0u64..3_000).prop_map(|ms| Op::Advance { ms }),
+        1 => (0u8..8, prop::bool::weighted(0.2)).prop_map(|(suffix, stale)| Op::Refine { suffix, stale }),
     ]
 }
 
@@ -235,6 +242,20 @@ fn command(cat: &Catalog, op: &Op) -> Option<Command> {
             holder: HOLDERS[*holder].into(),
             token: cat.leases().get(BALANCER_LEASE).map_or(0, |l| l.token),
         },
+        Op::Refine { suffix, stale } => {
+            let mut key = coll.key.clone();
+            key.fields.push(KeyField { name: format!("f{}", key.fields.len()), kind: KeyFieldKind::Range });
+            // Derived from the catalog version, so a replay proposes the same epochs.
+            let mut new_epoch = [0xEE; 12];
+            new_epoch[..8].copy_from_slice(&cat.version().to_be_bytes());
+            Command::RefineShardKey {
+                ns,
+                epoch: if *stale { Epoch([0xAB; 12]) } else { coll.epoch },
+                new_epoch: Epoch(new_epoch),
+                key,
+                bound_suffix: vec![*suffix],
+            }
+        }
         Op::Advance { .. } => return None,
     })
 }
@@ -290,6 +311,8 @@ fn run(ops: &[Op]) -> Result<(Catalog, usize), TestCaseError> {
                     let full = cat.routing_table(NS);
                     prop_assert_eq!(Some(&cached), full.as_ref(), "step {}: incremental refresh", step);
                 }
+                // A refine started a new generation: reload, as routers and shards do.
+                ChangedChunks::EpochChanged { .. } => cached = cat.routing_table(NS).expect("sharded"),
                 other => return Err(TestCaseError::fail(format!("unexpected {other:?}"))),
             }
         }

@@ -27,7 +27,7 @@ pub const SPLIT_POINTS_MAX: usize = 8192;
 
 impl Catalog {
     /// The sharded collection `ns` at `epoch`.
-    fn sharded(&self, ns: &str, epoch: Epoch) -> Result<&Collection, CatalogError> {
+    pub(super) fn sharded(&self, ns: &str, epoch: Epoch) -> Result<&Collection, CatalogError> {
         match self.collections.get(ns) {
             None => Err(CatalogError::NotSharded { ns: ns.to_owned() }),
             Some(c) if c.epoch != epoch => {

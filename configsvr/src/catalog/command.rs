@@ -82,6 +82,18 @@ pub enum Command {
     DropCollection {
         ns: String,
     },
+    /// `refineCollectionShardKey`: extends the key of `ns` (sharded at `epoch`) with suffix fields.
+    /// Every interior chunk and zone bound gets `bound_suffix` appended: the key encoding of MinKey
+    /// for each new field, computed by the caller as all key bytes are (the catalog never encodes
+    /// keys). The collection takes `new_epoch` and a new timestamp, so every router and shard
+    /// reloads it, and no chunk stays jumbo. Repeating it with the key already in place is a no-op.
+    RefineShardKey {
+        ns: String,
+        epoch: Epoch,
+        new_epoch: Epoch,
+        key: KeyPattern,
+        bound_suffix: Vec<u8>,
+    },
     /// `configureCollectionBalancing` / `sh.disableBalancing` / `sh.disableAutoMerger`:
     /// `chunk_size_mib: Some(0)` unsets; `None` leaves a setting as it is.
     ConfigureCollection {
@@ -190,7 +202,8 @@ impl Command {
             Command::SplitChunk { ns, .. }
             | Command::MergeChunks { ns, .. }
             | Command::CommitMigration { ns, .. }
-            | Command::SetChunkJumbo { ns, .. } => Some(ns),
+            | Command::SetChunkJumbo { ns, .. }
+            | Command::RefineShardKey { ns, .. } => Some(ns),
             _ => None,
         }
     }
@@ -222,6 +235,9 @@ impl fmt::Display for Command {
                 }
             },
             Command::DropCollection { ns } => write!(f, "dropCollection {ns}"),
+            Command::RefineShardKey { ns, key, .. } => {
+                write!(f, "refineShardKey {ns} to {} fields", key.fields.len())
+            }
             Command::ConfigureCollection { ns, .. } => write!(f, "configureCollection {ns}"),
             Command::SplitChunk { ns, min, expected_version, split_points, .. } => {
                 write!(f, "splitChunk {ns} at {min} v{expected_version} into {}", split_points.len() + 1)
@@ -274,6 +290,10 @@ pub enum Response {
     },
     Dropped {
         existed: bool,
+    },
+    /// The collection's version after `RefineShardKey`: its new generation.
+    ShardKeyRefined {
+        version: PlacementVersion,
     },
     Lease {
         token: u64,

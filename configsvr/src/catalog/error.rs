@@ -36,6 +36,8 @@ pub enum CatalogError {
     NotSharded { ns: String },
     #[error("collection '{ns}' is already sharded with a different key or uniqueness")]
     AlreadySharded { ns: String },
+    #[error("cannot refine the shard key of '{ns}': {reason}")]
+    BadRefinedKey { ns: String, reason: String },
     #[error("collection '{ns}' has epoch {current}, the request was for epoch {expected}")]
     StaleEpoch { ns: String, expected: Epoch, current: Epoch },
     #[error("collection '{ns}' has no chunk [{min}, {max})")]
@@ -99,6 +101,7 @@ impl CatalogError {
             E::DatabaseExists { .. } => ErrorCode::NamespaceExists,
             E::NotSharded { .. } => ErrorCode::NamespaceNotSharded,
             E::AlreadySharded { .. } => ErrorCode::AlreadyInitialized,
+            E::BadRefinedKey { .. } => ErrorCode::InvalidOptions,
             E::StaleEpoch { .. } => ErrorCode::StaleEpoch,
             // A compare-and-set lost against a concurrent change: re-read and retry.
             E::ChunkNotFound { .. }

@@ -30,6 +30,7 @@ mod error;
 pub mod invariants;
 mod leases;
 mod namespaces;
+mod refine;
 mod routing;
 mod settings;
 mod shards;
@@ -203,6 +204,9 @@ impl Catalog {
                 self.shard_collection(ns, *uuid, *epoch, key, *unique, initial, now)
             }
             C::DropCollection { ns } => self.drop_collection(ns),
+            C::RefineShardKey { ns, epoch, new_epoch, key, bound_suffix } => {
+                self.refine_shard_key(ns, *epoch, *new_epoch, key, bound_suffix, now)
+            }
             C::ConfigureCollection { ns, no_balance, chunk_size_mib, enable_auto_merge } => {
                 self.configure_collection(ns, *no_balance, *chunk_size_mib, *enable_auto_merge)
             }

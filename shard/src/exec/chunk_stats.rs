@@ -113,9 +113,16 @@ pub fn chunk_stats(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
                 "samples": load.samples as i32,
             };
             match load.split {
-                Ok(key) => {
-                    d.insert("loadSplitKey", key_document(&a.fields, &key)?);
-                }
+                Ok(key) => match key_document(&a.fields, &key) {
+                    Ok(k) => {
+                        d.insert("loadSplitKey", k);
+                    }
+                    // Sampled before refineCollectionShardKey lengthened the key: the window
+                    // ages such samples out within LOAD_WINDOW_MS.
+                    Err(_) => {
+                        d.insert("noLoadSplitReason", "the sampled keys predate the collection's current shard key");
+                    }
+                },
                 Err(why) => {
                     d.insert("loadUnsplittable", why.is_unsplittable());
                     d.insert("noLoadSplitReason", why.to_string());

@@ -240,4 +240,32 @@ mod tests {
         assert!(e.message.contains("(immutable) field 'a'"), "{}", e.message);
         assert_eq!(o.check_full_key(&doc! {"x": 1}).unwrap_err().code, ErrorCode::ShardKeyNotFound);
     }
+
+    #[test]
+    fn a_refined_key_keeps_every_document_in_its_range() {
+        // {a: 1} refined to {a: 1, b: 1}: bounds gain b: MinKey (refineCollectionShardKey).
+        let old = Ownership::new(
+            "d.c",
+            fields(&[("a", false)]),
+            version(),
+            vec![(k(&[Bson::Int32(7)]), k(&[Bson::Int32(8)]))],
+        );
+        let refined_range = (k(&[Bson::Int32(7), Bson::MinKey]), k(&[Bson::Int32(8), Bson::MinKey]));
+        let f = fields(&[("a", false), ("b", false)]);
+        let new = Ownership::new("d.c", f.clone(), version(), vec![refined_range]);
+        // Old, unextended bounds read with the longer key still hold the same documents (a range
+        // deletion scheduled before the refine): the old key's bytes are a prefix.
+        let unextended = Ownership::new("d.c", f, version(), vec![(k(&[Bson::Int32(7)]), k(&[Bson::Int32(8)]))]);
+        let bs = [None, Some(Bson::Null), Some(Bson::MinKey), Some(Bson::Int32(-5)), Some(Bson::String("z".into()))];
+        for a in 5..10 {
+            for b in &bs {
+                let mut d = doc! {"a": a};
+                if let Some(b) = b {
+                    d.insert("b", b.clone());
+                }
+                assert_eq!(new.owns_document(&d), old.owns_document(&d), "{d}");
+                assert_eq!(unextended.owns_document(&d), old.owns_document(&d), "{d}");
+            }
+        }
+    }
 }

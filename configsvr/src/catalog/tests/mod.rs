@@ -5,6 +5,7 @@
 mod admin;
 mod chunks;
 mod leases;
+mod refine;
 
 use uuid::Uuid;
 

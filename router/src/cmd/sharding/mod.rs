@@ -8,6 +8,7 @@ mod info;
 mod key;
 mod median;
 mod primary;
+mod refine;
 mod shard_collection;
 mod zones;
 
@@ -20,6 +21,7 @@ pub use info::{flush_router_config, get_shard_map, get_shard_version, is_db_grid
 pub(crate) use key::bound_of_key;
 pub(crate) use median::split_key;
 pub use primary::{move_primary, remove_shard};
+pub use refine::refine_collection_shard_key;
 pub use shard_collection::shard_collection;
 pub use zones::{shard_zone, update_zone_key_range};
 
