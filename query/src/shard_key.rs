@@ -6,7 +6,7 @@
 //! A key is the compound `keystring` encoding of the pattern's field values in pattern order, all
 //! ascending; a hashed field contributes `NumberLong(hash64(value))`.
 
-use bson::{Bson, Document};
+use bson::{Bson, Document, RawDocument};
 use shoal_proto::ErrorCode;
 
 use crate::error::{QueryError, Result};
@@ -68,9 +68,28 @@ pub fn of_document(fields: &[KeyField], doc: &Document, missing: Missing) -> Res
     Ok(of_values(&values))
 }
 
+/// The shard key of a raw document, as [`of_document`] computes it, without decoding the fields
+/// the key does not use (a scan of large documents then costs little more than reading them).
+/// Only the top-level fields the key paths start in are decoded; a malformed document is an error.
+pub fn of_raw_document(fields: &[KeyField], raw: &RawDocument, missing: Missing) -> Result<Vec<u8>> {
+    let mut keyed = Document::new();
+    for f in fields {
+        let head = f.name.split('.').next().unwrap_or(&f.name);
+        if keyed.contains_key(head) {
+            continue;
+        }
+        let bad = |e: bson::error::Error| QueryError::bad_value(format!("malformed document: {e}"));
+        if let Some(v) = raw.get(head).map_err(bad)? {
+            keyed.insert(head, Bson::try_from(v).map_err(bad)?);
+        }
+    }
+    of_document(fields, &keyed, missing)
+}
+
 #[cfg(test)]
 mod tests {
-    use bson::doc;
+    use bson::{RawDocumentBuf, doc};
+    use proptest::prelude::*;
 
     use super::*;
 
@@ -106,5 +125,35 @@ mod tests {
     fn arrays_are_refused() {
         let f = fields(&[("a", false)]);
         assert_eq!(of_document(&f, &doc! { "a": [1] }, Missing::Refuse).unwrap_err().code, ErrorCode::BadValue);
+    }
+
+    fn raw(d: &Document) -> RawDocumentBuf {
+        RawDocumentBuf::try_from(d).expect("encodable")
+    }
+
+    #[test]
+    fn raw_documents_key_as_decoded_ones() {
+        let f = fields(&[("b", false), ("a.x", false), ("a.y", true)]);
+        for d in [
+            doc! { "a": { "x": 2, "y": "s" }, "b": "k", "pad": "x".repeat(100) },
+            doc! { "b": 1 },
+            doc! { "a": [{ "x": 1 }], "b": 1 },
+            doc! { "a": 5, "b": null },
+        ] {
+            for missing in [Missing::Refuse, Missing::AsNull] {
+                let want = of_document(&f, &d, missing).map_err(|e| e.code);
+                assert_eq!(of_raw_document(&f, &raw(&d), missing).map_err(|e| e.code), want, "{d}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn raw_and_decoded_keys_agree(a in any::<i64>(), b in ".{0,8}", nested in any::<bool>(), hashed in any::<bool>()) {
+            let d = if nested { doc! { "k": { "a": a }, "b": &b } } else { doc! { "k": a, "b": &b } };
+            let f = fields(&[(if nested { "k.a" } else { "k" }, hashed), ("b", false)]);
+            let want = of_document(&f, &d, Missing::AsNull).map_err(|e| e.code);
+            prop_assert_eq!(of_raw_document(&f, &raw(&d), Missing::AsNull).map_err(|e| e.code), want);
+        }
     }
 }

@@ -29,6 +29,8 @@ use shoal_tests::sharded_cluster::{ClusterOptions, ShardedCluster, client_of};
 const INTERVAL_MS: &str = "300";
 /// Documents per collection in the spreading test (the 200k).
 const SPREAD_DOCS: i64 = 200_000;
+/// Documents in the lease takeover test.
+const LEASE_DOCS: i64 = 100_000;
 /// How long a cluster may take to balance, fill or drain.
 const BALANCE_MAX: Duration = Duration::from_secs(300);
 /// Bytes of padding per document (about 100 bytes a document with its fields).
@@ -378,12 +380,14 @@ async fn a_router_killed_holding_the_lease_is_replaced() {
 
     shard_collection(&client, "lease", "items", doc! { "k": 1 }, "shard0").await;
     let items = client.database("lease").collection::<Document>("items");
-    insert_range(&items, 0..40_000, |i| doc! { "_id": i, "k": i }).await;
-    wait_spread(&cluster, &[0, 1], "lease", &["items"], 40_000, "after the lease holder was killed").await;
+    // ~9 MiB: enough that the balancer's rule (move while two shards differ by more than 3 chunk
+    // sizes) leaves each of the two shards well over the quarter `wait_spread` asks for.
+    insert_range(&items, 0..LEASE_DOCS, |i| doc! { "_id": i, "k": i }).await;
+    wait_spread(&cluster, &[0, 1], "lease", &["items"], LEASE_DOCS as u64, "after the lease holder was killed").await;
     let cat = catalog(&config).await.expect("catalog");
     let lease = cat.leases().get(BALANCER_LEASE).expect("balancer lease");
     assert!(lease.holder.contains(&survivor.addr().port().to_string()), "lease now held by {}", lease.holder);
-    assert_exact_ids(&items, 40_000).await;
+    assert_exact_ids(&items, LEASE_DOCS).await;
 }
 
 /// Chunks of `ns` marked jumbo in the catalog, by `min`.

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  Split Points  -> catalog SplitChunk{fencing}
-//!  Split Halve   -> owner: splitVector{force, bySize} -> key -> catalog SplitChunk{fencing}
+//!  Split BySize  -> owner: splitVector{maxChunkSizeBytes} -> keys -> catalog SplitChunk{fencing}
 //!  Move          -> donor: MoveRange{fencing, latency target} (donor commits with the fencing)
 //!  Merge         -> catalog MergeChunks{fencing}
 //!  MarkJumbo     -> catalog SetChunkJumbo{jumbo: true, fencing}
@@ -17,7 +17,7 @@ use shoal_proto::ErrorCode;
 use shoal_proto::shard::MoveRangeRequest;
 
 use super::policy::{Action, Decision, SplitAt};
-use crate::cmd::sharding::{call_move_range, donor_endpoint, split_key, wire_bound};
+use crate::cmd::sharding::{call_move_range, donor_endpoint, size_split_points, wire_bound};
 use crate::error::CommandError;
 use crate::state::RouterState;
 
@@ -47,7 +47,7 @@ pub async fn execute(
         Action::Split { ns, epoch, min, version, at, .. } => {
             let split_points = match at {
                 SplitAt::Points(points) => points.clone(),
-                SplitAt::Halve => vec![halving_key(state, catalog, ns, min, *version).await?],
+                SplitAt::BySize => size_points(state, catalog, ns, min, *version).await?,
             };
             let points = split_points.len();
             let command = Command::SplitChunk {
@@ -111,25 +111,21 @@ pub async fn execute(
     }
 }
 
-/// The key halving the chunk's bytes, computed by its owner; CannotSplit when there is none.
-async fn halving_key(
+/// Points cutting the chunk into pieces of half the chunk size, computed by its owner;
+/// CannotSplit when there are none.
+async fn size_points(
     state: &RouterState,
     catalog: &Catalog,
     ns: &str,
     min: &ChunkBound,
     version: shoal_configsvr::catalog::ChunkVersion,
-) -> Result<Vec<u8>, CommandError> {
+) -> Result<Vec<Vec<u8>>, CommandError> {
     let coll = catalog
         .collection(ns)
         .ok_or_else(|| CommandError::new(ErrorCode::NamespaceNotSharded, format!("Collection {ns} is not sharded.")))?;
     let chunk = coll.chunks.get(min).filter(|c| c.version == version).ok_or_else(|| {
         CommandError::new(ErrorCode::ConflictingOperationInProgress, format!("chunk {ns} at {min} changed meanwhile"))
     })?;
-    match split_key(state, coll, chunk, true).await? {
-        ChunkBound::Key(k) if ChunkBound::Key(k.clone()) > chunk.min && ChunkBound::Key(k.clone()) < chunk.max => Ok(k),
-        other => Err(CommandError::new(
-            ErrorCode::CannotSplit,
-            format!("the halving key {other} of {ns} [{}, {}) is not inside the chunk", chunk.min, chunk.max),
-        )),
-    }
+    let max_bytes = coll.max_chunk_size_bytes.unwrap_or_else(|| catalog.settings().chunk_size_bytes());
+    size_split_points(state, coll, chunk, max_bytes).await
 }

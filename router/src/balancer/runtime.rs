@@ -429,7 +429,7 @@ fn describe(action: &Action) -> (&'static str, String, BTreeMap<String, Detail>)
         Action::Split { ns, min, max, at, reason, .. } => {
             let at = match at {
                 SplitAt::Points(p) => format!("{} points", p.len()),
-                SplitAt::Halve => "halve".to_owned(),
+                SplitAt::BySize => "by size".to_owned(),
             };
             let d = BTreeMap::from([
                 ("min".to_owned(), bound(min)),

@@ -15,16 +15,16 @@
 //!
 //! Must not: change anything, or answer for ranges it was not asked about.
 
-use std::ops::ControlFlow;
+use std::ops::Bound;
+use std::time::Instant;
 
-use bson::{Bson, Document, doc};
+use bson::{Bson, Document, RawDocument, doc};
 use shoal_proto::ErrorCode;
 use shoal_query::shard_key::{self, KeyField, Missing};
 
 use crate::error::{ExecError, ExecResult};
-use crate::exec::scan::for_each_match;
 use crate::exec::split_vector::{bound_key, key_document, pattern_fields};
-use crate::exec::{Engine, Request, plan};
+use crate::exec::{Engine, Request};
 use crate::sharding::load::sizes::{RangeSize, SizeCache, Tally};
 
 const CMD: &str = "_shoalChunkStats";
@@ -75,26 +75,29 @@ fn parse(body: &Document) -> ExecResult<Args> {
     Ok(Args { ns, fields, pattern: pattern.to_vec()?, ranges })
 }
 
-/// Bytes and documents per range: the cached answer if nothing was written since, else one scan.
+/// Bytes and documents per range: the cached answer while it may stand (see [`SizeCache::get`]),
+/// else one scan.
 fn sizes(engine: &Engine, a: &Args, cache: &SizeCache) -> ExecResult<Vec<RangeSize>> {
     let generation = engine.store.write_generation();
-    if let Some(hit) = cache.get(&a.ns, generation, &a.pattern, &a.ranges) {
+    let started = Instant::now();
+    if let Some(hit) = cache.get(&a.ns, generation, &a.pattern, &a.ranges, started) {
         return Ok(hit);
     }
     let mut tally = Tally::new(&a.ranges).map_err(|i| {
         ExecError::bad_value(format!("{CMD}: range {i} is empty or overlaps another (ranges must be disjoint)"))
     })?;
     if let Some(coll) = engine.store.collection(&a.ns) {
-        let path = plan::choose(&coll, &Document::new());
-        for_each_match(&engine.store, None, &coll, &path, None, None, false, |m| {
+        // Straight over the raw documents: only the key fields are decoded.
+        for kv in engine.store.scan(&coll, Bound::Unbounded, Bound::Unbounded, false) {
+            let (_, raw) = kv?;
+            let doc = RawDocument::from_bytes(&raw).map_err(ExecError::from)?;
             // A document whose key cannot be computed (an array in a key field) is in no range.
-            if let Ok(key) = shard_key::of_document(&a.fields, &m.doc, Missing::AsNull) {
-                tally.add(&key, m.raw.len());
+            if let Ok(key) = shard_key::of_raw_document(&a.fields, doc, Missing::AsNull) {
+                tally.add(&key, raw.len());
             }
-            Ok(ControlFlow::Continue(()))
-        })?;
+        }
     }
-    cache.put(&a.ns, generation, &a.pattern, &a.ranges, &tally.sizes);
+    cache.put(&a.ns, generation, started, &a.pattern, &a.ranges, &tally.sizes);
     Ok(tally.sizes)
 }
 

@@ -1,22 +1,22 @@
 //! `splitVector` and `dataSize` over a shard-key range, as MongoDB's shards answer them: where to
 //! split a chunk (its median with `force`; with `force` and `bySize`, a Shoal extension, the key
-//! that halves its bytes; or every half max-chunk-size of data) and how much data a range holds. The router's `split` (`find`/`bounds`) and the balancer's size-based splits ask
-//! the chunk's owner these questions.
+//! that halves its bytes; or every half max-chunk-size of data) and how much data a range holds.
+//! The router's `split` (`find`/`bounds`) asks for the median, the balancer's size-based splits
+//! for the points every half chunk size.
 //!
 //! Without an index on the shard key (secondary indexes come later) both scan the collection and
 //! compute each document's key (`query::shard_key`), so they cost one pass over the collection.
 
-use std::ops::ControlFlow;
+use std::ops::Bound;
 use std::time::Instant;
 
-use bson::{Bson, Document, doc};
+use bson::{Bson, Document, RawDocument, doc};
 use shoal_proto::ErrorCode;
 use shoal_query::keystring;
 use shoal_query::shard_key::{self, KeyField, Missing};
 
 use crate::error::{ExecError, ExecResult};
-use crate::exec::scan::for_each_match;
-use crate::exec::{Engine, Request, args, plan};
+use crate::exec::{Engine, Request, args};
 
 /// MongoDB's cap on the split points one `splitVector` returns unless `maxSplitPoints` says less.
 pub const SPLIT_POINTS_MAX: usize = 8192;
@@ -81,18 +81,19 @@ pub(crate) fn pattern_fields(pattern: &Document) -> ExecResult<Vec<KeyField>> {
         .collect()
 }
 
-/// Each document's key in the range with its size, in collection order.
+/// Each document's key in the range with its size, in collection order. Only the key fields of
+/// each raw document are decoded.
 fn keys_in_range(engine: &Engine, r: &RangeArgs) -> ExecResult<Vec<(Vec<u8>, usize)>> {
     let Some(coll) = engine.store.collection(&r.ns) else { return Ok(Vec::new()) };
-    let path = plan::choose(&coll, &Document::new());
     let mut out = Vec::new();
-    for_each_match(&engine.store, None, &coll, &path, None, None, false, |m| {
-        let key = shard_key::of_document(&r.fields, &m.doc, Missing::AsNull)?;
+    for kv in engine.store.scan(&coll, Bound::Unbounded, Bound::Unbounded, false) {
+        let (_, raw) = kv?;
+        let doc = RawDocument::from_bytes(&raw).map_err(ExecError::from)?;
+        let key = shard_key::of_raw_document(&r.fields, doc, Missing::AsNull)?;
         if key >= r.min && key < r.max {
-            out.push((key, m.raw.len()));
+            out.push((key, raw.len()));
         }
-        Ok(ControlFlow::Continue(()))
-    })?;
+    }
     Ok(out)
 }
 

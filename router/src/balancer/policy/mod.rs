@@ -110,8 +110,9 @@ pub struct Memory {
 pub enum SplitAt {
     /// At these interior keys (zone boundaries, the load split key).
     Points(Vec<Vec<u8>>),
-    /// At the key that halves the chunk's data, which the owning shard computes.
-    Halve,
+    /// At every half chunk size of data (one point for a chunk just over the size, many for a
+    /// chunk far over it), which the owning shard computes.
+    BySize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

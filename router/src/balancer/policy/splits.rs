@@ -1,5 +1,5 @@
 //! Splits, decided before any move: a chunk straddling a zone range boundary is cut there, a
-//! chunk over the size limit is halved, a chunk hot for `load_split_after_ms` is cut at its load
+//! chunk over the size limit is cut into chunk-sized pieces, a chunk hot for `load_split_after_ms` is cut at its load
 //! split key. Priority in that order, at most one split per chunk per round.
 //!
 //! Invariants: a jumbo chunk is never split by size or load; a chunk that has failed to split
@@ -80,13 +80,13 @@ fn decide(
 
     let (at, reason, why) = if over {
         let why = format!(
-            "chunk {} of {ns} on {} holds {}, more than the {} chunk size; it is split at the key that halves its data.",
+            "chunk {} of {ns} on {} holds {}, more than the {} chunk size; it is split every half chunk size of data.",
             view.range(chunk),
             chunk.shard,
             bytes(stats.bytes),
             bytes(view.max_chunk_bytes)
         );
-        (SplitAt::Halve, SplitReason::Size, why)
+        (SplitAt::BySize, SplitReason::Size, why)
     } else if let Some(hot_ms) = hot_for_ms {
         let key = stats.load_split_key.as_ref().filter(|k| {
             let b = ChunkBound::Key((*k).clone());

@@ -19,7 +19,7 @@ pub(crate) use chunks::{call_move_range, donor_endpoint, wire_bound};
 pub use chunks::{clear_jumbo_flag, merge_chunks, move_chunk, split};
 pub use info::{flush_router_config, get_shard_map, get_shard_version, is_db_grid};
 pub(crate) use key::bound_of_key;
-pub(crate) use median::split_key;
+pub(crate) use median::size_split_points;
 pub use primary::{move_primary, remove_shard};
 pub use refine::refine_collection_shard_key;
 pub use shard_collection::shard_collection;

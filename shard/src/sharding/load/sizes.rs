@@ -1,15 +1,24 @@
 //! Sizes of shard-key ranges for `_shoalChunkStats`: bytes and documents per queried range from
-//! one pass over the collection's keys, and a per-namespace cache of the last answer that stays
-//! valid while the store has committed nothing since (so a balancer round over an idle shard
-//! costs no scan).
+//! one pass over the collection's keys, and a per-namespace cache of the last answer. The cache
+//! answers exactly while the store has committed nothing since (a balancer round over an idle
+//! shard costs no scan), and approximately for up to [`SIZE_CACHE_REUSE_MAX`] when the ranges
+//! asked are a strict subset of those it measured: a donor that just gave chunks away. Without
+//! that, a donor would rescan all its data every round while it drains (a round's cost growing
+//! with the shard's size). The same ranges after writes, or a range it has not measured (a chunk
+//! received, split or merged), mean a scan, so growth is seen at the next round.
 //!
 //! Must not: read storage itself (the caller scans and hands keys in).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// A `[min, max)` of shard-key keystrings.
 pub type KeyRange = (Vec<u8>, Vec<u8>);
+
+/// How long sizes measured before later writes may still answer: writes inside a range the
+/// balancer already knows show up in its sizes at most this late.
+pub const SIZE_CACHE_REUSE_MAX: Duration = Duration::from_secs(30);
 
 /// Namespaces whose last answer is kept.
 pub const SIZE_CACHE_NAMESPACES_MAX: usize = 1024;
@@ -57,6 +66,7 @@ impl<'a> Tally<'a> {
 
 struct Entry {
     generation: u64,
+    measured_at: Instant,
     /// What the answer was for: the key pattern (canonical bytes) and the ranges.
     pattern: Vec<u8>,
     ranges: Vec<KeyRange>,
@@ -70,26 +80,50 @@ pub struct SizeCache {
 }
 
 impl SizeCache {
+    /// The sizes of `ranges`: exact if nothing was written since they were measured, else the
+    /// measured ones if `ranges` is a strict subset of the measured ranges (the shard only lost
+    /// ranges since) measured less than [`SIZE_CACHE_REUSE_MAX`] before `now`.
     pub fn get(
         &self,
         ns: &str,
         generation: u64,
         pattern: &[u8],
         ranges: &[(Vec<u8>, Vec<u8>)],
+        now: Instant,
     ) -> Option<Vec<RangeSize>> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let e = entries.get(ns)?;
-        (e.generation == generation && e.pattern == pattern && e.ranges == ranges).then(|| e.sizes.clone())
+        let e = entries.get(ns).filter(|e| e.pattern == pattern)?;
+        if e.generation == generation && e.ranges == ranges {
+            return Some(e.sizes.clone());
+        }
+        if ranges.len() >= e.ranges.len() || now.saturating_duration_since(e.measured_at) >= SIZE_CACHE_REUSE_MAX {
+            return None;
+        }
+        ranges.iter().map(|r| e.ranges.iter().position(|m| m == r).map(|i| e.sizes[i])).collect()
     }
 
     /// `generation`: the store's write generation read before the scan began, so a write during
     /// the scan makes the entry stale.
-    pub fn put(&self, ns: &str, generation: u64, pattern: &[u8], ranges: &[(Vec<u8>, Vec<u8>)], sizes: &[RangeSize]) {
+    pub fn put(
+        &self,
+        ns: &str,
+        generation: u64,
+        measured_at: Instant,
+        pattern: &[u8],
+        ranges: &[(Vec<u8>, Vec<u8>)],
+        sizes: &[RangeSize],
+    ) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if entries.len() >= SIZE_CACHE_NAMESPACES_MAX && !entries.contains_key(ns) {
             entries.clear();
         }
-        let entry = Entry { generation, pattern: pattern.to_vec(), ranges: ranges.to_vec(), sizes: sizes.to_vec() };
+        let entry = Entry {
+            generation,
+            measured_at,
+            pattern: pattern.to_vec(),
+            ranges: ranges.to_vec(),
+            sizes: sizes.to_vec(),
+        };
         entries.insert(ns.to_owned(), entry);
     }
 }
@@ -119,16 +153,24 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_answers_only_the_same_question_at_the_same_generation() {
+    fn the_cache_answers_measured_ranges_exactly_then_for_a_while() {
         let c = SizeCache::default();
-        let ranges = vec![(k(0), k(10))];
-        let sizes = vec![RangeSize { bytes: 5, docs: 1 }];
-        c.put("d.c", 7, b"p", &ranges, &sizes);
-        assert_eq!(c.get("d.c", 7, b"p", &ranges), Some(sizes));
-        assert_eq!(c.get("d.c", 8, b"p", &ranges), None);
-        assert_eq!(c.get("d.c", 7, b"q", &ranges), None);
-        assert_eq!(c.get("d.c", 7, b"p", &[(k(0), k(11))]), None);
-        assert_eq!(c.get("d.e", 7, b"p", &ranges), None);
+        let t0 = Instant::now();
+        let ranges = vec![(k(0), k(10)), (k(10), k(20))];
+        let sizes = vec![RangeSize { bytes: 5, docs: 1 }, RangeSize { bytes: 7, docs: 2 }];
+        c.put("d.c", 7, t0, b"p", &ranges, &sizes);
+        let late = t0 + SIZE_CACHE_REUSE_MAX;
+        assert_eq!(c.get("d.c", 7, b"p", &ranges, late), Some(sizes.clone()), "nothing written: exact, any age");
+        assert_eq!(c.get("d.c", 8, b"p", &ranges, t0), None, "the same ranges written since: rescan");
+        // A donor that gave [10, 20) away is asked for the rest, while the measure is young.
+        assert_eq!(c.get("d.c", 8, b"p", &ranges[..1], t0), Some(sizes[..1].to_vec()));
+        assert_eq!(c.get("d.c", 8, b"p", &ranges[1..], t0), Some(sizes[1..].to_vec()));
+        assert_eq!(c.get("d.c", 8, b"p", &ranges[..1], late), None, "too old: rescan");
+        // A range never measured (received, split, merged) needs a scan.
+        assert_eq!(c.get("d.c", 8, b"p", &[(k(0), k(5))], t0), None);
+        assert_eq!(c.get("d.c", 7, b"p", &[(k(0), k(10)), (k(20), k(30))], t0), None);
+        assert_eq!(c.get("d.c", 7, b"q", &ranges, t0), None, "another key pattern");
+        assert_eq!(c.get("d.e", 7, b"p", &ranges, t0), None);
     }
 
     proptest! {

@@ -21,7 +21,7 @@ fn empty_catalog_plans_nothing() {
 }
 
 #[test]
-fn chunk_over_the_size_is_halved_and_not_moved_in_the_same_round() {
+fn chunk_over_the_size_is_split_and_not_moved_in_the_same_round() {
     let mut fx = Fx::new(2);
     fx.shard(NS, &[b"m"], &["shard0"]);
     fx.stat(NS, &ChunkBound::Min, 5 * MIB, 0.0);
@@ -31,15 +31,15 @@ fn chunk_over_the_size_is_halved_and_not_moved_in_the_same_round() {
     assert_eq!(
         actions,
         vec![
-            fx.split_action(NS, &ChunkBound::Min, SplitAt::Halve, SplitReason::Size),
+            fx.split_action(NS, &ChunkBound::Min, SplitAt::BySize, SplitReason::Size),
             // shard0 holds 5.5 MiB, shard1 nothing: the gap calls for a move, of the chunk not being split.
             fx.move_action(NS, &k(b"m"), "shard1", MoveReason::DataImbalance),
         ]
     );
     assert_eq!(
         plan.decisions[0].why,
-        "chunk [MinKey, 0x6d) of test.c on shard0 holds 5.0 MiB, more than the 1.0 MiB chunk size; it is split at \
-         the key that halves its data."
+        "chunk [MinKey, 0x6d) of test.c on shard0 holds 5.0 MiB, more than the 1.0 MiB chunk size; it is split \
+         every half chunk size of data."
     );
     assert!(!plan.balanced.contains(NS));
 }
@@ -49,7 +49,7 @@ fn collection_chunk_size_overrides_the_cluster_setting() {
     let mut fx = Fx::new(1);
     fx.shard(NS, &[], &["shard0"]);
     fx.stat(NS, &ChunkBound::Min, 3 * MIB / 2, 0.0);
-    assert_eq!(fx.actions(), vec![fx.split_action(NS, &ChunkBound::Min, SplitAt::Halve, SplitReason::Size)]);
+    assert_eq!(fx.actions(), vec![fx.split_action(NS, &ChunkBound::Min, SplitAt::BySize, SplitReason::Size)]);
     fx.ok(Command::ConfigureCollection {
         ns: NS.into(),
         no_balance: None,
@@ -191,7 +191,7 @@ fn repeated_split_failures_mark_the_chunk_jumbo() {
     fx.stat(NS, &ChunkBound::Min, 5 * MIB, 0.0);
     let version = fx.chunk(NS, &ChunkBound::Min).version;
     fx.memory.failed_splits.insert((NS.into(), ChunkBound::Min, version), 2);
-    assert_eq!(fx.actions(), vec![fx.split_action(NS, &ChunkBound::Min, SplitAt::Halve, SplitReason::Size)]);
+    assert_eq!(fx.actions(), vec![fx.split_action(NS, &ChunkBound::Min, SplitAt::BySize, SplitReason::Size)]);
 
     fx.memory.failed_splits.insert((NS.into(), ChunkBound::Min, version), 3);
     let plan = fx.plan();
