@@ -16,7 +16,7 @@
 //! the MinKey the bounds were extended with, so each stays in its chunk.
 
 use bson::{Bson, Document, doc};
-use shoal_configsvr::catalog::{Command, Epoch, KeyFieldKind, KeyPattern, Response};
+use shoal_configsvr::catalog::{Command, Epoch, KeyPattern, Response};
 use shoal_proto::ErrorCode;
 use shoal_query::keystring;
 
@@ -87,19 +87,6 @@ pub fn bound_suffix(current: &KeyPattern, new: &KeyPattern) -> Vec<u8> {
     keystring::encode_compound(&vec![&Bson::MinKey; added], &[])
 }
 
-fn pattern_document(key: &KeyPattern) -> Document {
-    key.fields
-        .iter()
-        .map(|f| {
-            let v = match f.kind {
-                KeyFieldKind::Range => Bson::Int32(1),
-                KeyFieldKind::Hashed => Bson::String("hashed".into()),
-            };
-            (f.name.clone(), v)
-        })
-        .collect()
-}
-
 pub async fn refine_collection_shard_key(
     state: &RouterState,
     _conn: &ConnContext,
@@ -117,7 +104,7 @@ pub async fn refine_collection_shard_key(
             format!(
                 "{CMD}: the proposed shard key {} does not extend the current shard key {}: {reason}",
                 req.key_doc,
-                pattern_document(&coll.key)
+                crate::cmd::config_docs::key_document(&coll.key)
             ),
         ));
     }
@@ -142,7 +129,7 @@ pub async fn refine_collection_shard_key(
 #[cfg(test)]
 mod tests {
     use bson::doc;
-    use shoal_configsvr::catalog::KeyField;
+    use shoal_configsvr::catalog::{KeyField, KeyFieldKind};
 
     use super::*;
 
