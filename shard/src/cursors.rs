@@ -28,8 +28,9 @@ use crate::store::catalog::CollectionInfo;
 pub enum CursorSource {
     /// Results computed up front (sorted finds, aggregations).
     Buffered(VecDeque<Bytes>),
-    /// A resumable scan: the next batch continues after the last key returned.
-    Scan(ScanCursor),
+    /// A resumable scan: the next batch continues after the last key returned (boxed: it is
+    /// much larger than a queue handle).
+    Scan(Box<ScanCursor>),
 }
 
 pub struct ScanCursor {

@@ -114,10 +114,10 @@ fn collect_path(v: &Bson, parts: &[&str], out: &mut Vec<Bson>) {
             }
         }
         (Some((first, rest)), Bson::Array(items)) => {
-            if let Ok(i) = first.parse::<usize>() {
-                if let Some(child) = items.get(i) {
-                    collect_path(child, rest, out);
-                }
+            if let Ok(i) = first.parse::<usize>()
+                && let Some(child) = items.get(i)
+            {
+                collect_path(child, rest, out);
             }
             for item in items {
                 if let Bson::Document(_) = item {

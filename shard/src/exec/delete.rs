@@ -29,8 +29,8 @@ fn parse(stmt: &Document) -> ExecResult<DeleteStatement> {
     };
     let single = match stmt.get("limit") {
         Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => match args::as_f64(v) {
-            Some(x) if x == 0.0 => false,
-            Some(x) if x == 1.0 => true,
+            Some(0.0) => false,
+            Some(1.0) => true,
             _ => {
                 return Err(ExecError::new(
                     ErrorCode::FailedToParse,

@@ -111,7 +111,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let first_batch = batch_size.unwrap_or(FIRST_BATCH_DEFAULT_DOCS);
 
     let source = match id_order(&sort_doc) {
-        Some(reverse) => CursorSource::Scan(ScanCursor {
+        Some(reverse) => CursorSource::Scan(Box::new(ScanCursor {
             coll: Arc::clone(&coll),
             path,
             reverse,
@@ -120,7 +120,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
             skip,
             remaining: limit,
             ownership: req.ownership.clone(),
-        }),
+        })),
         None => {
             let spec = sort.as_ref().ok_or_else(|| ExecError::new(ErrorCode::InternalError, "sort expected"))?;
             let scan = Scan { path: &path, filter: filter.as_ref(), owned: req.owned() };
@@ -147,8 +147,8 @@ fn id_order(sort: &Document) -> Option<bool> {
         return None;
     }
     match sort.get("_id").and_then(args::as_f64) {
-        Some(d) if d == 1.0 => Some(false),
-        Some(d) if d == -1.0 => Some(true),
+        Some(1.0) => Some(false),
+        Some(-1.0) => Some(true),
         _ => None,
     }
 }
@@ -237,7 +237,7 @@ pub fn next_batch(engine: &Engine, source: &mut CursorSource, max_docs: usize) -
             }
             let mut last_key: Option<Bytes> = None;
             let mut full = false;
-            let ScanCursor { coll, path, reverse, filter, projection, skip, remaining, ownership } = scan;
+            let ScanCursor { coll, path, reverse, filter, projection, skip, remaining, ownership } = &mut **scan;
             let owned = ownership.as_deref();
             for_each_match(&engine.store, None, coll, path, filter.as_ref(), owned, *reverse, |m| {
                 if out.len() >= max_docs || (!out.is_empty() && bytes + m.raw.len() > BATCH_MAX_BYTES) {

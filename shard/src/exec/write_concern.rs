@@ -44,7 +44,7 @@ impl WriteConcern {
             }
             Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => {
                 let n = crate::exec::args::as_f64(v).unwrap_or(1.0);
-                if n < 0.0 || n > 50.0 {
+                if !(0.0..=50.0).contains(&n) {
                     return Err(ExecError::new(
                         shoal_proto::ErrorCode::FailedToParse,
                         "w has to be a non-negative number and not greater than 50",

@@ -178,10 +178,11 @@ impl MetadataCache {
         let entry = self.entry(ns);
         let seen = entry.refreshes.load(Ordering::Acquire);
         let _flight = entry.refreshing.lock().await;
-        if join && entry.refreshes.load(Ordering::Acquire) != seen {
-            if let Some(m) = entry.meta.read().unwrap_or_else(|p| p.into_inner()).clone() {
-                return Ok(m);
-            }
+        if join
+            && entry.refreshes.load(Ordering::Acquire) != seen
+            && let Some(m) = entry.meta.read().unwrap_or_else(|p| p.into_inner()).clone()
+        {
+            return Ok(m);
         }
         let cached = entry.meta.read().unwrap_or_else(|p| p.into_inner()).clone();
         let fresh = load(catalog, shard_id, ns, cached.as_ref(), linearizable).await?;
