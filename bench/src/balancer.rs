@@ -74,11 +74,7 @@ pub async fn run(opts: &BalancerOptions) -> anyhow::Result<BalancerReport> {
     settings.update_one(doc! { "_id": "chunksize" }, doc! { "$set": { "value": opts.chunk_mib } }).upsert(true).await?;
     admin.run_command(doc! { "balancerStop": 1 }).await?;
 
-    let db = client.database(DB);
-    db.drop().await?;
-    admin.run_command(doc! { "enableSharding": DB }).await?;
-    admin.run_command(doc! { "shardCollection": format!("{DB}.{COLL}"), "key": { "_id": 1 } }).await?;
-    let coll = db.collection::<Document>(COLL);
+    let coll = crate::load::fresh_sharded(&client, DB, COLL).await?;
     let (docs, data_bytes) = crate::load::fill(&coll, opts.data_mib, opts.doc_bytes).await?;
 
     let since = bson::DateTime::now();

@@ -101,6 +101,15 @@ pub async fn fill(coll: &Collection<Document>, data_mib: u64, doc_bytes: usize) 
     Ok((docs, data_bytes))
 }
 
+/// `db.coll` dropped and sharded afresh on `_id`: the one chunk both benchmarks start from.
+pub async fn fresh_sharded(client: &mongodb::Client, db: &str, coll: &str) -> anyhow::Result<Collection<Document>> {
+    let admin = client.database("admin");
+    client.database(db).drop().await?;
+    admin.run_command(doc! { "enableSharding": db }).await?;
+    admin.run_command(doc! { "shardCollection": format!("{db}.{coll}"), "key": { "_id": 1 } }).await?;
+    Ok(client.database(db).collection::<Document>(coll))
+}
+
 /// Latencies in microseconds, 1 µs to an hour, 3 significant digits. Fixed bounds, because an
 /// auto-resizing histogram does not grow on `saturating_record`: it would clamp at its initial
 /// top (2047 µs).

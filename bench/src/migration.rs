@@ -71,12 +71,8 @@ pub async fn run(opts: &MigrationOptions) -> anyhow::Result<MigrationReport> {
     if shards.len() < 2 {
         bail!("a migration benchmark needs at least two shards; the cluster has {shards:?}");
     }
+    let coll = crate::load::fresh_sharded(&client, DB, COLL).await?;
     let db = client.database(DB);
-    db.drop().await?;
-    admin.run_command(doc! { "enableSharding": DB }).await?;
-    admin.run_command(doc! { "shardCollection": format!("{DB}.{COLL}"), "key": { "_id": 1 } }).await?;
-
-    let coll = db.collection::<Document>(COLL);
     let (docs, data_bytes) = crate::load::fill(&coll, opts.data_mib, opts.doc_bytes).await?;
 
     let client_copy_ms = client_copy(&db).await?;
