@@ -475,4 +475,18 @@ impl Config for ConfigService {
             membership_log_index: index(m.membership_config.log_id()),
         }))
     }
+
+    async fn heartbeat(
+        &self,
+        _request: Request<shoal_proto::config::HeartbeatRequest>,
+    ) -> Result<Response<shoal_proto::config::HeartbeatReply>, Status> {
+        Err(Status::unimplemented("replica-group arbitration is not built yet"))
+    }
+
+    async fn group_status(
+        &self,
+        _request: Request<shoal_proto::config::GroupStatusRequest>,
+    ) -> Result<Response<shoal_proto::config::GroupStatusReply>, Status> {
+        Err(Status::unimplemented("replica-group arbitration is not built yet"))
+    }
 }
