@@ -217,6 +217,9 @@ pub struct ShardArgs {
     /// gRPC listen address (port 0 picks a free port; the bound one is printed in SHOAL_READY).
     #[arg(long, default_value = "127.0.0.1:27101")]
     pub listen: SocketAddr,
+    /// This member's address as the catalog lists it (`host:port`); default: the listen address.
+    #[arg(long)]
+    pub advertise: Option<String>,
     /// Directory holding this shard's data.
     #[arg(long)]
     pub data_dir: PathBuf,

@@ -131,8 +131,9 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
     let mut first_shard = None;
     for shard in &spec.shards {
         let mut members = Vec::with_capacity(shard.members.len());
-        for member in &shard.members {
-            let dir = data_dir.join(&shard.name);
+        for (index, member) in shard.members.iter().enumerate() {
+            let member_name = shard.member_name(index);
+            let dir = data_dir.join(&member_name);
             let listen = SocketAddr::new(spec.bind_ip, member.port);
             let connect = SocketAddr::new(connect_ip, member.port);
             let mut args: Vec<OsString> = vec![
@@ -141,6 +142,8 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
                 shard.name.clone().into(),
                 "--listen".into(),
                 listen.to_string().into(),
+                "--advertise".into(),
+                connect.to_string().into(),
                 "--data-dir".into(),
                 dir.clone().into(),
             ];
@@ -149,11 +152,11 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
             first_shard.get_or_insert(connect);
             members.push(connect.to_string());
             processes.push(ProcessPlan {
-                name: shard.name.clone(),
+                name: member_name.clone(),
                 role: Role::Shard,
                 connect,
                 data_dir: Some(dir),
-                log_path: data_dir.join(format!("{}.log", shard.name)),
+                log_path: data_dir.join(format!("{member_name}.log")),
                 args,
             });
         }
@@ -234,7 +237,18 @@ shards:
         let s1 = &plans[1];
         assert_eq!(
             s1.args,
-            ["shard", "--name", "s1", "--listen", "127.0.0.1:27102", "--data-dir", "data/s1", "--exit-on-stdin-eof"]
+            [
+                "shard",
+                "--name",
+                "s1",
+                "--listen",
+                "127.0.0.1:27102",
+                "--advertise",
+                "127.0.0.1:27102",
+                "--data-dir",
+                "data/s1",
+                "--exit-on-stdin-eof"
+            ]
         );
         assert_eq!(s1.data_dir.as_deref(), Some(Path::new("data/s1")));
         assert_eq!(s1.log_path, Path::new("data/s1.log"));
@@ -339,6 +353,8 @@ shards:
                 "--name",
                 "s1",
                 "--listen",
+                "127.0.0.1:27102",
+                "--advertise",
                 "127.0.0.1:27102",
                 "--data-dir",
                 "/d/s1",

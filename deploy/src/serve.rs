@@ -14,6 +14,7 @@ pub async fn shard(args: ShardArgs) -> anyhow::Result<()> {
     let mut config = shoal_shard::ShardConfig::new(args.name, args.listen, args.data_dir);
     config.config_servers = args.config;
     config.failpoints = args.failpoints;
+    config.advertise = args.advertise;
     let name = config.name.clone();
     shoal_shard::run(config, shutdown).await.with_context(|| format!("shard {name} failed"))
 }

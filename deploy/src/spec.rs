@@ -3,8 +3,8 @@
 //! Invariants of a spec that passed [`ClusterSpec::validate`]: at least one shard and one router;
 //! no config servers (no catalog) or an odd number of them; process names are unique and safe as
 //! file names (they name data dirs and log files); ports are unique and non-zero; every shard has
-//! exactly one member (until replica groups, issue 7); and `bind_ip` is loopback unless the caller
-//! allowed otherwise.
+//! 1..=[`SHARD_MEMBERS_MAX`] members, several only with config servers (they arbitrate the group);
+//! and `bind_ip` is loopback unless the caller allowed otherwise.
 //!
 //! Every struct denies unknown fields so a typo fails loudly instead of being ignored. The schema
 //! grows by adding fields (config servers, more shard members, settings), not by renaming them.
@@ -51,6 +51,9 @@ pub struct RouterSpec {
     pub name: String,
     pub port: u16,
 }
+
+/// Members one shard's replica group may have in a spec (MongoDB allows 7 voting members).
+pub const SHARD_MEMBERS_MAX: usize = 7;
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -114,11 +117,13 @@ pub enum SpecError {
     ZeroPort { name: String },
     #[error("port {port} is used by both {first} and {second}; ports must be unique")]
     DuplicatePort { port: u16, first: String, second: String },
-    #[error(
-        "shard {name} has {members} members; exactly 1 is supported for now \
-         (replica groups arrive with issue 7)"
-    )]
+    #[error("shard {name} has {members} members; a replica group has 1 to {max}", max = SHARD_MEMBERS_MAX)]
     ShardMembers { name: String, members: usize },
+    #[error(
+        "shard {name} has {members} members but the spec has no config servers; a replica group \
+         needs the config service to arbitrate its primary"
+    )]
+    MembersWithoutConfig { name: String, members: usize },
     #[error(
         "bind_ip {ip} is not a loopback address; servers started here listen on loopback only \
          (pass --allow-non-loopback to override)"
@@ -172,39 +177,49 @@ impl ClusterSpec {
             return Err(SpecError::NonLoopback { ip: self.bind_ip });
         }
         for shard in &self.shards {
-            if shard.members.len() != 1 {
-                return Err(SpecError::ShardMembers { name: shard.name.clone(), members: shard.members.len() });
+            let members = shard.members.len();
+            if !(1..=SHARD_MEMBERS_MAX).contains(&members) {
+                return Err(SpecError::ShardMembers { name: shard.name.clone(), members });
+            }
+            if members > 1 && self.config_servers.is_empty() {
+                return Err(SpecError::MembersWithoutConfig { name: shard.name.clone(), members });
             }
         }
         let mut names = HashSet::new();
-        let mut ports: HashMap<u16, &str> = HashMap::new();
+        let mut ports: HashMap<u16, String> = HashMap::new();
         for (name, port) in self.listeners() {
-            if !is_usable_name(name) {
-                return Err(SpecError::BadName { name: name.to_owned() });
+            if !is_usable_name(&name) {
+                return Err(SpecError::BadName { name });
             }
-            if !names.insert(name) {
-                return Err(SpecError::DuplicateName { name: name.to_owned() });
+            if !names.insert(name.clone()) {
+                return Err(SpecError::DuplicateName { name });
             }
             if port == 0 {
-                return Err(SpecError::ZeroPort { name: name.to_owned() });
+                return Err(SpecError::ZeroPort { name });
             }
-            if let Some(first) = ports.insert(port, name) {
-                return Err(SpecError::DuplicatePort { port, first: first.to_owned(), second: name.to_owned() });
+            if let Some(first) = ports.insert(port, name.clone()) {
+                return Err(SpecError::DuplicatePort { port, first, second: name });
             }
         }
         Ok(())
     }
 
-    /// Every listening process as (name, port): config servers, shards, routers. A shard's single
-    /// member is named after the shard; member names get a suffix once groups have several members.
-    fn listeners(&self) -> impl Iterator<Item = (&str, u16)> {
-        let config_servers = self.config_servers.iter().map(|server| (server.name.as_str(), server.port));
-        let shards = self
-            .shards
-            .iter()
-            .flat_map(|shard| shard.members.iter().map(move |member| (shard.name.as_str(), member.port)));
-        let routers = self.routers.iter().map(|router| (router.name.as_str(), router.port));
+    /// Every listening process as (name, port): config servers, shard members, routers.
+    fn listeners(&self) -> impl Iterator<Item = (String, u16)> + '_ {
+        let config_servers = self.config_servers.iter().map(|server| (server.name.clone(), server.port));
+        let shards = self.shards.iter().flat_map(|shard| {
+            shard.members.iter().enumerate().map(move |(i, member)| (shard.member_name(i), member.port))
+        });
+        let routers = self.routers.iter().map(|router| (router.name.clone(), router.port));
         config_servers.chain(shards).chain(routers)
+    }
+}
+
+impl ShardSpec {
+    /// The process name of member `index`: the shard's name when it has one member (so a data
+    /// dir from before replica groups is found again), else `<shard>-<index + 1>`.
+    pub fn member_name(&self, index: usize) -> String {
+        if self.members.len() == 1 { self.name.clone() } else { format!("{}-{}", self.name, index + 1) }
     }
 }
 
@@ -251,7 +266,10 @@ shards:
         let cfg = |name: &str, port| ConfigServerSpec { name: name.into(), port };
         assert_eq!(spec.config_servers, vec![cfg("cfg1", 27019), cfg("cfg2", 27020), cfg("cfg3", 27021)]);
         assert_eq!(spec.routers, vec![RouterSpec { name: "router0".into(), port: 27017 }]);
-        let shard = |name: &str, port| ShardSpec { name: name.into(), members: vec![MemberSpec { port }] };
+        let shard = |name: &str, port: u16| ShardSpec {
+            name: name.into(),
+            members: vec![MemberSpec { port }, MemberSpec { port: port + 10 }, MemberSpec { port: port + 20 }],
+        };
         assert_eq!(spec.shards, vec![shard("shard0", 27101), shard("shard1", 27102)]);
     }
 
@@ -349,13 +367,20 @@ shards:
     }
 
     #[test]
-    fn shard_needs_exactly_one_member_for_now() {
-        let two = TWO_SHARDS.replace("[{ port: 27102 }]", "[{ port: 27102 }, { port: 27103 }]");
-        let e = validate_err(&two);
-        assert!(matches!(&e, SpecError::ShardMembers { name, members: 2 } if name == "shard1"), "{e}");
-        assert!(e.to_string().contains("replica groups arrive with issue 7"));
+    fn shards_have_one_to_seven_members() {
         let none = TWO_SHARDS.replace("[{ port: 27102 }]", "[]");
         assert!(matches!(validate_err(&none), SpecError::ShardMembers { members: 0, .. }));
+        let ports: Vec<String> = (0..8).map(|i| format!("{{ port: {} }}", 28000 + i)).collect();
+        let eight = TWO_SHARDS.replace("[{ port: 27102 }]", &format!("[{}]", ports.join(", ")));
+        let e = validate_err(&eight);
+        assert!(matches!(&e, SpecError::ShardMembers { name, members: 8 } if name == "shard1"), "{e}");
+        let three = TWO_SHARDS.replace("[{ port: 27102 }]", "[{ port: 27102 }, { port: 27112 }, { port: 27122 }]");
+        assert!(matches!(validate_err(&three), SpecError::MembersWithoutConfig { members: 3, .. }));
+        let with_config = format!("{three}config_servers: [{{ name: cfg1, port: 27019 }}]\n");
+        let spec = parse_ok(&with_config);
+        assert_eq!(spec.validate(false).ok(), Some(()));
+        assert_eq!(spec.shards[1].member_name(2), "shard1-3");
+        assert_eq!(spec.shards[0].member_name(0), "shard0");
     }
 
     #[test]

@@ -36,6 +36,9 @@ impl From<QueryError> for ExecError {
 
 impl From<StorageError> for ExecError {
     fn from(e: StorageError) -> Self {
+        if let StorageError::NotWritable { reason } = &e {
+            return Self::new(ErrorCode::NotWritablePrimary, format!("not primary: {reason}"));
+        }
         // Storage failures are logged where they are handled: here, at the command boundary.
         tracing::error!(error = %e, "storage failure");
         Self::new(ErrorCode::InternalError, e.to_string())

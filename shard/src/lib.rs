@@ -22,6 +22,7 @@ pub mod cursors;
 pub mod error;
 pub mod exec;
 pub mod migration;
+pub mod repl;
 pub mod service;
 pub mod sharding;
 pub mod storage;
@@ -36,6 +37,7 @@ use std::time::Duration;
 
 use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
 use shoal_proto::shard::migration_server::MigrationServer;
+use shoal_proto::shard::replication_server::ReplicationServer;
 use shoal_proto::shard::shard_server::ShardServer;
 
 use crate::cursors::CursorManager;
@@ -60,6 +62,9 @@ pub struct ShardConfig {
     pub config_servers: Vec<String>,
     /// Test crash points (`name=exit,...`, see [`migration::failpoint`]); empty: none.
     pub failpoints: String,
+    /// This member's address as the catalog lists it (`host:port`); `None`: the listen address.
+    pub advertise: Option<String>,
+    pub repl: repl::ReplSettings,
 }
 
 impl ShardConfig {
@@ -73,6 +78,8 @@ impl ShardConfig {
             cursor_reap_interval: Duration::from_secs(30),
             config_servers: Vec::new(),
             failpoints: String::new(),
+            advertise: None,
+            repl: repl::ReplSettings::default(),
         }
     }
 }
@@ -91,16 +98,32 @@ pub enum ShardError {
 pub fn open_engine(config: &ShardConfig) -> Result<Arc<Engine>, ShardError> {
     let engine = FjallEngine::open(&config.data_dir.join("db"), config.cache_size_bytes)?;
     let store = Store::open(Arc::new(engine))?;
+    let standalone = config.config_servers.is_empty();
+    if !standalone && repl::initial_sync::interrupted(&store)? {
+        tracing::warn!("an initial sync was interrupted: wiping the partial copy");
+        store.wipe()?;
+    }
     let sharding = ShardingState::new(config.name.clone(), &config.config_servers);
     let resumed = sharding.range_deleter.load(&store)?;
     if resumed > 0 {
         tracing::info!(tasks = resumed, "resuming range deletions");
     }
+    let store = Arc::new(store);
+    let me = config.advertise.clone().unwrap_or_else(|| config.listen.to_string());
+    let repl = repl::Repl::new(
+        config.name.clone(),
+        me,
+        Arc::clone(&store),
+        config.repl.clone(),
+        config.data_dir.join("rollback"),
+        standalone,
+    );
     Ok(Arc::new(Engine {
-        store: Arc::new(store),
+        store,
         cursors: CursorManager::new(config.cursor_idle_timeout),
         sharding,
         latency: Default::default(),
+        repl,
     }))
 }
 
@@ -122,6 +145,22 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
     let recovery = tokio::spawn(migration::recovery::recover(Arc::clone(&migrations), donors, recipients));
     let background = tokio::spawn(background_tasks(Arc::clone(&engine), config.cursor_reap_interval));
     let range_deleter = tokio::spawn(sharding::range_deleter::run(Arc::clone(&engine)));
+    let mut repl_tasks = vec![tokio::spawn(repl::track_durability(Arc::clone(&engine.repl)))];
+    if !config.config_servers.is_empty() {
+        // Its own client: heartbeats must not wait behind catalog reads, and give up fast.
+        let settings = shoal_configsvr::client::ClientSettings {
+            rpc_timeout: config.repl.heartbeat_timeout,
+            deadline: config.repl.heartbeat_timeout,
+            connect_timeout: config.repl.heartbeat_timeout,
+            ..Default::default()
+        };
+        let catalog = Arc::new(shoal_configsvr::client::ConfigClient::new(config.config_servers.clone(), settings));
+        repl_tasks.push(tokio::spawn(repl::heartbeat::run(Arc::clone(&engine.repl), catalog)));
+        repl_tasks.push(tokio::spawn(repl::fetcher::run(Arc::clone(&engine.repl))));
+    }
+    let replication = ReplicationServer::new(repl::source::ReplicationService::new(Arc::clone(&engine.repl)))
+        .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
+        .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
     let service = ShardServer::new(service::ShardService::new(Arc::clone(&engine)))
         .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
         .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
@@ -137,10 +176,14 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
         .tcp_nodelay(true)
         .add_service(service)
         .add_service(migration_service)
+        .add_service(replication)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     background.abort();
     range_deleter.abort();
+    for task in repl_tasks {
+        task.abort();
+    }
     recovery.abort();
     let store = Arc::clone(&engine.store);
     tokio::task::spawn_blocking(move || store.shutdown()).await.map_err(std::io::Error::other)?;

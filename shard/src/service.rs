@@ -22,8 +22,8 @@ use std::sync::Arc;
 use bson::Document;
 use shoal_proto::shard::shard_server::Shard;
 use shoal_proto::shard::{
-    CommandReply, CommandRequest, CursorReply, GetMoreRequest, KillCursorsReply, KillCursorsRequest, Upserted,
-    WriteReply,
+    CommandError, CommandReply, CommandRequest, CursorReply, GetMoreRequest, KillCursorsReply, KillCursorsRequest,
+    Upserted, WriteReply,
 };
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
@@ -188,11 +188,18 @@ impl ShardService {
         Ok(Response::new(cursor_reply(result)))
     }
 
-    async fn durable(&self, seq: u64, wc: Option<WriteConcern>) -> ExecResult<()> {
-        if wc.is_some_and(|w| w.journal) {
-            self.engine.store.wait_durable(seq).await?;
+    /// Waits for the write concern of a write that committed batch `seq`. `Err`: the command
+    /// fails (the journal sync failed); `Ok(Some)`: the reply's `writeConcernError`.
+    async fn write_concern(&self, seq: u64, wc: Option<WriteConcern>) -> ExecResult<Option<CommandError>> {
+        let Some(wc) = wc else { return Ok(None) };
+        // Conservative: the newest position now is at or after this write's last entry.
+        let position = self.engine.store.position();
+        debug_assert!(position.seq >= seq);
+        if wc.journal {
+            self.engine.store.wait_durable(position.seq).await?;
+            self.engine.repl.set_durable(position.optime);
         }
-        Ok(())
+        Ok(crate::repl::wait::wait(&self.engine.repl, &wc, position.optime).await.err().map(|e| e.to_wire()))
     }
 
     async fn write(
@@ -209,8 +216,8 @@ impl ShardService {
         // Applied: the critical section may start; durability is waited for without the permit.
         drop(admitted);
         let reply = match result {
-            Ok((outcome, seq)) => match self.durable(seq, wc).await {
-                Ok(()) => write_reply(outcome),
+            Ok((outcome, seq)) => match self.write_concern(seq, wc).await {
+                Ok(wc_error) => WriteReply { write_concern_error: wc_error, ..write_reply(outcome) },
                 Err(e) => WriteReply { error: Some(e.to_wire()), ..Default::default() },
             },
             Err(e) => WriteReply { error: Some(e.to_wire()), ..Default::default() },
@@ -228,7 +235,14 @@ fn write_reply(o: WriteOutcome) -> WriteReply {
             id: bson::doc! { "_id": id }.to_vec().map(Into::into).unwrap_or_default(),
         })
         .collect();
-    WriteReply { error: None, n: o.n, n_modified: o.n_modified, upserted, write_errors: o.write_errors }
+    WriteReply {
+        error: None,
+        n: o.n,
+        n_modified: o.n_modified,
+        upserted,
+        write_errors: o.write_errors,
+        write_concern_error: None,
+    }
 }
 
 fn cursor_reply(result: ExecResult<(exec::find::Batch, String)>) -> CursorReply {
@@ -240,8 +254,8 @@ fn cursor_reply(result: ExecResult<(exec::find::Batch, String)>) -> CursorReply 
 
 fn command_reply(result: ExecResult<Document>) -> CommandReply {
     match result.and_then(|d| Ok(d.to_vec()?)) {
-        Ok(body) => CommandReply { error: None, body: body.into() },
-        Err(e) => CommandReply { error: Some(e.to_wire()), body: Default::default() },
+        Ok(body) => CommandReply { error: None, body: body.into(), write_concern_error: None },
+        Err(e) => CommandReply { error: Some(e.to_wire()), ..Default::default() },
     }
 }
 
@@ -342,11 +356,16 @@ impl Shard for ShardService {
                 self.engine.sharding.forget(ns);
             }
         }
-        let result = match result {
-            Ok((doc, seq)) => self.durable(seq, wc).await.map(|()| doc),
-            Err(e) => Err(e),
+        let (result, wc_error) = match result {
+            // Reads report no write concern.
+            Ok((doc, 0)) => (Ok(doc), None),
+            Ok((doc, seq)) => match self.write_concern(seq, wc).await {
+                Ok(wc_error) => (Ok(doc), wc_error),
+                Err(e) => (Err(e), None),
+            },
+            Err(e) => (Err(e), None),
         };
-        Ok(Response::new(command_reply(result)))
+        Ok(Response::new(CommandReply { write_concern_error: wc_error, ..command_reply(result) }))
     }
 }
 

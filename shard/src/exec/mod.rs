@@ -39,6 +39,8 @@ pub struct Engine {
     pub sharding: ShardingState,
     /// Foreground command latencies (migrations throttle themselves on their p99).
     pub latency: crate::migration::throttle::LatencyMonitor,
+    /// This member's place in its replica group.
+    pub repl: Arc<crate::repl::Repl>,
 }
 
 /// A parsed request: the command body as a document plus its statements' source.

@@ -1,27 +1,46 @@
-//! Write concern as a single member applies it: whether the acknowledgement waits for the journal.
+//! Write concern as the shard's primary applies it (`{w, j, wtimeout}`, SPEC/read-write-concern).
 //!
-//! MongoDB's default is `{w: "majority"}`, which implies a journaled write; `w: 1` (or `j: false`)
-//! acknowledges once the write is in the OS buffers (it survives kill -9, not power loss).
-//! Replica groups (issue 7) add waiting for secondaries.
+//! MongoDB's default is `{w: "majority"}`, which implies a journaled write (the majority commit
+//! point counts durable optimes only). `w: 1` acknowledges once the write is applied here (it
+//! survives kill -9, not power loss, unless `j: true`); `w: N` once N members have applied it;
+//! `w: 0` without `j` is unacknowledged. The waiting itself is [`crate::repl::wait`].
+
+use std::time::Duration;
 
 use bson::{Bson, Document};
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::args::wrong_type;
 
+/// MongoDB's largest `w` (its replica-set member limit).
+pub const W_MAX: u32 = 50;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum W {
+    Majority,
+    Nodes(u32),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteConcern {
+    pub w: W,
     pub journal: bool,
     /// `w: 0`: the client does not wait for an answer.
     pub unacknowledged: bool,
+    /// How long to wait for other members; `None` (or 0): no limit.
+    pub wtimeout: Option<Duration>,
+}
+
+impl Default for WriteConcern {
+    fn default() -> Self {
+        Self { w: W::Majority, journal: true, unacknowledged: false, wtimeout: None }
+    }
 }
 
 impl WriteConcern {
     pub fn parse(body: &Document, cmd: &str) -> ExecResult<Self> {
         let wc = match body.get("writeConcern") {
-            None | Some(Bson::Null) => {
-                return Ok(Self { journal: true, unacknowledged: false });
-            }
+            None | Some(Bson::Null) => return Ok(Self::default()),
             Some(Bson::Document(d)) => d,
             Some(other) => return Err(wrong_type(cmd, "writeConcern", other, "object")),
         };
@@ -33,34 +52,38 @@ impl WriteConcern {
             }
             Some(other) => return Err(wrong_type("writeConcern", "j", other, "bool")),
         };
-        let (majority, w0) = match wc.get("w") {
-            None | Some(Bson::Null) => (true, false),
-            Some(Bson::String(s)) if s == "majority" => (true, false),
+        let w = match wc.get("w") {
+            None | Some(Bson::Null) => W::Majority,
+            Some(Bson::String(s)) if s == "majority" => W::Majority,
             Some(Bson::String(s)) => {
                 return Err(ExecError::new(
-                    shoal_proto::ErrorCode::UnknownError,
+                    shoal_proto::ErrorCode::UnknownReplWriteConcern,
                     format!("No write concern mode named '{s}' found in replica set configuration"),
                 ));
             }
             Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => {
                 let n = crate::exec::args::as_f64(v).unwrap_or(1.0);
-                if !(0.0..=50.0).contains(&n) {
+                if !(0.0..=f64::from(W_MAX)).contains(&n) || n.fract() != 0.0 {
                     return Err(ExecError::new(
                         shoal_proto::ErrorCode::FailedToParse,
-                        "w has to be a non-negative number and not greater than 50",
+                        format!("w has to be a non-negative number and not greater than {W_MAX}"),
                     ));
                 }
-                if n > 1.0 {
-                    return Err(ExecError::new(
-                        shoal_proto::ErrorCode::WriteConcernFailed,
-                        format!("Not enough data-bearing nodes: w:{n} asked, this shard has 1 member"),
-                    ));
-                }
-                (false, n == 0.0)
+                W::Nodes(n as u32)
             }
             Some(other) => return Err(wrong_type("writeConcern", "w", other, "string or number")),
         };
-        Ok(Self { journal: j.unwrap_or(majority), unacknowledged: w0 && j != Some(true) })
+        let wtimeout = match wc.get("wtimeout").or_else(|| wc.get("wtimeoutMS")) {
+            None | Some(Bson::Null) => None,
+            Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => {
+                let ms = crate::exec::args::as_f64(v).unwrap_or(0.0);
+                (ms >= 1.0).then(|| Duration::from_millis(ms as u64))
+            }
+            Some(other) => return Err(wrong_type("writeConcern", "wtimeout", other, "number")),
+        };
+        let majority = w == W::Majority;
+        let unacknowledged = w == W::Nodes(0) && j != Some(true);
+        Ok(Self { w, journal: j.unwrap_or(majority), unacknowledged, wtimeout })
     }
 }
 
@@ -71,13 +94,24 @@ mod tests {
 
     #[test]
     fn defaults_and_forms() -> ExecResult<()> {
-        assert!(WriteConcern::parse(&doc! {}, "insert")?.journal);
-        assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": "majority"}}, "insert")?.journal);
-        assert!(!WriteConcern::parse(&doc! {"writeConcern": {"w": 1}}, "insert")?.journal);
-        assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": 1, "j": true}}, "insert")?.journal);
-        assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": 0}}, "insert")?.unacknowledged);
-        assert!(WriteConcern::parse(&doc! {"writeConcern": 3}, "insert").is_err());
-        assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": 3}}, "insert").is_err());
+        let parse = |d: Document| WriteConcern::parse(&d, "insert");
+        assert_eq!(parse(doc! {})?, WriteConcern::default());
+        assert!(parse(doc! {"writeConcern": {"w": "majority"}})?.journal);
+        assert!(!parse(doc! {"writeConcern": {"w": 1}})?.journal);
+        assert!(parse(doc! {"writeConcern": {"w": 1, "j": true}})?.journal);
+        assert!(parse(doc! {"writeConcern": {"w": 0}})?.unacknowledged);
+        assert!(!parse(doc! {"writeConcern": {"w": 0, "j": true}})?.unacknowledged);
+        assert_eq!(parse(doc! {"writeConcern": {"w": 3}})?.w, W::Nodes(3));
+        assert_eq!(parse(doc! {"writeConcern": {"w": 2, "wtimeout": 150}})?.wtimeout, Some(Duration::from_millis(150)));
+        assert_eq!(parse(doc! {"writeConcern": {"w": 2, "wtimeout": 0}})?.wtimeout, None);
+        assert!(parse(doc! {"writeConcern": 3}).is_err());
+        assert!(parse(doc! {"writeConcern": {"w": 51}}).is_err());
+        assert!(parse(doc! {"writeConcern": {"w": f64::NAN}}).is_err());
+        assert!(parse(doc! {"writeConcern": {"w": 1.5}}).is_err());
+        assert_eq!(
+            parse(doc! {"writeConcern": {"w": "dc1"}}).map_err(|e| e.code),
+            Err(shoal_proto::ErrorCode::UnknownReplWriteConcern)
+        );
         Ok(())
     }
 }

@@ -55,6 +55,9 @@ pub enum StorageError {
     Io(#[from] std::io::Error),
     #[error("corrupt record in {space}: {detail}")]
     Corrupt { space: &'static str, detail: String },
+    /// Client writes are refused: this member is not the primary (or its lease lapsed).
+    #[error("not writable: {reason}")]
+    NotWritable { reason: String },
 }
 
 /// Writes applied together or not at all.

@@ -64,6 +64,10 @@ impl Catalog {
         self.by_ns.get(ns).cloned()
     }
 
+    pub fn by_uuid(&self, uuid: Uuid) -> Option<Arc<CollectionInfo>> {
+        self.by_ns.values().find(|c| c.uuid == uuid).cloned()
+    }
+
     pub fn in_db<'a>(&'a self, db: &'a str) -> impl Iterator<Item = &'a Arc<CollectionInfo>> + 'a {
         self.by_ns.values().filter(move |c| c.ns.db == db)
     }

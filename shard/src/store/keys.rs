@@ -8,6 +8,7 @@
 //!            "rangedel/" ‖ task id (u64 BE)                -> BSON range-deletion task
 //!            "migdonor/" ‖ migration id                   -> JSON donor migration record
 //!            "migrecv/" ‖ migration id                    -> JSON recipient migration record
+//!            "initsync"                                   -> optime (BSON) an initial sync must reach
 //! ```
 //! Collection ids are never reused, so documents of a dropped collection are unreachable from the
 //! moment its catalog record is gone; the range deleter removes them afterwards.
@@ -19,6 +20,8 @@ pub const DROPPED_PREFIX: &[u8] = b"dropped/";
 pub const RANGE_DELETION_PREFIX: &[u8] = b"rangedel/";
 pub const MIGRATION_DONOR_PREFIX: &[u8] = b"migdonor/";
 pub const MIGRATION_RECIPIENT_PREFIX: &[u8] = b"migrecv/";
+/// Present while an initial sync is unfinished: the data is not a consistent copy.
+pub const INITIAL_SYNC_KEY: &[u8] = b"initsync";
 
 pub fn collection_prefix(coll_id: u64) -> [u8; 8] {
     coll_id.to_be_bytes()

@@ -8,6 +8,12 @@
 //! one journal sync.
 //!
 //! Reads ([`Store::get`], [`Store::scan`]) take no lock; they see committed batches.
+//!
+//! Replication: client writes are accepted only while the member may write ([`Writability`]: a
+//! member outside any replica group always may; a primary until its lease lapses; a secondary
+//! never), checked when a write starts and again before each staged batch commits. Secondaries
+//! write through [`Store::apply`] instead, which stores the primary's entries verbatim. Every
+//! commit publishes the new [`Position`] (see [`Store::subscribe`]).
 
 pub mod catalog;
 pub mod keys;
@@ -16,14 +22,16 @@ pub mod oplog;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Instant;
 
 use bson::{Bson, DateTime, Document, RawDocument, RawDocumentBuf, Timestamp, Uuid, doc};
 use bytes::Bytes;
 use shoal_proto::Namespace;
+use tokio::sync::watch;
 
 use crate::storage::{Engine, GroupCommit, KvIter, Space, StorageError, WriteBatch, prefix_upper_bound};
 use catalog::{Catalog, CollectionInfo};
-use oplog::{Entry, OpKind, TimestampClock};
+use oplog::{Entry, EntryView, INITIAL_TERM, OpKind, OpTime, TimestampClock};
 
 /// A staged batch is committed once it holds this much, bounding a command's memory.
 pub const STAGED_BATCH_MAX_BYTES: usize = 16 << 20;
@@ -35,10 +43,59 @@ pub struct Store {
     group: GroupCommit,
     catalog: RwLock<Catalog>,
     writer: Mutex<WriterState>,
+    position: watch::Sender<Position>,
+}
+
+/// Whether client writes are accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writability {
+    /// A member outside any replica group.
+    Always,
+    /// The primary of a term, until its lease lapses.
+    Until(Instant),
+    /// A secondary, or a primary that stepped down.
+    Never,
+}
+
+impl Writability {
+    fn allows(self) -> bool {
+        match self {
+            Writability::Always => true,
+            Writability::Until(t) => Instant::now() < t,
+            Writability::Never => false,
+        }
+    }
+}
+
+/// The newest committed batch: its group-commit sequence number (wait on it for durability) and
+/// the optime of the newest oplog entry at that point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Position {
+    pub seq: u64,
+    pub optime: OpTime,
 }
 
 struct WriterState {
     clock: TimestampClock,
+    /// The term new entries are written in.
+    term: i64,
+    writable: Writability,
+    /// The newest entry staged or committed.
+    last: OpTime,
+}
+
+impl WriterState {
+    fn check_writable(&self) -> Result<(), StorageError> {
+        if self.writable.allows() {
+            return Ok(());
+        }
+        Err(StorageError::NotWritable {
+            reason: match self.writable {
+                Writability::Until(_) => format!("the primary's lease for term {} lapsed", self.term),
+                _ => "this member is not the primary".into(),
+            },
+        })
+    }
 }
 
 impl Store {
@@ -72,17 +129,84 @@ impl Store {
             }
         }
         catalog.next_id = catalog.next_id.max(1);
-        let last_ts = match engine.scan(Space::Oplog, Bound::Unbounded, Bound::Unbounded, true).next() {
-            Some(kv) => keys::oplog_ts(&kv?.0).unwrap_or(Timestamp { time: 0, increment: 0 }),
-            None => Timestamp { time: 0, increment: 0 },
-        };
+        let last = last_optime(engine.as_ref())?;
         let group = GroupCommit::start(Arc::clone(&engine));
+        let (position, _) = watch::channel(Position { seq: 0, optime: last });
         Ok(Self {
             engine,
             group,
             catalog: RwLock::new(catalog),
-            writer: Mutex::new(WriterState { clock: TimestampClock::new(last_ts) }),
+            writer: Mutex::new(WriterState {
+                clock: TimestampClock::new(last.timestamp()),
+                term: last.term.max(INITIAL_TERM),
+                writable: Writability::Always,
+                last,
+            }),
+            position,
         })
+    }
+
+    /// The newest committed position, and a receiver that sees every later one.
+    pub fn subscribe(&self) -> watch::Receiver<Position> {
+        self.position.subscribe()
+    }
+
+    pub fn position(&self) -> Position {
+        *self.position.borrow()
+    }
+
+    pub fn writability(&self) -> (i64, Writability) {
+        let w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        (w.term, w.writable)
+    }
+
+    /// Stops client writes (a secondary, or a primary stepping down). Writes already inside
+    /// [`Store::write`] fail at their next commit.
+    pub fn set_not_writable(&self) {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner()).writable = Writability::Never;
+    }
+
+    /// Makes this member the primary of `term` until `until`: writes the new primary's no-op entry
+    /// in `term` (the first entry of the term; once it is majority-committed, so is everything
+    /// before it) and returns its optime. Refused if the oplog already holds a newer term.
+    pub fn become_primary(&self, term: i64, until: Instant) -> Result<OpTime, StorageError> {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if w.last.term > term {
+            return Err(StorageError::NotWritable {
+                reason: format!("the oplog holds term {} entries, newer than term {term}", w.last.term),
+            });
+        }
+        w.term = term;
+        // The no-op is written whether or not a lease came with the promotion: it is not a
+        // client write, and it is what makes this term's commit point count.
+        let mut txn = WriteTxn::new(self, w, false);
+        txn.gated = false;
+        let o = RawDocumentBuf::try_from(&doc! {"msg": "new primary"})
+            .map_err(|e| StorageError::Corrupt { space: "oplog", detail: e.to_string() })?;
+        txn.log(OpKind::Noop, "", None, &o, None)?;
+        txn.flush()?;
+        txn.writer.writable = Writability::Until(until);
+        Ok(txn.writer.last)
+    }
+
+    /// Extends the primary's lease (a heartbeat answered); ignored unless it is still primary of
+    /// `term`.
+    pub fn extend_lease(&self, term: i64, until: Instant) {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if w.term == term && matches!(w.writable, Writability::Until(t) if t < until) {
+            w.writable = Writability::Until(until);
+        }
+    }
+
+    /// Follows `term` without writing in it (a secondary learning a new term).
+    pub fn set_term(&self, term: i64) {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if term > w.term {
+            w.term = term;
+            if w.writable != Writability::Always {
+                w.writable = Writability::Never;
+            }
+        }
     }
 
     pub fn collection(&self, ns: &str) -> Option<Arc<CollectionInfo>> {
@@ -91,6 +215,10 @@ impl Store {
 
     pub fn collections_in(&self, db: &str) -> Vec<Arc<CollectionInfo>> {
         self.catalog.read().unwrap_or_else(|p| p.into_inner()).in_db(db).cloned().collect()
+    }
+
+    pub fn all_collections(&self) -> Vec<Arc<CollectionInfo>> {
+        self.catalog.read().unwrap_or_else(|p| p.into_inner()).by_ns.values().cloned().collect()
     }
 
     pub fn databases(&self) -> Vec<String> {
@@ -144,6 +272,95 @@ impl Store {
         }
     }
 
+    /// The stored entry at `ts`, if any.
+    pub fn oplog_entry(&self, ts: Timestamp) -> Result<Option<Bytes>, StorageError> {
+        self.engine.get(Space::Oplog, &keys::oplog_key(ts))
+    }
+
+    /// The oldest stored entry's timestamp (older ones were truncated), `None` if the oplog is empty.
+    pub fn oplog_first(&self) -> Result<Option<Timestamp>, StorageError> {
+        match self.engine.scan(Space::Oplog, Bound::Unbounded, Bound::Unbounded, false).next() {
+            Some(kv) => Ok(keys::oplog_ts(&kv?.0)),
+            None => Ok(None),
+        }
+    }
+
+    /// The newest stored entry, `None` if the oplog is empty.
+    pub fn oplog_newest(&self) -> Result<Option<Bytes>, StorageError> {
+        match self.engine.scan(Space::Oplog, Bound::Unbounded, Bound::Unbounded, true).next() {
+            Some(kv) => Ok(Some(kv?.1)),
+            None => Ok(None),
+        }
+    }
+
+    /// Entries at or before `ts`, newest first.
+    pub fn oplog_before(&self, ts: Timestamp) -> KvIter<'static> {
+        let key = keys::oplog_key(ts);
+        self.engine.scan(Space::Oplog, Bound::Unbounded, Bound::Included(&key[..]), true)
+    }
+
+    /// Deletes every document, collection, oplog entry and bookkeeping record (a member about to
+    /// copy everything from another, or one whose copy was interrupted), in bounded batches.
+    pub fn wipe(&self) -> Result<(), StorageError> {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        for space in Space::ALL {
+            loop {
+                let mut batch = WriteBatch::new();
+                for kv in
+                    self.engine.scan(space, Bound::Unbounded, Bound::Unbounded, false).take(DROP_DELETE_BATCH_KEYS)
+                {
+                    batch.delete(space, kv?.0);
+                }
+                if batch.is_empty() {
+                    break;
+                }
+                self.engine.commit(batch)?;
+            }
+        }
+        let seq = self.group.committed();
+        {
+            let mut cat = self.catalog.write().unwrap_or_else(|p| p.into_inner());
+            let next_id = cat.next_id;
+            *cat = Catalog::default();
+            // Ids are never reused, even across a wipe: stale keys of an interrupted wipe stay
+            // unreachable.
+            cat.next_id = next_id;
+        }
+        w.last = OpTime::ZERO;
+        self.position.send_replace(Position { seq, optime: OpTime::ZERO });
+        Ok(())
+    }
+
+    /// Rollback: removes every oplog entry after `common` and sets each listed document to the
+    /// given version (`None`: delete it), in one batch per bounded chunk. The data is a
+    /// consistent copy again once the entries after `common` are re-applied from the primary.
+    pub fn rollback_to(
+        &self,
+        common: OpTime,
+        documents: Vec<(Arc<CollectionInfo>, Bson, Option<Bytes>)>,
+    ) -> Result<Position, StorageError> {
+        let guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut txn = WriteTxn::new(self, guard, true);
+        for (coll, id, version) in documents {
+            match version {
+                Some(doc) => {
+                    let raw = RawDocument::from_bytes(&doc)
+                        .map_err(|e| StorageError::Corrupt { space: "documents", detail: e.to_string() })?;
+                    txn.insert(&coll, &id, raw)?;
+                }
+                None => txn.delete(&coll, &id)?,
+            }
+        }
+        let after = keys::oplog_key(common.timestamp());
+        for kv in self.engine.scan(Space::Oplog, Bound::Excluded(&after[..]), Bound::Unbounded, false) {
+            txn.batch.delete(Space::Oplog, kv?.0);
+        }
+        txn.writer.last = common;
+        txn.flush()?;
+        drop(txn);
+        Ok(self.position())
+    }
+
     /// Runs `f` as the single writer; returns its result and the sequence number to wait on for
     /// durability ([`Store::wait_durable`]). Statements that failed are part of `T`; only a storage
     /// failure aborts (batches already committed stay committed, as with MongoDB's
@@ -153,18 +370,40 @@ impl Store {
         f: impl FnOnce(&mut WriteTxn<'_>) -> Result<T, StorageError>,
     ) -> Result<(T, u64), StorageError> {
         let guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let mut txn = WriteTxn {
-            store: self,
-            writer: guard,
-            batch: WriteBatch::new(),
-            staged: HashMap::new(),
-            catalog_changes: Vec::new(),
-            now: DateTime::now(),
-            from_migrate: false,
-        };
+        guard.check_writable()?;
+        let mut txn = WriteTxn::new(self, guard, false);
         let out = f(&mut txn)?;
         txn.flush()?;
         Ok((out, self.group.last_committed()))
+    }
+
+    /// Writes entries a primary wrote (BSON oplog entries, oldest first) with their effects, as a
+    /// secondary does: idempotently (inserts and updates store the entry's whole document, deletes
+    /// of missing documents do nothing) so re-applying a suffix converges. Entries of collections
+    /// this member does not have (dropped later, seen while catching up after a clone) are
+    /// stored but change nothing. Returns the new position.
+    pub fn apply(&self, entries: &[Bytes]) -> Result<Position, StorageError> {
+        let guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut txn = WriteTxn::new(self, guard, true);
+        for raw in entries {
+            txn.apply_entry(raw)?;
+        }
+        txn.flush()?;
+        drop(txn);
+        Ok(self.position())
+    }
+
+    /// Writes collections and documents copied from another member (initial sync) without oplog
+    /// entries: `f` runs as the single writer with logging off.
+    pub fn write_unlogged<T>(
+        &self,
+        f: impl FnOnce(&mut WriteTxn<'_>) -> Result<T, StorageError>,
+    ) -> Result<T, StorageError> {
+        let guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut txn = WriteTxn::new(self, guard, true);
+        let out = f(&mut txn)?;
+        txn.flush()?;
+        Ok(out)
     }
 
     /// Grows with every committed batch: equal values mean nothing was written in between (what
@@ -250,6 +489,19 @@ impl Store {
     }
 }
 
+/// The optime of the newest oplog entry, zero if there is none.
+fn last_optime(engine: &dyn Engine) -> Result<OpTime, StorageError> {
+    match engine.scan(Space::Oplog, Bound::Unbounded, Bound::Unbounded, true).next() {
+        Some(kv) => {
+            let (_, value) = kv?;
+            let raw = RawDocument::from_bytes(&value)
+                .map_err(|e| StorageError::Corrupt { space: "oplog", detail: e.to_string() })?;
+            Ok(EntryView::parse(raw)?.optime)
+        }
+        None => Ok(OpTime::ZERO),
+    }
+}
+
 /// Ranges whose lower end is at or past their upper end (engines may reject them).
 fn is_empty_range(lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>) -> bool {
     match (lower, upper) {
@@ -282,6 +534,26 @@ pub struct WriteTxn<'a> {
     catalog_changes: Vec<CatalogChange>,
     now: DateTime,
     from_migrate: bool,
+    /// Writing entries another member logged (or copied data): write no entries of our own.
+    replicating: bool,
+    /// Commits only while client writes are allowed ([`Writability`]).
+    gated: bool,
+}
+
+impl<'a> WriteTxn<'a> {
+    fn new(store: &'a Store, writer: MutexGuard<'a, WriterState>, replicating: bool) -> Self {
+        WriteTxn {
+            store,
+            writer,
+            batch: WriteBatch::new(),
+            staged: HashMap::new(),
+            catalog_changes: Vec::new(),
+            now: DateTime::now(),
+            from_migrate: false,
+            replicating,
+            gated: !replicating,
+        }
+    }
 }
 
 impl WriteTxn<'_> {
@@ -315,20 +587,110 @@ impl WriteTxn<'_> {
         if let Some(c) = self.collection(&ns.to_string()) {
             return Ok((c, false));
         }
+        let info = self.create_collection(ns, Uuid::new(), options)?;
+        Ok((info, true))
+    }
+
+    /// Creates `ns` with the given UUID (logged unless replicating).
+    pub fn create_collection(
+        &mut self,
+        ns: &Namespace,
+        uuid: Uuid,
+        options: Document,
+    ) -> Result<Arc<CollectionInfo>, StorageError> {
         let id = {
             let mut cat = self.store.catalog.write().unwrap_or_else(|p| p.into_inner());
             let id = cat.next_id;
             cat.next_id += 1;
             id
         };
-        let info = Arc::new(CollectionInfo { id, ns: ns.clone(), uuid: Uuid::new(), options });
+        let info = Arc::new(CollectionInfo { id, ns: ns.clone(), uuid, options });
         let record = bson_bytes(&info.to_record())?;
         self.batch.put(Space::Meta, keys::collection_record_key(&info.full_name()), record);
         let mut o = doc! { "create": &ns.coll };
         o.extend(info.options.clone());
         self.log_command(&ns.db, Some(info.uuid), &o)?;
         self.catalog_changes.push(CatalogChange::Created(Arc::clone(&info)));
-        Ok((info, true))
+        Ok(info)
+    }
+
+    /// The collection with `uuid`, including ones created earlier in this transaction.
+    fn collection_by_uuid(&self, uuid: Uuid) -> Option<Arc<CollectionInfo>> {
+        let mut dropped = Vec::new();
+        for change in self.catalog_changes.iter().rev() {
+            match change {
+                CatalogChange::Created(c) if c.uuid == uuid && !dropped.contains(&c.full_name()) => {
+                    return Some(Arc::clone(c));
+                }
+                CatalogChange::Dropped(n) => dropped.push(n.clone()),
+                _ => {}
+            }
+        }
+        let found = self.store.catalog.read().unwrap_or_else(|p| p.into_inner()).by_uuid(uuid)?;
+        (!dropped.contains(&found.full_name())).then_some(found)
+    }
+
+    /// Stores one entry another member wrote and applies its effect (see [`Store::apply`]).
+    fn apply_entry(&mut self, raw: &Bytes) -> Result<(), StorageError> {
+        let doc = RawDocument::from_bytes(raw)
+            .map_err(|e| StorageError::Corrupt { space: "oplog", detail: e.to_string() })?;
+        let entry = EntryView::parse(doc)?;
+        let corrupt =
+            |what: &str| StorageError::Corrupt { space: "oplog", detail: format!("{} entry: {what}", entry.op) };
+        let ts = entry.optime.timestamp();
+        self.batch.put(Space::Oplog, keys::oplog_key(ts).to_vec(), raw.clone());
+        self.writer.clock.observe(ts);
+        self.writer.last = self.writer.last.max(entry.optime);
+        let coll = entry.uuid.and_then(|u| self.collection_by_uuid(u));
+        match (entry.op, coll) {
+            ("i" | "u", Some(coll)) => {
+                let id_source = if entry.op == "u" { entry.o2.unwrap_or(entry.o) } else { entry.o };
+                let id = id_source.get("_id").ok().flatten().ok_or_else(|| corrupt("no _id"))?;
+                let id = Bson::try_from(id).map_err(|e| corrupt(&e.to_string()))?;
+                self.put_document(&coll, &id, entry.o, OpKind::Update)?;
+            }
+            ("d", Some(coll)) => {
+                let id = entry.o.get("_id").ok().flatten().ok_or_else(|| corrupt("no _id"))?;
+                let id = Bson::try_from(id).map_err(|e| corrupt(&e.to_string()))?;
+                self.delete(&coll, &id)?;
+            }
+            ("c", coll) => self.apply_command(&entry, coll)?,
+            ("i" | "u" | "d", None) => {
+                tracing::debug!(ns = entry.ns, optime = %entry.optime, "entry of an unknown collection skipped");
+            }
+            _ => {}
+        }
+        self.flush_if_large()
+    }
+
+    fn apply_command(&mut self, entry: &EntryView<'_>, coll: Option<Arc<CollectionInfo>>) -> Result<(), StorageError> {
+        let db = entry.ns.strip_suffix(".$cmd").unwrap_or(entry.ns);
+        let corrupt = |what: &str| StorageError::Corrupt { space: "oplog", detail: format!("command entry: {what}") };
+        if let Ok(name) = entry.o.get_str("create") {
+            let ns = Namespace::new(db, name).map_err(|e| corrupt(&e.to_string()))?;
+            let uuid = entry.uuid.ok_or_else(|| corrupt("create without ui"))?;
+            match self.collection(&ns.to_string()) {
+                Some(existing) if existing.uuid == uuid => {}
+                Some(existing) => {
+                    // A collection of the same name from before: it was dropped on the primary.
+                    self.drop_collection(&existing)?;
+                    self.create_recorded(&ns, uuid, entry.o)?;
+                }
+                None => self.create_recorded(&ns, uuid, entry.o)?,
+            }
+        } else if entry.o.get_str("drop").is_ok() {
+            if let Some(coll) = coll {
+                self.drop_collection(&coll)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn create_recorded(&mut self, ns: &Namespace, uuid: Uuid, o: &RawDocument) -> Result<(), StorageError> {
+        let mut options =
+            Document::try_from(o).map_err(|e| StorageError::Corrupt { space: "oplog", detail: e.to_string() })?;
+        options.remove("create");
+        self.create_collection(ns, uuid, options).map(|_| ())
     }
 
     /// Removes the collection from the catalog; its documents are deleted later by
@@ -359,8 +721,10 @@ impl WriteTxn<'_> {
 
     pub fn delete(&mut self, coll: &CollectionInfo, id: &Bson) -> Result<(), StorageError> {
         let key = keys::document_key(coll.id, id);
-        let o = id_document(id)?;
-        self.log(OpKind::Delete, &coll.full_name(), Some(coll.uuid), &o, None)?;
+        if !self.replicating {
+            let o = id_document(id)?;
+            self.log(OpKind::Delete, &coll.full_name(), Some(coll.uuid), &o, None)?;
+        }
         self.batch.delete(Space::Documents, key.clone());
         self.staged.insert(key, None);
         self.flush_if_large()
@@ -376,6 +740,7 @@ impl WriteTxn<'_> {
         let key = keys::document_key(coll.id, id);
         let value = Bytes::copy_from_slice(doc.as_bytes());
         match kind {
+            _ if self.replicating => {}
             OpKind::Update => {
                 let o2 = id_document(id)?;
                 self.log(kind, &coll.full_name(), Some(coll.uuid), doc, Some(&o2))?;
@@ -388,6 +753,9 @@ impl WriteTxn<'_> {
     }
 
     fn log_command(&mut self, db: &str, uuid: Option<Uuid>, o: &Document) -> Result<(), StorageError> {
+        if self.replicating {
+            return Ok(());
+        }
         let raw =
             RawDocumentBuf::try_from(o).map_err(|e| StorageError::Corrupt { space: "oplog", detail: e.to_string() })?;
         self.log(OpKind::Command, &format!("{db}.$cmd"), uuid, &raw, None)
@@ -402,8 +770,10 @@ impl WriteTxn<'_> {
         o2: Option<&RawDocument>,
     ) -> Result<(), StorageError> {
         let ts = self.writer.clock.next(self.now);
-        let entry = Entry { ts, wall: self.now, kind, ns, uuid, o, o2, from_migrate: self.from_migrate }.encode();
+        let term = self.writer.term;
+        let entry = Entry { ts, term, wall: self.now, kind, ns, uuid, o, o2, from_migrate: self.from_migrate }.encode();
         self.batch.put(Space::Oplog, keys::oplog_key(ts).to_vec(), entry.into_bytes());
+        self.writer.last = OpTime::new(term, ts);
         Ok(())
     }
 
@@ -420,9 +790,14 @@ impl WriteTxn<'_> {
         if self.batch.is_empty() {
             return Ok(());
         }
+        if self.gated {
+            // A lease may lapse during a long write: nothing is committed after it did.
+            self.writer.check_writable()?;
+        }
         let batch = std::mem::take(&mut self.batch);
         self.store.engine.commit(batch)?;
-        self.store.group.committed();
+        let seq = self.store.group.committed();
+        self.store.position.send_replace(Position { seq, optime: self.writer.last });
         self.staged.clear();
         if self.catalog_changes.is_empty() {
             // The common case: no catalog lock on a document write's path.

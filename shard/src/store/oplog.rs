@@ -2,12 +2,97 @@
 //! storage batch as the change they describe.
 //!
 //! Updates are logged as full post-images (`op: "u"`, `o` = new document, `o2` = `{_id}`): applying
-//! one is idempotent, which secondaries (issue 7) and migrations (issue 5) rely on.
+//! one is idempotent, which secondaries and migrations rely on. Every entry carries the
+//! replica-group term its primary wrote it in (`t`); `(t, ts)` is its [`OpTime`].
 
 use bson::{DateTime, RawDocument, RawDocumentBuf, Timestamp, Uuid, cstr};
 
-/// The term until replica groups (issue 7) exist.
+use crate::storage::StorageError;
+
+/// The term of a member outside any replica group (no config servers), and the first term the
+/// config service hands out.
 pub const INITIAL_TERM: i64 = 1;
+
+/// A position in the oplog. Ordered by term first: a later primary's entries always sort after
+/// an earlier one's, whatever the clocks said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct OpTime {
+    pub term: i64,
+    pub ts: TsKey,
+}
+
+/// A timestamp ordered as MongoDB orders them (seconds, then increment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct TsKey {
+    pub time: u32,
+    pub increment: u32,
+}
+
+impl From<Timestamp> for TsKey {
+    fn from(ts: Timestamp) -> Self {
+        Self { time: ts.time, increment: ts.increment }
+    }
+}
+
+impl From<TsKey> for Timestamp {
+    fn from(k: TsKey) -> Self {
+        Timestamp { time: k.time, increment: k.increment }
+    }
+}
+
+impl OpTime {
+    pub const ZERO: OpTime = OpTime { term: 0, ts: TsKey { time: 0, increment: 0 } };
+
+    pub fn new(term: i64, ts: Timestamp) -> Self {
+        Self { term, ts: ts.into() }
+    }
+
+    pub fn timestamp(&self) -> Timestamp {
+        self.ts.into()
+    }
+
+    pub fn is_zero(&self) -> bool {
+        *self == Self::ZERO
+    }
+}
+
+impl std::fmt::Display for OpTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "({}, {}|{})", self.term, self.ts.time, self.ts.increment)
+    }
+}
+
+/// The fields of a stored entry that replication needs, borrowed from its bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct EntryView<'a> {
+    pub optime: OpTime,
+    pub op: &'a str,
+    pub ns: &'a str,
+    pub uuid: Option<Uuid>,
+    pub o: &'a RawDocument,
+    pub o2: Option<&'a RawDocument>,
+}
+
+impl<'a> EntryView<'a> {
+    pub fn parse(raw: &'a RawDocument) -> Result<Self, StorageError> {
+        let corrupt = |what: &str| StorageError::Corrupt { space: "oplog", detail: format!("entry: {what}") };
+        let ts = raw.get_timestamp("ts").map_err(|_| corrupt("ts"))?;
+        let term = match raw.get("t") {
+            Ok(Some(bson::RawBsonRef::Int64(t))) => t,
+            Ok(Some(bson::RawBsonRef::Int32(t))) => i64::from(t),
+            _ => return Err(corrupt("t")),
+        };
+        let op = raw.get_str("op").map_err(|_| corrupt("op"))?;
+        let ns = raw.get_str("ns").map_err(|_| corrupt("ns"))?;
+        let uuid = match raw.get_binary("ui") {
+            Ok(b) => Some(Uuid::from_bytes(b.bytes.try_into().map_err(|_| corrupt("ui"))?)),
+            Err(_) => None,
+        };
+        let o = raw.get_document("o").map_err(|_| corrupt("o"))?;
+        let o2 = raw.get_document("o2").ok();
+        Ok(Self { optime: OpTime::new(term, ts), op, ns, uuid, o, o2 })
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpKind {
@@ -15,6 +100,8 @@ pub enum OpKind {
     Update,
     Delete,
     Command,
+    /// A no-op (`"n"`): a new primary's first entry, which makes its term's commit point count.
+    Noop,
 }
 
 impl OpKind {
@@ -24,6 +111,7 @@ impl OpKind {
             OpKind::Update => "u",
             OpKind::Delete => "d",
             OpKind::Command => "c",
+            OpKind::Noop => "n",
         }
     }
 }
@@ -55,10 +143,18 @@ impl TimestampClock {
     pub fn last(&self) -> Timestamp {
         self.last
     }
+
+    /// Never hands out `ts` or anything before it (an entry applied from the primary).
+    pub fn observe(&mut self, ts: Timestamp) {
+        if TsKey::from(ts) > TsKey::from(self.last) {
+            self.last = ts;
+        }
+    }
 }
 
 pub struct Entry<'a> {
     pub ts: Timestamp,
+    pub term: i64,
     pub wall: DateTime,
     pub kind: OpKind,
     pub ns: &'a str,
@@ -74,7 +170,7 @@ impl Entry<'_> {
     pub fn encode(&self) -> RawDocumentBuf {
         let mut out = RawDocumentBuf::new();
         out.append(cstr!("ts"), self.ts);
-        out.append(cstr!("t"), INITIAL_TERM);
+        out.append(cstr!("t"), self.term);
         out.append(cstr!("v"), 2i32);
         out.append(cstr!("op"), self.kind.code());
         out.append(cstr!("ns"), self.ns);

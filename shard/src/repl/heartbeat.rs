@@ -1,0 +1,176 @@
+//! The member's heartbeat to the config service: reports its term, state and optimes; learns the
+//! group's term, members and primary; and, as primary, renews its lease.
+//!
+//! Rules this member follows (the config service arbitrates, DESIGN.md §6):
+//! - a newer term is adopted at once; a primary of an older term stops taking writes and becomes
+//!   a secondary (its unreplicated entries are rolled back when it follows the new primary);
+//! - named primary of its current term, it writes the term's no-op and takes writes only while
+//!   its lease lasts: `lease_ms` counted from when it *sent* the heartbeat, so its lease always
+//!   ends before the config service's view of it does;
+//! - after a change it heartbeats again at once, so a failover costs round trips, not intervals.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use shoal_configsvr::client::ConfigClient;
+use shoal_proto::ErrorCode;
+use shoal_proto::config::{HeartbeatReply, HeartbeatRequest};
+
+use super::Repl;
+use super::state::MemberState;
+use super::wire::to_config;
+
+/// Runs for the member's lifetime.
+pub async fn run(repl: Arc<Repl>, config: Arc<ConfigClient>) {
+    let interval = repl.settings.heartbeat_interval;
+    let mut failures = 0u32;
+    loop {
+        repl.step_down_if_lease_lapsed();
+        let sent_at = Instant::now();
+        let request = request(&repl);
+        let outcome = tokio::time::timeout(repl.settings.heartbeat_timeout, config.heartbeat(request)).await;
+        let again_now = match outcome {
+            Ok(Ok(reply)) => {
+                failures = 0;
+                on_reply(&repl, reply, sent_at).await
+            }
+            Ok(Err(e)) => {
+                failures += 1;
+                if e.code() == Some(ErrorCode::ShardNotFound) {
+                    repl.set_state_if(MemberState::Startup, "not registered in the catalog yet");
+                }
+                if failures % 25 == 1 {
+                    tracing::info!(error = %e, failures, "heartbeat to the config service failed");
+                }
+                false
+            }
+            Err(_) => {
+                failures += 1;
+                if failures % 25 == 1 {
+                    tracing::info!(failures, "heartbeat to the config service timed out");
+                }
+                false
+            }
+        };
+        if !again_now {
+            let wake = repl.heartbeat_now.notified();
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = wake => {}
+            }
+        }
+    }
+}
+
+fn request(repl: &Repl) -> HeartbeatRequest {
+    let applied = repl.store.position().optime;
+    let inner = repl.lock();
+    let unelectable_for_ms =
+        inner.unelectable_until.map_or(0, |t| t.saturating_duration_since(Instant::now()).as_millis() as u64);
+    HeartbeatRequest {
+        shard: repl.shard.clone(),
+        member: repl.me.clone(),
+        term: inner.term,
+        state: inner.state.name().into(),
+        applied: Some(to_config(applied)),
+        durable: Some(to_config(inner.durable)),
+        resign: inner.resigning,
+        unelectable_for_ms,
+        commit_point: Some(to_config(repl.commit_point())),
+        progress: inner.progress.clone(),
+    }
+}
+
+/// What a reply asks of this member.
+#[derive(Debug, PartialEq, Eq)]
+enum Action {
+    Nothing,
+    /// A new term (or primary) was adopted: tell the config service at once.
+    Adopted,
+    /// Become primary of the term.
+    Promote {
+        term: u64,
+    },
+}
+
+/// Applies a reply to the member's state; returns whether to heartbeat again at once.
+async fn on_reply(repl: &Arc<Repl>, reply: HeartbeatReply, sent_at: Instant) -> bool {
+    let primary = (!reply.primary.is_empty()).then(|| reply.primary.clone());
+    let action = {
+        let mut inner = repl.lock();
+        if !reply.members.is_empty() {
+            inner.members = reply.members.clone();
+        }
+        if inner.state == MemberState::Startup {
+            inner.state = MemberState::Secondary;
+        }
+        let mut action = Action::Nothing;
+        if reply.term > inner.term {
+            if inner.state == MemberState::Primary {
+                tracing::warn!(old_term = inner.term, new_term = reply.term, "stepping down: a newer term began");
+                inner.state = MemberState::Secondary;
+                inner.peers.clear();
+                inner.lease_until = None;
+            }
+            inner.resigning = false;
+            inner.term = reply.term;
+            inner.primary = primary.clone();
+            repl.store.set_term(reply.term as i64);
+            action = Action::Adopted;
+        } else if reply.term == inner.term && inner.primary != primary {
+            inner.primary = primary.clone();
+            action = Action::Adopted;
+        }
+        let named = reply.term == inner.term && primary.as_deref() == Some(repl.me.as_str());
+        // Promoted once per term without a lease (the lease may follow on the next heartbeat);
+        // again in the same term (after the lease lapsed) only with one.
+        let fresh = inner.promoted_term != reply.term || reply.lease_ms > 0;
+        if named && inner.state == MemberState::Secondary && fresh {
+            action = Action::Promote { term: reply.term };
+        } else if named && inner.state == MemberState::Primary && reply.lease_ms > 0 && !inner.resigning {
+            let until = sent_at + Duration::from_millis(reply.lease_ms);
+            inner.lease_until = Some(until);
+            repl.store.extend_lease(reply.term as i64, until);
+        }
+        action
+    };
+    match action {
+        Action::Nothing => false,
+        Action::Adopted => {
+            repl.publish_role();
+            true
+        }
+        Action::Promote { term } => {
+            promote(repl, term, sent_at, reply.lease_ms).await;
+            true
+        }
+    }
+}
+
+/// Becomes primary of `term`: waits out any batch being applied, writes the term's no-op, and
+/// takes writes while the lease (if one came with the promotion) lasts.
+async fn promote(repl: &Arc<Repl>, term: u64, sent_at: Instant, lease_ms: u64) {
+    let _gate = repl.apply_gate.lock().await;
+    if repl.role().term != term {
+        return;
+    }
+    let until = sent_at + Duration::from_millis(lease_ms);
+    let store = Arc::clone(&repl.store);
+    let written = tokio::task::spawn_blocking(move || store.become_primary(term as i64, until)).await;
+    match written {
+        Ok(Ok(noop)) => {
+            {
+                let mut inner = repl.lock();
+                inner.state = MemberState::Primary;
+                inner.peers.clear();
+                inner.lease_until = (lease_ms > 0).then_some(until);
+                inner.promoted_term = term;
+            }
+            tracing::warn!(term, %noop, "became primary");
+            repl.publish_role();
+            repl.recompute();
+        }
+        Ok(Err(e)) => tracing::error!(term, error = %e, "becoming primary failed"),
+        Err(e) => tracing::error!(term, error = %e, "becoming primary failed"),
+    }
+}

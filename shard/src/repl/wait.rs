@@ -1,0 +1,74 @@
+//! Waiting for a write concern once a write is applied on the primary.
+//!
+//! `w: N` waits until N members (this one included) have applied the write (`j`: have it on
+//! disk); `w: "majority"` until the commit point covers it. The wait ends with a
+//! `writeConcernError` — the write stays applied — on `wtimeout` (64 WriteConcernFailed, as
+//! MongoDB reports it), when the member stops being primary (189 PrimarySteppedDown: it may be
+//! rolled back, and drivers retry it), or at once when `w` exceeds the group's size (100).
+
+use std::time::Instant;
+
+use shoal_proto::ErrorCode;
+
+use super::Repl;
+use super::state::MemberState;
+use crate::error::ExecError;
+use crate::exec::write_concern::{W, WriteConcern};
+use crate::store::oplog::OpTime;
+
+fn satisfied(repl: &Repl, wc: &WriteConcern, optime: OpTime) -> bool {
+    match wc.w {
+        W::Majority => repl.commit_point() >= optime,
+        W::Nodes(n) => repl.members_at(optime, wc.journal) >= n as usize,
+    }
+}
+
+/// Waits until `optime` meets `wc`. `Err` is the reply's `writeConcernError`.
+pub async fn wait(repl: &Repl, wc: &WriteConcern, optime: OpTime) -> Result<(), ExecError> {
+    if wc.unacknowledged || matches!(wc.w, W::Nodes(0 | 1)) {
+        return Ok(());
+    }
+    if let W::Nodes(n) = wc.w {
+        let members = repl.member_count();
+        if n as usize > members {
+            return Err(ExecError::new(
+                ErrorCode::UnsatisfiableWriteConcern,
+                format!("Not enough data-bearing nodes: w:{n} asked, the replica group has {members}"),
+            ));
+        }
+    }
+    let deadline = wc.wtimeout.map(|t| Instant::now() + t);
+    let start = repl.role();
+    let mut roles = repl.subscribe_role();
+    let mut commits = repl.subscribe_commit_point();
+    let mut progress = repl.subscribe_progress();
+    loop {
+        if satisfied(repl, wc, optime) {
+            return Ok(());
+        }
+        let role = roles.borrow_and_update().clone();
+        let standalone = role.state == MemberState::Standalone;
+        if !standalone && (role.term != start.term || role.state != MemberState::Primary) {
+            return Err(ExecError::new(
+                ErrorCode::PrimarySteppedDown,
+                "Primary stepped down while waiting for replication",
+            ));
+        }
+        commits.borrow_and_update();
+        progress.borrow_and_update();
+        let timeout = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = roles.changed() => {}
+            _ = commits.changed() => {}
+            _ = progress.changed() => {}
+            _ = timeout => {
+                return Err(ExecError::new(ErrorCode::WriteConcernFailed, "waiting for replication timed out"));
+            }
+        }
+    }
+}
