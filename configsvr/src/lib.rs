@@ -21,6 +21,8 @@
 //! `default-features = false`, which leaves out the `server` feature (openraft, fjall, the
 //! services): a router never links the Raft implementation.
 
+#[cfg(feature = "server")]
+pub mod arbiter;
 pub mod catalog;
 pub mod client;
 pub mod codec;
