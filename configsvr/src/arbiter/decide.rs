@@ -3,7 +3,8 @@
 //! rule is unit-tested here.
 //!
 //! Rules, with T = catalog term and P = catalog primary:
-//! - T == 0 (new shard): open term 1 with no primary.
+//! - T == 0 (new shard): once any member has heartbeated, open term 1 with no primary (a shard
+//!   whose members never run costs no catalog write).
 //! - P set, and P silent (no heartbeat in a serving state) for `failover_timeout`, or P resigned in
 //!   T, or the shard is already being deposed: depose P (no more leases), wait until the last
 //!   lease grant + `lease` + `lease_margin` (not if P resigned), then open T+1 with no primary.
@@ -29,6 +30,8 @@ use crate::catalog::ReplicaGroup;
 pub enum Action {
     /// The primary is healthy (or there is nothing to decide).
     Stable,
+    /// A new group none of whose members has heartbeated yet.
+    AwaitFirstHeartbeat,
     /// Commit `SetReplicaGroupTerm(from -> to, no primary)`.
     OpenTerm { from: u64, to: u64, deposed: Option<(String, DeposeReason)> },
     /// The primary is being deposed; its lease may still be running for `remaining`.
@@ -46,6 +49,7 @@ impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Action::Stable => write!(f, "stable"),
+            Action::AwaitFirstHeartbeat => write!(f, "new group: waiting for a member's first heartbeat"),
             Action::OpenTerm { from, to, deposed: None } => write!(f, "opening term {to} (from {from})"),
             Action::OpenTerm { from, to, deposed: Some((p, why)) } => {
                 write!(f, "deposing primary {p} ({why}): opening term {to} (from {from})")
@@ -90,11 +94,14 @@ pub fn decide(
     settings: &ArbiterSettings,
 ) -> Decision {
     let term = group.term;
-    if term == 0 {
-        return Decision::act(Action::OpenTerm { from: 0, to: 1, deposed: None });
-    }
     let empty = ShardView::default();
     let view = view.unwrap_or(&empty);
+    if term == 0 {
+        if view.members.is_empty() {
+            return Decision::act(Action::AwaitFirstHeartbeat);
+        }
+        return Decision::act(Action::OpenTerm { from: 0, to: 1, deposed: None });
+    }
     match &group.primary {
         Some(primary) => depose_if_needed(term, primary, view, epoch_start, now, settings),
         None => elect(group, view, now, settings),

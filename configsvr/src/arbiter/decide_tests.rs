@@ -50,9 +50,12 @@ fn op(term: i64, secs: u32) -> OpTime {
 }
 
 #[test]
-fn a_new_shard_gets_term_one() {
+fn a_new_shard_gets_term_one_once_a_member_heartbeats() {
     let t0 = Instant::now();
     let d = decide(&group(0, None), None, t0, t0, &settings());
+    assert_eq!(d.action, Action::AwaitFirstHeartbeat);
+    let v = view(&[(C, report(t0, 0, "STARTUP", OpTime::default()))]);
+    let d = decide(&group(0, None), Some(&v), t0, t0, &settings());
     assert_eq!(d.action, Action::OpenTerm { from: 0, to: 1, deposed: None });
     assert_eq!(d.depose, None);
 }

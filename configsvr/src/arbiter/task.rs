@@ -104,7 +104,7 @@ async fn tick(arbiter: &Arbiter, raft: &Raft, state: &CatalogState, write_timeou
     let mut commits = Vec::new();
     for (shard, group, action) in actions {
         let command = match &action {
-            Action::Stable => {
+            Action::Stable | Action::AwaitFirstHeartbeat => {
                 waits.clear(&shard);
                 continue;
             }
