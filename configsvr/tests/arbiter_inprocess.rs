@@ -287,3 +287,48 @@ async fn resign_opens_a_new_term_at_once_and_non_leaders_redirect() {
     }
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_config_leader_keeps_a_live_primary_and_waits_out_its_lease() {
+    let mut cluster = InProcCluster::start(3, |_| {}).await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    add_group(&cluster).await;
+    let member_client = Arc::new(ConfigClient::new(cluster.addrs(), client_settings()));
+    let mut fakes: Vec<Fake> = [op(0, 10), op(0, 12)]
+        .into_iter()
+        .zip(MEMBERS)
+        .map(|(applied, m)| Fake::start(Arc::clone(&member_client), m, applied))
+        .collect();
+    let client = cluster.client();
+    let g = wait_group(&client, "term 1 with a primary", |g| g.term == 1 && g.primary.is_some()).await;
+    assert_eq!(g.primary.as_deref(), Some(MEMBERS[1]));
+    fakes.push(Fake::start(Arc::clone(&member_client), MEMBERS[2], op(1, 20)));
+    eventually("the primary holds a lease", FAILOVER_TIMEOUT, || async { fakes[1].get().last_lease }).await;
+
+    // The config leader goes away; the new one starts with an empty view.
+    cluster.stop(leader).await;
+    eventually("a new config leader", LEADER_TIMEOUT, || async {
+        let now = cluster.wait_leader(LEADER_TIMEOUT).await;
+        (now != leader).then_some(())
+    })
+    .await;
+    fakes[1].update(|s| s.last_lease = None);
+    eventually("the new leader renews the live primary's lease", FAILOVER_TIMEOUT, || async {
+        fakes[1].get().last_lease
+    })
+    .await;
+    wait_answered(&fakes[1], 15).await; // > failover_timeout of heartbeats under the new leader
+    let g = group(&client).await.expect("group");
+    assert_eq!((g.term, g.primary.as_deref()), (1, Some(MEMBERS[1])), "a live primary is not deposed");
+
+    fakes[1].update(|s| s.silent = true);
+    let (lease_sent_ms, lease_ms) = fakes[1].get().last_lease.expect("lease");
+    let g = wait_group(&client, "term 2 with a primary", |g| g.term == 2 && g.primary.is_some()).await;
+    assert_eq!(g.primary.as_deref(), Some(MEMBERS[2]));
+    let (catalog, _) = client.read(true).await.expect("read");
+    assert!(term_change_ms(&catalog, 2, "") >= lease_sent_ms + lease_ms);
+    for fake in fakes {
+        fake.task.abort();
+    }
+    cluster.shutdown().await;
+}
