@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use shoal_proto::config as pb;
 use tokio::time::Instant;
@@ -52,6 +53,11 @@ pub fn state_can_serve(state: &str) -> bool {
     matches!(state, "PRIMARY" | "SECONDARY")
 }
 
+/// Longest stepDown window honoured; a larger `unelectable_for_ms` is clamped to it.
+pub const UNELECTABLE_FOR_MAX: Duration = Duration::from_secs(24 * 3600);
+/// Longest progress text kept per member (the view must stay small whatever members send).
+pub const PROGRESS_BYTES_MAX: usize = 1024;
+
 /// One member's last heartbeat.
 #[derive(Debug, Clone)]
 pub struct MemberReport {
@@ -70,7 +76,15 @@ pub struct MemberReport {
 
 impl MemberReport {
     pub fn from_request(req: &pb::HeartbeatRequest, now: Instant) -> Self {
-        let unelectable_for = std::time::Duration::from_millis(req.unelectable_for_ms);
+        let unelectable_for = Duration::from_millis(req.unelectable_for_ms).min(UNELECTABLE_FOR_MAX);
+        let mut progress = req.progress.clone();
+        if progress.len() > PROGRESS_BYTES_MAX {
+            let mut end = PROGRESS_BYTES_MAX;
+            while !progress.is_char_boundary(end) {
+                end -= 1;
+            }
+            progress.truncate(end);
+        }
         Self {
             last_heartbeat: now,
             term: req.term,
@@ -78,9 +92,9 @@ impl MemberReport {
             applied: OpTime::from_proto(req.applied.as_ref()),
             durable: OpTime::from_proto(req.durable.as_ref()),
             commit_point: OpTime::from_proto(req.commit_point.as_ref()),
-            progress: req.progress.clone(),
+            progress,
             resign: req.resign,
-            unelectable_until: now.checked_add(unelectable_for).unwrap_or(now),
+            unelectable_until: now + unelectable_for,
         }
     }
 
@@ -249,8 +263,6 @@ impl View {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn group() -> ReplicaGroup {
@@ -265,6 +277,18 @@ mod tests {
             state: state.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn reports_are_bounded() {
+        let now = Instant::now();
+        let mut req = hb("a:1", 1, "SECONDARY");
+        req.unelectable_for_ms = u64::MAX;
+        req.progress = "é".repeat(PROGRESS_BYTES_MAX);
+        let r = MemberReport::from_request(&req, now);
+        assert_eq!(r.unelectable_until, now + UNELECTABLE_FOR_MAX);
+        assert!(!r.electable(now + UNELECTABLE_FOR_MAX - Duration::from_millis(1)));
+        assert!(r.progress.len() <= PROGRESS_BYTES_MAX && r.progress.starts_with('é'));
     }
 
     #[test]
