@@ -4,8 +4,9 @@
 //! of config servers ([`raft`]: openraft with a fjall log store and the catalog as its state
 //! machine, peer RPCs over gRPC), the client API routers and shards call
 //! ([`service`]: commands, linearizable reads, incremental routing tables, a watch stream of catalog
-//! versions, membership changes), a client for that API ([`client`]), and the process entry point
-//! `shoal configsvr` ([`server`]).
+//! versions, membership changes), the replica-group arbiter that names each shard's primary and
+//! term from its members' heartbeats ([`arbiter`]), a client for that API ([`client`]), and the
+//! process entry point `shoal configsvr` ([`server`]).
 //!
 //! ```text
 //!  router/shard --Config gRPC--> service --client_write / ensure_linearizable--> raft (openraft)
