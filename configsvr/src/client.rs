@@ -15,8 +15,9 @@ use std::time::Duration;
 use shoal_proto::ErrorCode;
 use shoal_proto::config::config_client::ConfigClient as GrpcClient;
 use shoal_proto::config::{
-    AddLearnerRequest, CatalogVersion, ChangeMembershipRequest, ConfigError, MembershipReply, MetricsReply,
-    MetricsRequest, ReadRequest, RoutingTableRequest, WatchRequest, WriteRequest,
+    AddLearnerRequest, CatalogVersion, ChangeMembershipRequest, ConfigError, GroupStatusReply, GroupStatusRequest,
+    HeartbeatReply, HeartbeatRequest, MembershipReply, MetricsReply, MetricsRequest, ReadRequest, RoutingTableRequest,
+    WatchRequest, WriteRequest,
 };
 use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
 use tonic::transport::Channel;
@@ -26,6 +27,11 @@ use crate::catalog::api::{RoutingAnswer, RoutingSince};
 use crate::catalog::{Catalog, CatalogError, Command, Response};
 use crate::codec;
 use crate::net::connect_lazy;
+
+/// One heartbeat attempt; above the leader's lease confirmation (250 ms by default).
+pub const HEARTBEAT_RPC_TIMEOUT: Duration = Duration::from_millis(300);
+/// One heartbeat call including retries and leader redirects.
+pub const HEARTBEAT_DEADLINE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct ClientSettings {
@@ -156,11 +162,27 @@ impl ConfigClient {
         F: Fn(GrpcClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
+        self.call_within(idempotent, rpc_timeout, self.settings.deadline.max(rpc_timeout), error_of, call).await
+    }
+
+    /// [`Self::call`] with its own overall deadline (a member's heartbeat loop cannot wait long).
+    async fn call_within<T, F, Fut>(
+        &self,
+        idempotent: bool,
+        rpc_timeout: Duration,
+        overall: Duration,
+        error_of: fn(&T) -> Option<&ConfigError>,
+        call: F,
+    ) -> Result<T, ClientError>
+    where
+        F: Fn(GrpcClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
         if self.addrs.is_empty() {
             return Err(ClientError::Unavailable("no config server addresses".into()));
         }
         let start = tokio::time::Instant::now();
-        let deadline = start + self.settings.deadline.max(rpc_timeout);
+        let deadline = start + overall;
         let mut backoff = self.settings.backoff_min;
         let mut next = 0usize;
         let mut redirect: Option<String> = self.preferred.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -333,6 +355,37 @@ impl ConfigClient {
             |mut c| {
                 let req = ChangeMembershipRequest { voters: voters.to_vec(), retain, forwarded: false };
                 async move { c.change_membership(req).await }
+            },
+        )
+        .await
+    }
+
+    /// Reports a shard member's state to the config leader and learns the group's term, primary
+    /// and members (and, for the primary, its lease). Sent every heartbeat interval, so it gives
+    /// up quickly: [`HEARTBEAT_RPC_TIMEOUT`] per attempt, [`HEARTBEAT_DEADLINE`] in all.
+    pub async fn heartbeat(&self, req: HeartbeatRequest) -> Result<HeartbeatReply, ClientError> {
+        self.call_within(
+            true,
+            HEARTBEAT_RPC_TIMEOUT,
+            HEARTBEAT_DEADLINE,
+            |r: &HeartbeatReply| r.error.as_ref(),
+            |mut c| {
+                let req = req.clone();
+                async move { c.heartbeat(req).await }
+            },
+        )
+        .await
+    }
+
+    /// The config leader's view of one shard's replica group (members, phase, commit point).
+    pub async fn group_status(&self, shard: &str) -> Result<GroupStatusReply, ClientError> {
+        self.call(
+            true,
+            self.settings.rpc_timeout,
+            |r: &GroupStatusReply| r.error.as_ref(),
+            |mut c| {
+                let req = GroupStatusRequest { shard: shard.to_owned(), forwarded: false };
+                async move { c.group_status(req).await }
             },
         )
         .await

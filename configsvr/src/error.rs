@@ -11,11 +11,14 @@
 //! | `MembershipInProgress` | ConflictingOperationInProgress 117 | retry later |
 //! | `BadRequest` | BadValue 2 / FailedToParse 9 | fix the request |
 //! | `ShuttingDown` | ShutdownInProgress 91 | retry elsewhere |
+//! | `Catalog` | the catalog error's own code (e.g. ShardNotFound 70) | fix the request |
+//! | `NotAMember` | NoSuchKey 4 | the member is not listed in its shard's catalog record |
 
 use shoal_proto::ErrorCode;
 use shoal_proto::config::ConfigError;
 
 use crate::NodeId;
+use crate::catalog::CatalogError;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ServiceError {
@@ -39,6 +42,10 @@ pub enum ServiceError {
     ShuttingDown(String),
     #[error("internal error: {0}")]
     Internal(String),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error("'{member}' is not a member of shard '{shard}' in the catalog")]
+    NotAMember { shard: String, member: String },
 }
 
 fn leader_hint(leader: &Option<(NodeId, String)>) -> String {
@@ -60,6 +67,8 @@ impl ServiceError {
             ServiceError::Parse(_) => ErrorCode::FailedToParse,
             ServiceError::ShuttingDown(_) => ErrorCode::ShutdownInProgress,
             ServiceError::Internal(_) => ErrorCode::InternalError,
+            ServiceError::Catalog(e) => e.code(),
+            ServiceError::NotAMember { .. } => ErrorCode::NoSuchKey,
         }
     }
 

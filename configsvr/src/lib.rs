@@ -4,8 +4,9 @@
 //! of config servers ([`raft`]: openraft with a fjall log store and the catalog as its state
 //! machine, peer RPCs over gRPC), the client API routers and shards call
 //! ([`service`]: commands, linearizable reads, incremental routing tables, a watch stream of catalog
-//! versions, membership changes), a client for that API ([`client`]), and the process entry point
-//! `shoal configsvr` ([`server`]).
+//! versions, membership changes), the replica-group arbiter that names each shard's primary and
+//! term from its members' heartbeats ([`arbiter`]), a client for that API ([`client`]), and the
+//! process entry point `shoal configsvr` ([`server`]).
 //!
 //! ```text
 //!  router/shard --Config gRPC--> service --client_write / ensure_linearizable--> raft (openraft)
@@ -21,6 +22,8 @@
 //! `default-features = false`, which leaves out the `server` feature (openraft, fjall, the
 //! services): a router never links the Raft implementation.
 
+#[cfg(feature = "server")]
+pub mod arbiter;
 pub mod catalog;
 pub mod client;
 pub mod codec;

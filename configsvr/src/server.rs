@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  run: bind -> RaftDb::open -> Raft::new(log store, state machine, network)
-//!       -> serve ConfigRaft + Config -> SHOAL_READY configsvr <addr>
+//!       -> serve ConfigRaft + Config, run the replica-group arbiter -> SHOAL_READY configsvr <addr>
 //!       -> [--init] initialize the peers as voters, unless anyone already has state
 //!       -> shutdown: end watch streams, stop serving, stop Raft, final journal sync
 //! ```
@@ -29,6 +29,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::arbiter::ArbiterSettings;
+use crate::arbiter::task::{self as arbiter_task, Arbiter};
 use crate::error::ServerError;
 use crate::raft::RaftSettings;
 use crate::raft::log_store::LogStore;
@@ -51,6 +53,8 @@ pub struct ConfigServerConfig {
     pub raft: RaftSettings,
     pub network: NetworkSettings,
     pub api: ApiSettings,
+    /// Replica-group failover timings.
+    pub arbiter: ArbiterSettings,
     /// Largest snapshot accepted from a leader.
     pub snapshot_size_max_bytes: usize,
     /// How long `--init` waits for peers to say whether they already have state.
@@ -70,6 +74,7 @@ impl ConfigServerConfig {
             raft: RaftSettings::default(),
             network: NetworkSettings::default(),
             api: ApiSettings::default(),
+            arbiter: ArbiterSettings::default(),
             snapshot_size_max_bytes: 1 << 30,
             init_probe: Duration::from_secs(3),
             shutdown_grace: Duration::from_secs(5),
@@ -86,6 +91,7 @@ pub struct ConfigServer {
     stop_tx: watch::Sender<bool>,
     serve: JoinHandle<Result<(), tonic::transport::Error>>,
     init: Option<JoinHandle<()>>,
+    arbiter: JoinHandle<()>,
     shutdown_grace: Duration,
 }
 
@@ -94,6 +100,7 @@ impl ConfigServer {
     pub async fn start(config: ConfigServerConfig, listener: TcpListener) -> Result<Self, ServerError> {
         let addr = listener.local_addr()?;
         let raft_config = config.raft.openraft_config().map_err(ServerError::Config)?;
+        config.arbiter.validate().map_err(ServerError::Config)?;
         let dir = config.data_dir.join("raft");
         let db = tokio::task::spawn_blocking(move || RaftDb::open(&dir)).await.map_err(std::io::Error::other)??;
         let log_store = LogStore::new(Arc::clone(&db));
@@ -106,7 +113,21 @@ impl ConfigServer {
 
         let (stop_tx, stop_rx) = watch::channel(false);
         let rpc = RaftRpcService::new(raft.clone(), config.snapshot_size_max_bytes, config.network.snapshot_timeout);
-        let api = ConfigService::new(raft.clone(), Arc::clone(&state), config.api.clone(), stop_rx.clone());
+        let arbiter = Arbiter::new(config.arbiter.clone());
+        let api = ConfigService::new(
+            raft.clone(),
+            Arc::clone(&state),
+            config.api.clone(),
+            Arc::clone(&arbiter),
+            stop_rx.clone(),
+        );
+        let arbiter = tokio::spawn(arbiter_task::run(
+            arbiter,
+            raft.clone(),
+            Arc::clone(&state),
+            config.api.write_timeout,
+            stop_rx.clone(),
+        ));
         let mut stop_serving = stop_rx.clone();
         // Nagle off on every accepted connection: with a caller-supplied listener tonic ignores
         // `Server::tcp_nodelay`, and Nagle held each reply's last frame ~40 ms (delayed ACK).
@@ -131,7 +152,7 @@ impl ConfigServer {
         tracing::info!(id = config.id, %addr, data_dir = %config.data_dir.display(), "config server listening");
 
         let init = config.init.then(|| tokio::spawn(initialize(raft.clone(), config.clone(), addr)));
-        Ok(Self { raft, state, db, addr, stop_tx, serve, init, shutdown_grace: config.shutdown_grace })
+        Ok(Self { raft, state, db, addr, stop_tx, serve, init, arbiter, shutdown_grace: config.shutdown_grace })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -152,6 +173,8 @@ impl ConfigServer {
         if let Some(init) = self.init {
             init.abort();
         }
+        // It may be waiting on a Raft write; Raft is about to stop, so there is nothing to finish.
+        self.arbiter.abort();
         let served = match tokio::time::timeout(self.shutdown_grace, self.serve).await {
             Ok(Ok(served)) => served.map_err(ServerError::from),
             Ok(Err(join)) => Err(ServerError::Io(std::io::Error::other(join))),

@@ -6,6 +6,7 @@
 //!                       \ no leader / forward failed: NotWritablePrimary + leader hint
 //!  client --Read{linearizable}--> leader: ensure_linearizable(ReadIndex), then read CatalogState
 //!  client --Watch{from}--> any server: stream of versions as its state machine applies entries
+//!  member --Heartbeat--> leader only, never forwarded (else NotWritablePrimary + hint): `crate::arbiter`
 //! ```
 //!
 //! Every call that needs a quorum runs under a timeout, so a minority side answers
@@ -26,9 +27,9 @@ use openraft::raft::ClientWriteResponse;
 use shoal_proto::config::config_client::ConfigClient;
 use shoal_proto::config::config_server::Config;
 use shoal_proto::config::{
-    AddLearnerRequest, CatalogVersion, ChangeMembershipRequest, ConfigError, Member, MembershipReply, MetricsReply,
-    MetricsRequest, ReadReply, ReadRequest, RoutingTableReply, RoutingTableRequest, WatchRequest, WriteReply,
-    WriteRequest,
+    AddLearnerRequest, CatalogVersion, ChangeMembershipRequest, ConfigError, GroupStatusReply, GroupStatusRequest,
+    HeartbeatReply, HeartbeatRequest, Member, MembershipReply, MetricsReply, MetricsRequest, ReadReply, ReadRequest,
+    RoutingTableReply, RoutingTableRequest, WatchRequest, WriteReply, WriteRequest,
 };
 use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
 use tokio::sync::watch;
@@ -36,6 +37,7 @@ use tokio::time::error::Elapsed;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
+use crate::arbiter::task::Arbiter;
 use crate::codec;
 use crate::error::ServiceError;
 use crate::raft::catalog_api::{self, RoutingSince};
@@ -68,16 +70,18 @@ impl Default for ApiSettings {
 
 #[derive(Clone)]
 pub struct ConfigService {
-    raft: Raft,
-    state: Arc<CatalogState>,
-    settings: ApiSettings,
+    pub(crate) raft: Raft,
+    pub(crate) state: Arc<CatalogState>,
+    pub(crate) settings: ApiSettings,
+    /// Replica-group arbitration (`Heartbeat`, `GroupStatus`; see `crate::arbiter`).
+    pub(crate) arbiter: Arc<Arbiter>,
     /// Client channels to other config servers, by address, for forwarding.
     peers: Arc<Mutex<HashMap<String, Channel>>>,
     /// Flips to `true` at shutdown so watch streams end and the server can stop.
     shutdown: watch::Receiver<bool>,
 }
 
-type ApiResult<T> = Result<T, ServiceError>;
+pub(crate) type ApiResult<T> = Result<T, ServiceError>;
 type MembershipWrite = Result<ClientWriteResponse<TypeConfig>, RaftError<TypeConfig, ClientWriteError<TypeConfig>>>;
 
 fn leader_of(f: &ForwardToLeader<TypeConfig>) -> Option<(NodeId, String)> {
@@ -88,8 +92,14 @@ fn leader_of(f: &ForwardToLeader<TypeConfig>) -> Option<(NodeId, String)> {
 }
 
 impl ConfigService {
-    pub fn new(raft: Raft, state: Arc<CatalogState>, settings: ApiSettings, shutdown: watch::Receiver<bool>) -> Self {
-        Self { raft, state, settings, peers: Arc::new(Mutex::new(HashMap::new())), shutdown }
+    pub fn new(
+        raft: Raft,
+        state: Arc<CatalogState>,
+        settings: ApiSettings,
+        arbiter: Arc<Arbiter>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        Self { raft, state, settings, arbiter, peers: Arc::new(Mutex::new(HashMap::new())), shutdown }
     }
 
     /// The leader as this node's metrics see it, with its address.
@@ -101,7 +111,7 @@ impl ConfigService {
         Some((id, node.addr.clone()))
     }
 
-    fn not_leader(&self, hint: Option<(NodeId, String)>) -> ServiceError {
+    pub(crate) fn not_leader(&self, hint: Option<(NodeId, String)>) -> ServiceError {
         if self.raft.metrics().borrow_watched().membership_config.membership().voter_ids().next().is_none() {
             return ServiceError::NotInitialized;
         }
@@ -189,7 +199,11 @@ impl ConfigService {
 
     /// Confirms, with a quorum, that the local state machine is current (leader only).
     async fn linearize(&self) -> ApiResult<()> {
-        let timeout = self.settings.read_timeout;
+        self.linearize_within(self.settings.read_timeout).await
+    }
+
+    /// [`Self::linearize`] under a caller's time limit (a heartbeat cannot wait long).
+    pub(crate) async fn linearize_within(&self, timeout: Duration) -> ApiResult<()> {
         match tokio::time::timeout(timeout, self.raft.ensure_linearizable(ReadPolicy::ReadIndex)).await {
             Err(_) => Err(ServiceError::NoQuorum {
                 what: "linearizable read",
@@ -240,7 +254,7 @@ impl ConfigService {
 
     /// Runs `local` if this node can serve the request, else forwards it once with `call`.
     /// `timeout` is the leader's own limit for the request (the forward allows a little more).
-    async fn leader_or_forward<T, L, LFut, F, FFut>(
+    pub(crate) async fn leader_or_forward<T, L, LFut, F, FFut>(
         &self,
         forwarded: bool,
         timeout: Duration,
@@ -476,17 +490,27 @@ impl Config for ConfigService {
         }))
     }
 
-    async fn heartbeat(
-        &self,
-        _request: Request<shoal_proto::config::HeartbeatRequest>,
-    ) -> Result<Response<shoal_proto::config::HeartbeatReply>, Status> {
-        Err(Status::unimplemented("replica-group arbitration is not built yet"))
+    async fn heartbeat(&self, request: Request<HeartbeatRequest>) -> Result<Response<HeartbeatReply>, Status> {
+        match self.heartbeat_local(request.into_inner()).await {
+            Ok(reply) => Ok(Response::new(reply)),
+            Err(e) => err_reply(&e, |error| HeartbeatReply { error: Some(error), ..Default::default() }),
+        }
     }
 
-    async fn group_status(
-        &self,
-        _request: Request<shoal_proto::config::GroupStatusRequest>,
-    ) -> Result<Response<shoal_proto::config::GroupStatusReply>, Status> {
-        Err(Status::unimplemented("replica-group arbitration is not built yet"))
+    async fn group_status(&self, request: Request<GroupStatusRequest>) -> Result<Response<GroupStatusReply>, Status> {
+        let req = request.into_inner();
+        let forward_req = GroupStatusRequest { forwarded: true, ..req.clone() };
+        let result = self
+            .leader_or_forward(
+                req.forwarded,
+                self.settings.read_timeout,
+                || async { self.group_status_local(&req.shard) },
+                |mut c| async move { c.group_status(forward_req).await },
+            )
+            .await;
+        match result {
+            Ok(reply) => Ok(Response::new(reply)),
+            Err(e) => err_reply(&e, |error| GroupStatusReply { error: Some(error), ..Default::default() }),
+        }
     }
 }
