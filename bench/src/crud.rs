@@ -134,6 +134,7 @@ fn request(db: &str, body: Document, sequence: Option<Bytes>) -> anyhow::Result<
         sequence,
         shard_version: None,
         database_version: None,
+        secondary_ok: false,
     })
 }
 

@@ -149,6 +149,22 @@ impl Launcher {
         Exited { name: running.name.clone(), status, log_path: running.log_path.clone() }
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.children.is_empty()
+    }
+
+    /// Like [`Launcher::first_exit`], and forgets the child: the rest keep running.
+    pub async fn next_exit(&mut self) -> Exited {
+        if self.children.is_empty() {
+            return std::future::pending().await;
+        }
+        let waits = self.children.iter_mut().map(|running| Box::pin(running.child.wait()));
+        let (status, index, rest) = futures::future::select_all(waits).await;
+        drop(rest);
+        let running = self.children.remove(index);
+        Exited { name: running.name, status, log_path: running.log_path }
+    }
+
     /// Stops every child, last started first: SIGTERM, up to [`STOP_GRACE`], then SIGKILL.
     pub async fn stop_all(&mut self) {
         while let Some(mut running) = self.children.pop() {

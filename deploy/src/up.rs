@@ -69,7 +69,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 
 /// Starts everything and returns only on failure: a process that fails to start, a config group
 /// without a leader, a shard the catalog refuses, a router that does not answer, or any child
-/// exiting.
+/// exiting while the cluster starts. Afterwards processes that exit are reported and the rest
+/// keep running.
 async fn start_and_watch(
     launcher: &mut Launcher,
     cluster_name: &str,
@@ -110,8 +111,15 @@ async fn start_and_watch(
     };
     let addrs: Vec<SocketAddr> = routers.iter().map(|router| router.connect).collect();
     print!("{}", banner(cluster_name, counts, &addrs, data_dir));
-    let exited = launcher.first_exit().await;
-    bail!("{exited}")
+    // Once up, a process that dies is a fault the cluster is built to survive (a shard member,
+    // a config server minority): report it and keep the rest running. Stop when none is left.
+    loop {
+        let exited = launcher.next_exit().await;
+        warn!("{exited}; the rest of the cluster keeps running");
+        if launcher.is_empty() {
+            bail!("every process of the cluster has exited");
+        }
+    }
 }
 
 /// Registers every shard in the catalog. Safe to repeat on every start: the catalog answers an

@@ -37,6 +37,20 @@ impl CatalogAccess {
         Ok(catalog)
     }
 
+    /// The catalog as the answering config server has applied it (not confirmed with a quorum):
+    /// for following changes announced by the watch stream, which that server applied.
+    pub async fn read_applied(&self) -> Result<(Catalog, u64), CommandError> {
+        self.client()?.read(false).await.map_err(client_error)
+    }
+
+    /// Catalog versions from `from_version` on, as the config servers apply them.
+    pub async fn watch(
+        &self,
+        from_version: u64,
+    ) -> Result<tonic::Streaming<shoal_proto::config::CatalogVersion>, CommandError> {
+        self.client()?.watch(from_version).await.map_err(client_error)
+    }
+
     /// Whether the router has config servers (else it runs in legacy single-shard mode).
     pub fn is_configured(&self) -> bool {
         self.client.is_some()

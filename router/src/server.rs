@@ -93,6 +93,7 @@ async fn serve(
     let (stop_tx, stop_rx) = watch::channel(());
     let mut connections = JoinSet::new();
     let reaper = tokio::spawn(crate::cursors::reap_idle_forever(Arc::clone(&state)));
+    let follower = tokio::spawn(crate::routing::follow::follow_primaries(Arc::clone(&state)));
     let balancer = crate::balancer::runtime::start(&state, balancer_holder(&listener));
     tokio::pin!(shutdown);
     loop {
@@ -119,6 +120,7 @@ async fn serve(
 
     drop(listener);
     reaper.abort();
+    follower.abort();
     if let Some(balancer) = balancer {
         balancer.stop().await;
     }

@@ -20,6 +20,18 @@ pub const CHANNELS_PER_SHARD: usize = 4;
 /// Time to establish a TCP+HTTP/2 connection to a shard.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Whether a failed call never reached the shard (connecting failed), so running it elsewhere
+/// cannot run it twice.
+pub fn not_sent(status: &tonic::Status) -> bool {
+    let mut text = status.message().to_ascii_lowercase();
+    let mut source = std::error::Error::source(status);
+    while let Some(s) = source {
+        text.push_str(&s.to_string().to_ascii_lowercase());
+        source = s.source();
+    }
+    text.contains("tcp connect error") || text.contains("connection refused")
+}
+
 pub struct ShardPool {
     endpoint: String,
     channels: Vec<Channel>,
@@ -51,8 +63,11 @@ impl ShardPool {
     pub fn status_error(&self, status: &tonic::Status) -> CommandError {
         let code = match status.code() {
             tonic::Code::DeadlineExceeded => ErrorCode::NetworkTimeout,
-            // Connection refused/reset surface as Unavailable, or Unknown ("transport error").
-            tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => ErrorCode::HostUnreachable,
+            // The connection was never made: the request was not sent.
+            _ if not_sent(status) => ErrorCode::HostUnreachable,
+            // Reset or closed mid-call (Unavailable, or Unknown "transport error"): the request
+            // may have run.
+            tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => ErrorCode::SocketException,
             _ => ErrorCode::InternalError,
         };
         tracing::warn!(shard = %self.endpoint, status = %status, "shard call failed");

@@ -131,10 +131,13 @@ pub fn open_engine(config: &ShardConfig) -> Result<Arc<Engine>, ShardError> {
 /// Once listening it prints `SHOAL_READY shard <addr>` on stdout (the bound address, so
 /// `--listen 127.0.0.1:0` works).
 pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ShardError> {
-    let cfg = config.clone();
-    let engine = tokio::task::spawn_blocking(move || open_engine(&cfg)).await.map_err(std::io::Error::other)??;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let local = listener.local_addr()?;
+    // With `--listen host:0` the member's name is the port it got.
+    let mut config = config;
+    config.advertise.get_or_insert_with(|| local.to_string());
+    let cfg = config.clone();
+    let engine = tokio::task::spawn_blocking(move || open_engine(&cfg)).await.map_err(std::io::Error::other)??;
     tracing::info!(name = %config.name, addr = %local, data_dir = %config.data_dir.display(), "shard listening");
 
     migration::failpoint::init(&config.failpoints);

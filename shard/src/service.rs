@@ -131,6 +131,25 @@ impl ShardService {
         Ok(admitted)
     }
 
+    /// Whether this member may serve a read: the primary always; a secondary only when the
+    /// router said a secondary may answer (read preference), and only with consistent data.
+    fn check_readable(&self, req: &CommandRequest) -> ExecResult<()> {
+        use crate::repl::MemberState;
+        let role = self.engine.repl.role();
+        match role.state {
+            MemberState::Primary | MemberState::Standalone => Ok(()),
+            state if req.secondary_ok && state.readable() => Ok(()),
+            state if req.secondary_ok => Err(ExecError::new(
+                shoal_proto::ErrorCode::NotPrimaryOrSecondary,
+                format!("{} is {} and cannot serve reads", self.engine.repl.me, state.name()),
+            )),
+            state => Err(ExecError::new(
+                shoal_proto::ErrorCode::NotPrimaryNoSecondaryOk,
+                format!("not primary and secondaryOk=false ({} is {})", self.engine.repl.me, state.name()),
+            )),
+        }
+    }
+
     /// Runs `f` on the blocking pool with the parsed request.
     /// With `writes`, the write concern is parsed first: a bad one fails the command before it
     /// runs, a good one comes back for the durability wait.
@@ -178,6 +197,9 @@ impl ShardService {
         f: fn(&Engine, &exec::Request<'_>) -> ExecResult<(exec::find::Batch, String)>,
     ) -> Result<Response<CursorReply>, Status> {
         let _timed = Timed::start(&self.engine);
+        if let Err(e) = self.check_readable(&req) {
+            return Ok(Response::new(cursor_reply(Err(e))));
+        }
         let admitted = match self.admit(&req, Access::Read).instrument(admit_span(&req)).await {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(cursor_reply(Err(e)))),
@@ -320,6 +342,10 @@ impl Shard for ShardService {
             "create" | "createIndexes" | "drop" => Access::Ddl,
             _ => Access::Other,
         };
+        let reads = matches!(name.as_str(), "count" | "distinct" | "listCollections" | "listIndexes" | "listDatabases");
+        if reads && let Err(e) = self.check_readable(&req) {
+            return Ok(Response::new(command_reply(Err(e))));
+        }
         let admitted = match self.admit(&req, access).instrument(admit_span(&req)).await {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(command_reply(Err(e)))),
@@ -338,6 +364,7 @@ impl Shard for ShardService {
                     "listIndexes" => exec::ddl::list_indexes(engine, r).map(|d| (d, 0)),
                     "createIndexes" => exec::ddl::create_indexes(engine, r),
                     "shardingState" => Ok((engine.sharding.status(), 0)),
+                    "replSetGetStatus" => Ok((engine.repl.status(), 0)),
                     "splitVector" => exec::split_vector::split_vector(engine, r).map(|d| (d, 0)),
                     "dataSize" | "datasize" => exec::split_vector::data_size(engine, r).map(|d| (d, 0)),
                     "_shoalChunkStats" => exec::chunk_stats::chunk_stats(engine, r).map(|d| (d, 0)),
@@ -390,6 +417,7 @@ mod tests {
             sequence: Vec::new(),
             shard_version,
             database_version: None,
+            secondary_ok: false,
         })
     }
 

@@ -21,6 +21,8 @@ pub mod context;
 pub mod expect;
 pub mod fixtures;
 pub mod process;
+pub mod repl;
+pub mod replica_cluster;
 pub mod sharded_cluster;
 pub mod up;
 pub mod wire;

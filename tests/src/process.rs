@@ -183,6 +183,16 @@ impl Process {
         let _ = child.wait();
     }
 
+    /// SIGSTOP: the process freezes (a partitioned or hung member) until [`Process::resume`].
+    pub fn pause(&self) {
+        let _ = kill(Pid::from_raw(self.pid() as i32), Signal::SIGSTOP);
+    }
+
+    /// SIGCONT after [`Process::pause`].
+    pub fn resume(&self) {
+        let _ = kill(Pid::from_raw(self.pid() as i32), Signal::SIGCONT);
+    }
+
     /// SIGKILL without waiting on locks or reaping; for exit-time cleanup, where blocking or
     /// panicking is not an option.
     pub fn kill9_quietly(&self) {

@@ -41,6 +41,8 @@ pub struct ShardedCluster {
     _config: Vec<Process>,
     shards: Vec<Option<Process>>,
     shard_ports: Vec<u16>,
+    /// Whether shard `i` was added to the catalog.
+    registered: Vec<bool>,
     pub router: Process,
     /// `host:port` of each config server, for a catalog client.
     pub config_addrs: Vec<String>,
@@ -65,8 +67,15 @@ impl ShardedCluster {
             });
         }
         let router = start_router(dir.path(), "router", &config_addrs, &options.router_args).await?;
-        let cluster =
-            ShardedCluster { dir, _config: config, shards, shard_ports: shard_ports.to_vec(), router, config_addrs };
+        let mut cluster = ShardedCluster {
+            dir,
+            _config: config,
+            shards,
+            shard_ports: shard_ports.to_vec(),
+            registered: vec![false; total],
+            router,
+            config_addrs,
+        };
         for i in 0..options.shards {
             cluster.register_shard(i).await?;
         }
@@ -79,10 +88,14 @@ impl ShardedCluster {
         self.register_shard(i).await
     }
 
-    async fn register_shard(&self, i: usize) -> anyhow::Result<()> {
+    /// `addShard` through the router, then waits for the config service to promote the shard's
+    /// member (tests talk to shards directly right after).
+    async fn register_shard(&mut self, i: usize) -> anyhow::Result<()> {
         let name = Self::shard_name(i);
         let admin = self.client().await?.database("admin");
         admin.run_command(doc! { "addShard": format!("{name}/{}", self.shard_addr(i)), "name": &name }).await?;
+        self.registered[i] = true;
+        crate::repl::wait_state(&self.shard_addr(i), "PRIMARY", crate::repl::PRIMARY_WAIT).await?;
         Ok(())
     }
 
@@ -101,9 +114,13 @@ impl ShardedCluster {
     }
 
     /// Starts shard `i` on its port and data dir; `failpoints` as for `shoal shard --failpoints`.
+    /// A registered shard is waited for until it is primary again.
     pub async fn start_shard(&mut self, i: usize, failpoints: &str) -> anyhow::Result<()> {
         let spec = shard_spec(self.dir.path(), i, self.shard_ports[i], &self.config_addrs, failpoints);
         self.shards[i] = Some(Process::start(spec).await?);
+        if self.registered[i] {
+            crate::repl::wait_state(&self.shard_addr(i), "PRIMARY", crate::repl::PRIMARY_WAIT).await?;
+        }
         Ok(())
     }
 

@@ -27,6 +27,7 @@ fn request(db: &str, body: Document) -> CommandRequest {
         sequence: Vec::new(),
         shard_version: None,
         database_version: None,
+        secondary_ok: false,
     }
 }
 

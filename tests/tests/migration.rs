@@ -33,6 +33,7 @@ fn request(body: Document) -> CommandRequest {
         sequence: Vec::new(),
         shard_version: None,
         database_version: None,
+        secondary_ok: true,
     }
 }
 

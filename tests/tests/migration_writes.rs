@@ -55,6 +55,7 @@ fn request(body: Document, version: Option<ShardVersion>) -> CommandRequest {
         sequence: Vec::new(),
         shard_version: version,
         database_version: None,
+        secondary_ok: true,
     }
 }
 

@@ -48,6 +48,7 @@ fn request(body: Document, version: Option<ShardVersion>) -> CommandRequest {
         sequence: Vec::new(),
         shard_version: version,
         database_version: None,
+        secondary_ok: false,
     }
 }
 

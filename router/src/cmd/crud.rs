@@ -173,12 +173,14 @@ async fn single(
             forward::cursor_reply(BatchField::First, &reply.documents, id, &reply.ns)
         }
         _ => {
-            let pool = routing::pool(state, shard).await?;
-            let reply = pool.client().command(req).await.map_err(|s| pool.status_error(&s))?.into_inner();
-            if let Some(e) = reply.error {
-                return Err(e.into());
+            let read = kind != ReadKind::FindAndModify;
+            let (doc, wce) = shard_call::command_with_wc(state, shard, req, read).await?;
+            let mut out = RawDocumentBuf::try_from(&doc).map_err(CommandError::from)?;
+            if let Some(e) = wce {
+                let wire = shoal_proto::shard::CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg };
+                out.append(bson::cstr!("writeConcernError"), forward::write_concern_error(&wire));
             }
-            RawDocumentBuf::from_bytes(reply.body.to_vec()).map_err(CommandError::from)
+            Ok(out)
         }
     }
 }

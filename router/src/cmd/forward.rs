@@ -29,6 +29,7 @@ pub fn request(cmd: &Command) -> Result<CommandRequest, CommandError> {
         sequence,
         shard_version: None,
         database_version: None,
+        secondary_ok: false,
     })
 }
 
@@ -73,7 +74,25 @@ pub fn write_reply(reply: WriteReply, with_modified: bool) -> Result<RawDocument
         }
         out.append(cstr!("writeErrors"), arr);
     }
+    if let Some(wce) = &reply.write_concern_error {
+        out.append(cstr!("writeConcernError"), write_concern_error(wce));
+    }
     Ok(out)
+}
+
+/// `writeConcernError` as MongoDB reports it: `{code, codeName, errmsg, errInfo}`, with
+/// `errInfo.wtimeout: true` for a timed-out wait (64).
+pub fn write_concern_error(e: &shoal_proto::shard::CommandError) -> RawDocumentBuf {
+    let mut out = RawDocumentBuf::new();
+    out.append(cstr!("code"), e.code);
+    out.append(cstr!("codeName"), e.code_name.as_str());
+    out.append(cstr!("errmsg"), e.errmsg.as_str());
+    let mut info = RawDocumentBuf::new();
+    if e.code == ErrorCode::WriteConcernFailed.code() {
+        info.append(cstr!("wtimeout"), true);
+    }
+    out.append(cstr!("errInfo"), info);
+    out
 }
 
 #[derive(Debug, Clone, Copy)]

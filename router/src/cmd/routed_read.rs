@@ -42,6 +42,7 @@ fn request_with(cmd: &Command, body: &Document) -> Result<CommandRequest, Comman
         sequence: Vec::new(),
         shard_version: None,
         database_version: None,
+        secondary_ok: false,
     })
 }
 

@@ -60,6 +60,7 @@ fn request(cmd: &Command, template: &RawDocumentBuf, field: &str, items: Vec<Byt
         sequence: items,
         shard_version: None,
         database_version: None,
+        secondary_ok: false,
     }
 }
 
@@ -86,6 +87,9 @@ fn fold(out: &mut WriteReply, reply: WriteReply, indexes: &[usize]) {
         e.index = remap(e.index);
         e
     }));
+    if out.write_concern_error.is_none() {
+        out.write_concern_error = reply.write_concern_error;
+    }
 }
 
 /// Where document `doc` goes under `placement`.
@@ -325,6 +329,7 @@ pub async fn one_match(
             sequence: Vec::new(),
             shard_version: None,
             database_version: None,
+            secondary_ok: false,
         };
         let reply = shard_call::cursor(state, shard, routing::versioned(req, placement, shard), false).await?;
         if let Some(first) = reply.documents.first() {
@@ -367,6 +372,7 @@ pub async fn find_and_modify_without_key(
         sequence: Vec::new(),
         shard_version: None,
         database_version: None,
+        secondary_ok: false,
     };
     state.targeting.record([&shard]);
     let reply = shard_call::command(state, &shard, routing::versioned(req, placement, &shard)).await?;

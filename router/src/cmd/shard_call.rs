@@ -2,9 +2,20 @@
 //! [`CommandError`]s (StaleConfig included, for the caller's retry loop), and draining a shard
 //! cursor for a merge.
 //!
-//! Must not: choose shards or retry.
+//! A request that certainly did not run because the shard's member is not (or no longer) the
+//! primary — it answered NotWritablePrimary, or could not be reached at all — is sent again to
+//! the group's primary once the catalog names one, for up to [`FAILOVER_WAIT_MAX`]. Reads are
+//! also retried after a connection that broke mid-call. Nothing else is retried here.
+//!
+//! Must not: choose shards, or resend a write that may have run (retryable writes are the
+//! driver's, deduplicated by the shard).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use shoal_proto::ErrorCode;
 use shoal_proto::shard::{CommandRequest, CursorReply, GetMoreRequest, KillCursorsRequest, WriteReply};
 
 use crate::error::CommandError;
@@ -21,35 +32,110 @@ pub enum WriteKind {
     Delete,
 }
 
+/// How long a request waits for its shard's replica group to have a reachable primary.
+pub const FAILOVER_WAIT_MAX: Duration = Duration::from_secs(20);
+/// Pause between attempts while waiting, doubling up to [`FAILOVER_PAUSE_MAX`].
+const FAILOVER_PAUSE_MIN: Duration = Duration::from_millis(50);
+const FAILOVER_PAUSE_MAX: Duration = Duration::from_millis(500);
+
+/// Errors after which the request did not run on the shard: another member may take it.
+fn not_run(e: &CommandError) -> bool {
+    [
+        ErrorCode::NotWritablePrimary,
+        ErrorCode::NotPrimaryNoSecondaryOk,
+        ErrorCode::NotPrimaryOrSecondary,
+        ErrorCode::HostUnreachable,
+    ]
+    .iter()
+    .any(|c| c.code() == e.code)
+}
+
+/// Errors a read may be retried after (it changes nothing, so running it twice is harmless).
+fn read_retryable(e: &CommandError) -> bool {
+    not_run(e)
+        || [ErrorCode::SocketException, ErrorCode::InterruptedDueToReplStateChange, ErrorCode::PrimarySteppedDown]
+            .iter()
+            .any(|c| c.code() == e.code)
+}
+
+/// Runs `call` on `shard`'s current primary, again on the next one after a failover.
+async fn on_primary<T, F, Fut>(state: &RouterState, shard: &str, read: bool, mut call: F) -> Result<T, CommandError>
+where
+    F: FnMut(Arc<crate::shard_client::ShardPool>) -> Fut,
+    Fut: Future<Output = Result<T, CommandError>>,
+{
+    let started = Instant::now();
+    let mut pause = FAILOVER_PAUSE_MIN;
+    loop {
+        let pool = routing::pool(state, shard).await?;
+        let e = match call(pool).await {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let retry = if read { read_retryable(&e) } else { not_run(&e) };
+        if !retry || started.elapsed() + pause > FAILOVER_WAIT_MAX || !state.catalog.is_configured() {
+            return Err(e);
+        }
+        tracing::debug!(%shard, code = e.code, error = %e.errmsg, "shard primary unavailable; waiting for the next");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(FAILOVER_PAUSE_MAX);
+        // Point the shard's channels at whatever primary the catalog names now.
+        if let Err(err) = routing::read_catalog(state).await {
+            tracing::debug!(error = %err, "catalog read while waiting for a primary failed");
+        }
+    }
+}
+
 pub async fn write(
     state: &RouterState,
     shard: &str,
     kind: WriteKind,
     req: CommandRequest,
 ) -> Result<WriteReply, CommandError> {
-    let pool = routing::pool(state, shard).await?;
-    let mut client = pool.client();
-    let reply = match kind {
-        WriteKind::Insert => client.insert(req).await,
-        WriteKind::Update => client.update(req).await,
-        WriteKind::Delete => client.delete(req).await,
-    }
-    .map_err(|s| pool.status_error(&s))?
-    .into_inner();
-    match reply.error {
-        Some(e) => Err(e.into()),
-        None => Ok(reply),
-    }
+    on_primary(state, shard, false, |pool| {
+        let req = req.clone();
+        async move {
+            let mut client = pool.client();
+            let reply = match kind {
+                WriteKind::Insert => client.insert(req).await,
+                WriteKind::Update => client.update(req).await,
+                WriteKind::Delete => client.delete(req).await,
+            }
+            .map_err(|s| pool.status_error(&s))?
+            .into_inner();
+            match reply.error {
+                Some(e) => Err(e.into()),
+                None => Ok(reply),
+            }
+        }
+    })
+    .await
+}
+
+/// A command whose reply is one document (with the shard's `writeConcernError`, if any).
+pub async fn command_with_wc(
+    state: &RouterState,
+    shard: &str,
+    req: CommandRequest,
+    read: bool,
+) -> Result<(bson::Document, Option<CommandError>), CommandError> {
+    on_primary(state, shard, read, |pool| {
+        let req = req.clone();
+        async move {
+            let reply = pool.client().command(req).await.map_err(|s| pool.status_error(&s))?.into_inner();
+            if let Some(e) = reply.error {
+                return Err(e.into());
+            }
+            let doc = bson::Document::from_reader(&mut reply.body.as_ref())?;
+            Ok((doc, reply.write_concern_error.map(Into::into)))
+        }
+    })
+    .await
 }
 
 /// A command whose reply is one document.
 pub async fn command(state: &RouterState, shard: &str, req: CommandRequest) -> Result<bson::Document, CommandError> {
-    let pool = routing::pool(state, shard).await?;
-    let reply = pool.client().command(req).await.map_err(|s| pool.status_error(&s))?.into_inner();
-    if let Some(e) = reply.error {
-        return Err(e.into());
-    }
-    Ok(bson::Document::from_reader(&mut reply.body.as_ref())?)
+    command_with_wc(state, shard, req, false).await.map(|(doc, _)| doc)
 }
 
 /// `find` (`aggregate: false`) or `aggregate`.
@@ -59,15 +145,20 @@ pub async fn cursor(
     req: CommandRequest,
     aggregate: bool,
 ) -> Result<CursorReply, CommandError> {
-    let pool = routing::pool(state, shard).await?;
-    let mut client = pool.client();
-    let reply = if aggregate { client.aggregate(req).await } else { client.find(req).await }
-        .map_err(|s| pool.status_error(&s))?
-        .into_inner();
-    match reply.error {
-        Some(e) => Err(e.into()),
-        None => Ok(reply),
-    }
+    on_primary(state, shard, true, |pool| {
+        let req = req.clone();
+        async move {
+            let mut client = pool.client();
+            let reply = if aggregate { client.aggregate(req).await } else { client.find(req).await }
+                .map_err(|s| pool.status_error(&s))?
+                .into_inner();
+            match reply.error {
+                Some(e) => Err(e.into()),
+                None => Ok(reply),
+            }
+        }
+    })
+    .await
 }
 
 /// Every document of a shard cursor, starting with its first batch.

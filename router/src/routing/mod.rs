@@ -8,6 +8,7 @@
 //! Must not: shape client replies (the `cmd` handlers do) or evaluate queries.
 
 pub mod cache;
+pub mod follow;
 pub mod pool;
 pub mod target;
 

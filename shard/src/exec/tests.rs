@@ -20,6 +20,7 @@ fn req(body: Document) -> CommandRequest {
         sequence: Vec::new(),
         shard_version: None,
         database_version: None,
+        secondary_ok: false,
     }
 }
 

@@ -31,6 +31,19 @@ pub enum FetchError {
     Storage(#[from] StorageError),
 }
 
+/// `call` within `limit`, a silent peer being a transport failure.
+pub async fn within<T>(
+    limit: Duration,
+    what: &str,
+    call: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T, FetchError> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(Ok(reply)) => Ok(reply.into_inner()),
+        Ok(Err(s)) => Err(FetchError::Transport(format!("{what}: {}", s.message()))),
+        Err(_) => Err(FetchError::Transport(format!("{what}: no answer within {} ms", limit.as_millis()))),
+    }
+}
+
 /// A gRPC client for `source` (`host:port`).
 pub async fn connect(repl: &Repl, source: &str) -> Result<ReplicationClient<Channel>, FetchError> {
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{source}"))
@@ -111,6 +124,9 @@ async fn follow_once(
         let min_valid = initial_sync::run(repl, source).await?;
         repl.lock().min_valid = Some(min_valid);
     }
+    // Already past an initial sync's or rollback's `min_valid` (nothing was written meanwhile):
+    // consistent now, not at the next batch.
+    repl.applied(repl.store.position().optime);
     let mut client = connect(repl, source).await?;
     let (progress_tx, progress_rx) = mpsc::channel::<SyncRequest>(16);
     let last = repl.store.position().optime;
@@ -122,9 +138,12 @@ async fn follow_once(
         durable: Some(to_shard(repl.lock().durable)),
     };
     progress_tx.send(first).await.map_err(|_| FetchError::Transport("progress channel closed".into()))?;
-    let mut inbound = client
-        .sync(ReceiverStream::new(progress_rx))
+    // A source that accepts connections but does not answer (paused, hung) must not hold this
+    // member: the stream has to start within the connect timeout.
+    let started = tokio::time::timeout(repl.settings.connect_timeout, client.sync(ReceiverStream::new(progress_rx)));
+    let mut inbound = started
         .await
+        .map_err(|_| FetchError::Transport(format!("{source} did not answer the sync request")))?
         .map_err(|s| FetchError::Transport(s.message().to_owned()))?
         .into_inner();
     let reporter = tokio::spawn(report_progress(Arc::clone(repl), progress_tx));

@@ -141,6 +141,8 @@ async fn on_reply(repl: &Arc<Repl>, reply: HeartbeatReply, sent_at: Instant) -> 
             true
         }
         Action::Promote { term } => {
+            // The term may be new to followers of the role too.
+            repl.publish_role();
             promote(repl, term, sent_at, reply.lease_ms).await;
             true
         }
@@ -151,7 +153,7 @@ async fn on_reply(repl: &Arc<Repl>, reply: HeartbeatReply, sent_at: Instant) -> 
 /// takes writes while the lease (if one came with the promotion) lasts.
 async fn promote(repl: &Arc<Repl>, term: u64, sent_at: Instant, lease_ms: u64) {
     let _gate = repl.apply_gate.lock().await;
-    if repl.role().term != term {
+    if repl.lock().term != term {
         return;
     }
     let until = sent_at + Duration::from_millis(lease_ms);

@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 use tonic::Status;
 
 use super::Repl;
-use super::fetcher::{FetchError, connect};
+use super::fetcher::{FetchError, connect, within};
 use super::state::MemberState;
 use super::wire::{from_shard, to_shard};
 use crate::storage::StorageError;
@@ -158,11 +158,8 @@ pub async fn run(repl: &Arc<Repl>, source: &str) -> Result<OpTime, FetchError> {
     })
     .await?;
     let mut client: ReplicationClient<_> = connect(repl, source).await?;
-    let mut stream = client
-        .clone_data(CloneRequest { member: repl.me.clone() })
-        .await
-        .map_err(|s| FetchError::Transport(s.message().to_owned()))?
-        .into_inner();
+    let request = client.clone_data(CloneRequest { member: repl.me.clone() });
+    let mut stream = within(repl.settings.connect_timeout, "clone", request).await?;
     let (mut begin, mut min_valid, mut current) = (None, None, None::<String>);
     let (mut collections, mut documents) = (0u64, 0u64);
     loop {

@@ -26,7 +26,7 @@ use shoal_proto::shard::shard_client::ShardClient;
 use shoal_proto::shard::{CommandRequest, GetMoreRequest, OpTimesRequest};
 
 use super::Repl;
-use super::fetcher::{FetchError, connect};
+use super::fetcher::{FetchError, connect, within};
 use super::state::MemberState;
 use super::wire::{from_shard, to_shard};
 use crate::storage::StorageError;
@@ -79,11 +79,8 @@ async fn find_divergence(repl: &Arc<Repl>, source: &str) -> Result<Option<Diverg
     let mut at = newest;
     let mut theirs = HashSet::new();
     loop {
-        let reply = client
-            .op_times(OpTimesRequest { at: Some(to_shard(at)), limit: COMMON_POINT_PAGE })
-            .await
-            .map_err(|s| FetchError::Transport(s.message().to_owned()))?
-            .into_inner();
+        let call = client.op_times(OpTimesRequest { at: Some(to_shard(at)), limit: COMMON_POINT_PAGE });
+        let reply = within(repl.settings.stream_idle_timeout, "optimes", call).await?;
         let page: Vec<OpTime> = reply.optimes.iter().map(|o| from_shard(Some(o))).collect();
         theirs.extend(page.iter().copied());
         let r = Arc::clone(repl);
@@ -153,7 +150,7 @@ async fn refetch(
             body: body.to_vec().map_err(|e| FetchError::Transport(e.to_string()))?.into(),
             ..Default::default()
         };
-        let mut reply = client.find(req).await.map_err(|s| FetchError::Transport(s.message().to_owned()))?.into_inner();
+        let mut reply = within(repl.settings.stream_idle_timeout, "refetch", client.find(req)).await?;
         let mut found: Vec<Bytes> = Vec::new();
         loop {
             if let Some(e) = reply.error {
@@ -169,8 +166,7 @@ async fn refetch(
                 batch_size: 0,
                 ns: coll.full_name(),
             };
-            reply =
-                client.get_more(more).await.map_err(|s| FetchError::Transport(s.message().to_owned()))?.into_inner();
+            reply = within(repl.settings.stream_idle_timeout, "refetch", client.get_more(more)).await?;
         }
         let mut by_id = Vec::new();
         for raw in found {
@@ -235,14 +231,10 @@ pub async fn run(repl: &Arc<Repl>, source: &str) -> Result<(), FetchError> {
     }
     // Readable again only past everything the refetched versions may reflect.
     let mut client = connect(repl, source).await?;
-    let newest = client
-        .op_times(OpTimesRequest {
-            at: Some(to_shard(OpTime::new(i64::MAX, bson::Timestamp { time: u32::MAX, increment: u32::MAX }))),
-            limit: 1,
-        })
-        .await
-        .map_err(|s| FetchError::Transport(s.message().to_owned()))?
-        .into_inner()
+    let end = OpTime::new(i64::MAX, bson::Timestamp { time: u32::MAX, increment: u32::MAX });
+    let call = client.op_times(OpTimesRequest { at: Some(to_shard(end)), limit: 1 });
+    let newest = within(repl.settings.stream_idle_timeout, "optimes", call)
+        .await?
         .optimes
         .first()
         .map(|o| from_shard(Some(o)))

@@ -248,8 +248,10 @@ impl Replication for ReplicationService {
     async fn clone_data(&self, request: Request<CloneRequest>) -> Result<Response<Self::CloneDataStream>, Status> {
         let member = request.into_inner().member;
         let view = self.repl.role();
-        if !matches!(view.state, MemberState::Primary | MemberState::Secondary) {
-            return Err(Status::unavailable(format!("{} cannot be cloned while {}", self.repl.me, view.state.name())));
+        // Members clone from the primary they were told to follow, once it is one (it has
+        // written its term's no-op, so its oplog is never empty).
+        if view.state != MemberState::Primary {
+            return Err(Status::unavailable(format!("{} is {}, not primary", self.repl.me, view.state.name())));
         }
         tracing::info!(%member, "initial sync clone started");
         let (tx, rx) = mpsc::channel(4);

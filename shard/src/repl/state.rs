@@ -48,9 +48,11 @@ impl MemberState {
         }
     }
 
-    /// Whether reads may be served (data is a consistent prefix of the primary's).
+    /// Whether reads may be served (data is a consistent prefix of some primary's history; a
+    /// member just started has not heard from the config service yet, but its data is its own
+    /// last consistent state: an interrupted initial sync was wiped before it started).
     pub fn readable(self) -> bool {
-        matches!(self, MemberState::Primary | MemberState::Secondary | MemberState::Standalone)
+        matches!(self, MemberState::Primary | MemberState::Secondary | MemberState::Standalone | MemberState::Startup)
     }
 }
 

@@ -24,6 +24,7 @@ fn run_cmd<T>(e: &Engine, body: Document, f: fn(&Engine, &Request<'_>) -> ExecRe
         sequence: Vec::new(),
         shard_version: None,
         database_version: None,
+        secondary_ok: false,
     };
     f(e, &Request::parse(&raw).expect("parse")).expect("command")
 }

@@ -678,10 +678,10 @@ impl WriteTxn<'_> {
                 }
                 None => self.create_recorded(&ns, uuid, entry.o)?,
             }
-        } else if entry.o.get_str("drop").is_ok() {
-            if let Some(coll) = coll {
-                self.drop_collection(&coll)?;
-            }
+        } else if entry.o.get_str("drop").is_ok()
+            && let Some(coll) = coll
+        {
+            self.drop_collection(&coll)?;
         }
         Ok(())
     }
