@@ -144,8 +144,14 @@ pub async fn batch(mig: &Migrations, req: ReceiveBatchRequest) -> Result<(), Mig
     let store = Arc::clone(&mig.engine.store);
     let (applied, seq) =
         tokio::task::spawn_blocking(move || apply(&store, &record, &mods)).await.map_err(internal)??;
-    mig.engine.store.wait_durable(seq).await?;
-    tracing::debug!(id = %req.migration_id, applied, "batch durable");
+    debug_assert!(seq <= mig.engine.store.position().seq);
+    crate::repl::wait::newest_majority_committed(
+        &mig.engine.repl,
+        &mig.engine.store,
+        crate::repl::wait::MIGRATION_MAJORITY_WAIT,
+    )
+    .await?;
+    tracing::debug!(id = %req.migration_id, applied, "batch majority-committed");
     failpoint::hit("migration.recipient_after_batch");
     Ok(())
 }

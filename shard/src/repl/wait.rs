@@ -72,3 +72,21 @@ pub async fn wait(repl: &Repl, wc: &WriteConcern, optime: OpTime) -> Result<(), 
         }
     }
 }
+
+/// How long a migration waits for what it wrote to reach a majority of its group.
+pub const MIGRATION_MAJORITY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Waits until everything this member wrote so far is durable here and majority-committed in its
+/// group: a migration's recipient acknowledges data only then, so a failover after the catalog
+/// names it owner cannot lose the range.
+pub async fn newest_majority_committed(
+    repl: &Repl,
+    store: &crate::store::Store,
+    limit: std::time::Duration,
+) -> Result<(), ExecError> {
+    let position = store.position();
+    store.wait_durable(position.seq).await?;
+    repl.set_durable(position.optime);
+    let wc = WriteConcern { wtimeout: Some(limit), ..WriteConcern::default() };
+    wait(repl, &wc, position.optime).await
+}
