@@ -81,6 +81,7 @@ async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Handle
         "listIndexes" => ddl::list_indexes(state, conn, cmd).await,
 
         "listShards" => sharding::list_shards(state, conn, cmd).await,
+        "replSetGetStatus" => sharding::repl_status::repl_set_get_status(state, conn, cmd).await,
         "addShard" => sharding::add_shard(state, conn, cmd).await,
         "enableSharding" | "enablesharding" => sharding::enable_sharding(state, conn, cmd).await,
         "shardCollection" | "shardcollection" => sharding::shard_collection(state, conn, cmd).await,
@@ -113,6 +114,7 @@ pub const COMMAND_NAMES: &[&str] = &[
     "addShard",
     "enableSharding",
     "listShards",
+    "replSetGetStatus",
     "shardCollection",
     "refineCollectionShardKey",
     "split",

@@ -92,6 +92,29 @@ async fn acknowledged_writes_survive_killed_primaries_and_members_catch_up_or_re
     let status = shoal_tests::repl::member_status(&cluster.addr(wiped)).await.expect("status");
     assert_eq!(status.get_str("stateStr").ok(), Some("SECONDARY"), "{status}");
     assert_eq!(cluster.ids_on(wiped, "rs", "kills").await.expect("ids"), (0..500).collect::<Vec<i64>>());
+
+    // The router shows the group as MongoDB does; a killed member is unhealthy.
+    let down = (primary + 2) % cluster.size();
+    cluster.kill9(down);
+    let admin = client.database("admin");
+    let status = admin.run_command(doc! { "replSetGetStatus": 1, "shard": "rs0" }).await.expect("replSetGetStatus");
+    assert_eq!(status.get_str("set").ok(), Some("rs0"));
+    let members = status.get_array("members").expect("members");
+    assert_eq!(members.len(), 3);
+    for (i, m) in members.iter().enumerate() {
+        let m = m.as_document().expect("member");
+        assert_eq!(m.get_str("name").ok(), Some(cluster.addr(i).as_str()), "{m}");
+        let (want_state, want_health) = match i {
+            _ if i == down => ("(not reachable/healthy)", 0.0),
+            _ if i == primary => ("PRIMARY", 1.0),
+            _ => ("SECONDARY", 1.0),
+        };
+        assert_eq!(
+            (m.get_str("stateStr").ok(), m.get_f64("health").ok()),
+            (Some(want_state), Some(want_health)),
+            "{m}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -170,6 +193,9 @@ async fn write_concerns_wait_for_members_and_report_what_they_could_not_get() {
     let cluster = ReplicaCluster::start(3).await.expect("cluster starts");
     let client = cluster.client().await.expect("client");
     let db = client.database("rs");
+    // A router has no replica set of its own: the shard must be named.
+    let refused = client.database("admin").run_command(doc! { "replSetGetStatus": 1 }).await;
+    assert!(matches!(refused.map_err(|e| *e.kind), Err(mongodb::error::ErrorKind::Command(ref c)) if c.code == 20));
     let insert = |id: i64, wc: Document| doc! { "insert": "wc", "documents": [{"_id": id}], "writeConcern": wc };
     // Every member has an acknowledged `w: 3` write the moment it is acknowledged.
     db.run_command(insert(1, doc! {"w": 3})).await.expect("w:3");

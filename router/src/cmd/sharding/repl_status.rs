@@ -1,0 +1,103 @@
+//! `replSetGetStatus: 1, shard: "<id>"` through the router: the status of one shard's replica
+//! group in MongoDB's shape, asked of every member directly (a member that does not answer is
+//! `health: 0`, `stateStr: "(not reachable/healthy)"`, as MongoDB shows it). A mongos has no
+//! replica set of its own, so without `shard` the command is refused the way mongos refuses it.
+
+use std::time::Duration;
+
+use bson::{Bson, Document, doc};
+use shoal_proto::ErrorCode;
+use shoal_proto::shard::CommandRequest;
+use shoal_proto::shard::shard_client::ShardClient;
+
+use super::{admin_only, raw};
+use crate::command::Command as ClientCommand;
+use crate::dispatch::HandlerResult;
+use crate::error::CommandError;
+use crate::state::{ConnContext, RouterState};
+
+/// One member's answer, at most.
+pub const MEMBER_STATUS_TIMEOUT: Duration = Duration::from_secs(2);
+
+async fn member_status(addr: &str) -> Result<Document, String> {
+    let call = async {
+        let mut client = ShardClient::connect(format!("http://{addr}")).await.map_err(|e| e.to_string())?;
+        let req = CommandRequest {
+            request_id: "replSetGetStatus".into(),
+            db: "admin".into(),
+            body: doc! { "replSetGetStatus": 1 }.to_vec().map_err(|e| e.to_string())?.into(),
+            secondary_ok: true,
+            ..Default::default()
+        };
+        let reply = client.command(req).await.map_err(|s| s.message().to_owned())?.into_inner();
+        if let Some(e) = reply.error {
+            return Err(e.errmsg);
+        }
+        Document::from_reader(&mut reply.body.as_ref()).map_err(|e| e.to_string())
+    };
+    tokio::time::timeout(MEMBER_STATUS_TIMEOUT, call).await.map_err(|_| "no answer".to_owned())?
+}
+
+/// MongoDB's numeric member state for a `stateStr`.
+fn state_code(state: &str) -> i32 {
+    match state {
+        "PRIMARY" => 1,
+        "SECONDARY" => 2,
+        "RECOVERING" => 3,
+        "STARTUP2" => 5,
+        "ROLLBACK" => 9,
+        _ => 0,
+    }
+}
+
+pub async fn repl_set_get_status(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
+    let body = admin_only(cmd)?;
+    let shard_id = match body.get("shard") {
+        Some(Bson::String(s)) => s.clone(),
+        None => {
+            return Err(CommandError::new(
+                ErrorCode::IllegalOperation,
+                "replSetGetStatus is not supported through mongos without {shard: \"<id>\"}",
+            ));
+        }
+        Some(_) => return Err(CommandError::type_mismatch("replSetGetStatus.shard must be a string")),
+    };
+    let catalog = state.catalog.read().await?;
+    let shard = catalog
+        .shard(&shard_id)
+        .ok_or_else(|| CommandError::new(ErrorCode::ShardNotFound, format!("shard '{shard_id}' not found")))?;
+    let answers = futures::future::join_all(shard.group.members.iter().map(|m| member_status(m))).await;
+    let mut members = Vec::new();
+    for (i, (name, answer)) in shard.group.members.iter().zip(answers).enumerate() {
+        let mut m = doc! { "_id": i as i32, "name": name };
+        match answer {
+            Ok(s) => {
+                let state_str = s.get_str("stateStr").unwrap_or("UNKNOWN").to_owned();
+                m.insert("health", 1.0);
+                m.insert("state", state_code(&state_str));
+                m.insert("stateStr", &state_str);
+                m.insert("optime", s.get("optime").cloned().unwrap_or(Bson::Null));
+                m.insert("optimeDurable", s.get("durableOpTime").cloned().unwrap_or(Bson::Null));
+                m.insert(
+                    "syncSourceHost",
+                    if state_str == "PRIMARY" { "" } else { s.get_str("primary").unwrap_or("") },
+                );
+                m.insert("infoMessage", s.get_str("progress").unwrap_or(""));
+                m.insert("term", s.get("term").cloned().unwrap_or(Bson::Int64(0)));
+            }
+            Err(e) => {
+                m.insert("health", 0.0);
+                m.insert("state", 8);
+                m.insert("stateStr", "(not reachable/healthy)");
+                m.insert("lastHeartbeatMessage", e);
+            }
+        }
+        members.push(m);
+    }
+    raw(&doc! {
+        "set": &shard.replica_set,
+        "date": bson::DateTime::now(),
+        "term": shard.group.term as i64,
+        "members": members,
+    })
+}
