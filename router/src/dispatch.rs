@@ -82,6 +82,7 @@ async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Handle
 
         "listShards" => sharding::list_shards(state, conn, cmd).await,
         "replSetGetStatus" => sharding::repl_status::repl_set_get_status(state, conn, cmd).await,
+        "replSetStepDown" => sharding::repl_status::repl_set_step_down(state, conn, cmd).await,
         "addShard" => sharding::add_shard(state, conn, cmd).await,
         "enableSharding" | "enablesharding" => sharding::enable_sharding(state, conn, cmd).await,
         "shardCollection" | "shardcollection" => sharding::shard_collection(state, conn, cmd).await,
@@ -115,6 +116,7 @@ pub const COMMAND_NAMES: &[&str] = &[
     "enableSharding",
     "listShards",
     "replSetGetStatus",
+    "replSetStepDown",
     "shardCollection",
     "refineCollectionShardKey",
     "split",

@@ -342,6 +342,13 @@ impl Shard for ShardService {
             "create" | "createIndexes" | "drop" => Access::Ddl,
             _ => Access::Other,
         };
+        if name == "replSetStepDown" {
+            let result = match exec::Request::parse(&req) {
+                Ok(parsed) => crate::repl::step_down::step_down(&self.engine.repl, &parsed.body).await,
+                Err(e) => Err(e),
+            };
+            return Ok(Response::new(command_reply(result)));
+        }
         let reads = matches!(name.as_str(), "count" | "distinct" | "listCollections" | "listIndexes" | "listDatabases");
         if reads && let Err(e) = self.check_readable(&req) {
             return Ok(Response::new(command_reply(Err(e))));

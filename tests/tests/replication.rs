@@ -220,4 +220,16 @@ async fn write_concerns_wait_for_members_and_report_what_they_could_not_get() {
     db.run_command(insert(5, doc! {"w": "majority", "wtimeout": 30_000})).await.expect("majority once they are back");
     let reply = db.run_command(doc! { "count": "wc" }).await.expect("count");
     assert_eq!(reply.get_i32("n").ok(), Some(5));
+
+    // A manual step-down through the router: another member takes over, the old one follows it.
+    let admin = client.database("admin");
+    let old = cluster.wait_primary(WAIT).await.expect("a primary");
+    let step_down = doc! { "replSetStepDown": 30, "secondaryCatchUpPeriodSecs": 10, "shard": "rs0" };
+    admin.run_command(step_down).await.expect("replSetStepDown");
+    let new = cluster.wait_new_primary(old, WAIT).await.expect("a new primary");
+    assert_ne!(new, old);
+    shoal_tests::repl::wait_state(&cluster.addr(old), "SECONDARY", WAIT).await.expect("the old primary follows");
+    db.run_command(insert(6, doc! {"w": "majority", "wtimeout": 30_000})).await.expect("writes go to the new primary");
+    let refused = admin.run_command(doc! { "replSetStepDown": 30 }).await;
+    assert!(matches!(refused.map_err(|e| *e.kind), Err(mongodb::error::ErrorKind::Command(ref c)) if c.code == 20));
 }

@@ -27,6 +27,7 @@ pub mod progress;
 pub mod rollback;
 pub mod source;
 pub mod state;
+pub mod step_down;
 #[cfg(test)]
 mod tests;
 pub mod wait;
@@ -379,6 +380,12 @@ impl Repl {
             .filter(|p| if durable { p.durable >= optime } else { p.applied >= optime })
             .count();
         peers + usize::from(own >= optime)
+    }
+
+    /// Whether some secondary has applied `optime` (a step-down's successor exists).
+    pub fn secondary_caught_up(&self, optime: OpTime) -> bool {
+        let inner = self.lock();
+        inner.members.iter().filter(|m| **m != self.me).filter_map(|m| inner.peers.get(m)).any(|p| p.applied >= optime)
     }
 
     pub fn member_count(&self) -> usize {

@@ -198,6 +198,14 @@ impl Store {
         }
     }
 
+    /// Takes writes again until `until` if still in `term` (a step-down that found no successor).
+    pub fn set_writable_until(&self, term: i64, until: Instant) {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if w.term == term && w.writable == Writability::Never {
+            w.writable = Writability::Until(until);
+        }
+    }
+
     /// Follows `term` without writing in it (a secondary learning a new term).
     pub fn set_term(&self, term: i64) {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());

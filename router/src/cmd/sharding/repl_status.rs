@@ -101,3 +101,31 @@ pub async fn repl_set_get_status(state: &RouterState, _conn: &ConnContext, cmd: 
         "members": members,
     })
 }
+
+/// `replSetStepDown: <secs>, shard: "<id>"` (with `secondaryCatchUpPeriodSecs`, `force`): asks
+/// the shard's primary to step down; it answers once the config service opened the next term.
+pub async fn repl_set_step_down(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
+    let body = admin_only(cmd)?;
+    let shard_id = match body.get("shard") {
+        Some(Bson::String(s)) => s.clone(),
+        None => {
+            return Err(CommandError::new(
+                ErrorCode::IllegalOperation,
+                "replSetStepDown is not supported through mongos without {shard: \"<id>\"}",
+            ));
+        }
+        Some(_) => return Err(CommandError::type_mismatch("replSetStepDown.shard must be a string")),
+    };
+    let catalog = crate::routing::read_catalog(state).await?;
+    if catalog.shard(&shard_id).is_none() {
+        return Err(CommandError::new(ErrorCode::ShardNotFound, format!("shard '{shard_id}' not found")));
+    }
+    let req = CommandRequest {
+        request_id: cmd.request_id.to_string(),
+        db: "admin".into(),
+        body: body.to_vec()?.into(),
+        ..Default::default()
+    };
+    let reply = crate::cmd::shard_call::command(state, &shard_id, req).await?;
+    raw(&reply)
+}
