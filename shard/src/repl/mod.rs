@@ -400,6 +400,7 @@ impl Repl {
             "set": &self.shard,
             "me": &self.me,
             "term": inner.term as i64,
+            "state": inner.state.code(),
             "stateStr": inner.state.name(),
             "primary": inner.primary.clone().unwrap_or_default(),
             "optime": optime_doc(position),

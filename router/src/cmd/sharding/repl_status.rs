@@ -38,30 +38,22 @@ async fn member_status(addr: &str) -> Result<Document, String> {
     tokio::time::timeout(MEMBER_STATUS_TIMEOUT, call).await.map_err(|_| "no answer".to_owned())?
 }
 
-/// MongoDB's numeric member state for a `stateStr`.
-fn state_code(state: &str) -> i32 {
-    match state {
-        "PRIMARY" => 1,
-        "SECONDARY" => 2,
-        "RECOVERING" => 3,
-        "STARTUP2" => 5,
-        "ROLLBACK" => 9,
-        _ => 0,
+/// The `shard` a replica-set command names: a router has no replica set of its own, so without
+/// one the command is refused as mongos refuses it.
+fn shard_named(body: &Document, command: &str) -> Result<String, CommandError> {
+    match body.get("shard") {
+        Some(Bson::String(s)) => Ok(s.clone()),
+        None => Err(CommandError::new(
+            ErrorCode::IllegalOperation,
+            format!("{command} is not supported through mongos without {{shard: \"<id>\"}}"),
+        )),
+        Some(_) => Err(CommandError::type_mismatch(format!("{command}.shard must be a string"))),
     }
 }
 
 pub async fn repl_set_get_status(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
     let body = admin_only(cmd)?;
-    let shard_id = match body.get("shard") {
-        Some(Bson::String(s)) => s.clone(),
-        None => {
-            return Err(CommandError::new(
-                ErrorCode::IllegalOperation,
-                "replSetGetStatus is not supported through mongos without {shard: \"<id>\"}",
-            ));
-        }
-        Some(_) => return Err(CommandError::type_mismatch("replSetGetStatus.shard must be a string")),
-    };
+    let shard_id = shard_named(&body, "replSetGetStatus")?;
     let catalog = state.catalog.read().await?;
     let shard = catalog
         .shard(&shard_id)
@@ -74,7 +66,7 @@ pub async fn repl_set_get_status(state: &RouterState, _conn: &ConnContext, cmd: 
             Ok(s) => {
                 let state_str = s.get_str("stateStr").unwrap_or("UNKNOWN").to_owned();
                 m.insert("health", 1.0);
-                m.insert("state", state_code(&state_str));
+                m.insert("state", s.get_i32("state").unwrap_or(0));
                 m.insert("stateStr", &state_str);
                 m.insert("optime", s.get("optime").cloned().unwrap_or(Bson::Null));
                 m.insert("optimeDurable", s.get("durableOpTime").cloned().unwrap_or(Bson::Null));
@@ -106,16 +98,7 @@ pub async fn repl_set_get_status(state: &RouterState, _conn: &ConnContext, cmd: 
 /// the shard's primary to step down; it answers once the config service opened the next term.
 pub async fn repl_set_step_down(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
     let body = admin_only(cmd)?;
-    let shard_id = match body.get("shard") {
-        Some(Bson::String(s)) => s.clone(),
-        None => {
-            return Err(CommandError::new(
-                ErrorCode::IllegalOperation,
-                "replSetStepDown is not supported through mongos without {shard: \"<id>\"}",
-            ));
-        }
-        Some(_) => return Err(CommandError::type_mismatch("replSetStepDown.shard must be a string")),
-    };
+    let shard_id = shard_named(&body, "replSetStepDown")?;
     let catalog = crate::routing::read_catalog(state).await?;
     if catalog.shard(&shard_id).is_none() {
         return Err(CommandError::new(ErrorCode::ShardNotFound, format!("shard '{shard_id}' not found")));
