@@ -45,6 +45,9 @@ struct Divergence {
     common: OpTime,
     /// Per collection UUID: the `_id`s touched.
     documents: BTreeMap<bson::Uuid, Vec<Bson>>,
+    /// Bookkeeping records our entries wrote (retryable-write records, …): removed, the source's
+    /// own are replayed after the common point.
+    meta_keys: Vec<Vec<u8>>,
     entries: usize,
 }
 
@@ -103,12 +106,18 @@ async fn find_divergence(repl: &Arc<Repl>, source: &str) -> Result<Option<Diverg
 
 fn summarize(common: OpTime, ours: &[Bytes]) -> Result<Divergence, StorageError> {
     let mut documents: BTreeMap<bson::Uuid, Vec<Bson>> = BTreeMap::new();
+    let mut meta_keys = Vec::new();
     for raw in ours {
         let entry = EntryView::parse(RawDocument::from_bytes(raw).map_err(|e| corrupt(e.to_string()))?)?;
         let id_source = match entry.op {
             "i" | "d" => entry.o,
             "u" => entry.o2.unwrap_or(entry.o),
-            "n" => continue,
+            "n" => {
+                if let Some((key, _)) = crate::store::oplog::meta_write(entry.o)? {
+                    meta_keys.push(key);
+                }
+                continue;
+            }
             other => return Err(corrupt(format!("cannot roll back a '{other}' entry by refetching"))),
         };
         let id = id_source
@@ -123,7 +132,7 @@ fn summarize(common: OpTime, ours: &[Bytes]) -> Result<Divergence, StorageError>
             ids.push(id);
         }
     }
-    Ok(Divergence { common, documents, entries: ours.len() })
+    Ok(Divergence { common, documents, meta_keys, entries: ours.len() })
 }
 
 /// The source's current version of each `_id` (absent: it has none).
@@ -241,7 +250,8 @@ pub async fn run(repl: &Arc<Repl>, source: &str) -> Result<(), FetchError> {
         .unwrap_or(div.common);
     let store = Arc::clone(&repl.store);
     let common = div.common;
-    tokio::task::spawn_blocking(move || store.rollback_to(common, updates))
+    let meta_keys = div.meta_keys;
+    tokio::task::spawn_blocking(move || store.rollback_to(common, updates, meta_keys))
         .await
         .map_err(|e| FetchError::Transport(e.to_string()))??;
     tracing::warn!(%source, %common, documents_saved = saved, dir = %repl.rollback_dir.display(), "rolled back; catching up");

@@ -84,9 +84,31 @@ fn rollback_restores_given_versions_and_truncates_the_oplog() {
     let coll = e.store.collection("db.a").expect("collection");
     let v1 = Bytes::from(doc! {"_id": 1, "v": 1}.to_vec().expect("encode"));
     let versions = vec![(Arc::clone(&coll), bson::Bson::Int32(1), Some(v1)), (coll, bson::Bson::Int32(2), None)];
-    let position = e.store.rollback_to(common, versions).expect("rollback");
+    let position = e.store.rollback_to(common, versions, Vec::new()).expect("rollback");
     assert_eq!(position.optime, common);
     assert_eq!(contents(&e)[0].2, vec![doc! {"_id": 1, "v": 1}]);
     assert_eq!(oplog(&e).len(), 2, "create + the first insert remain");
     assert!(e.store.position().optime > OpTime::ZERO);
+}
+
+#[test]
+fn bookkeeping_records_replicate_and_roll_back() {
+    let (pdir, sdir) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let (primary, secondary) = (engine(pdir.path()), engine(sdir.path()));
+    primary.store.become_primary(1, std::time::Instant::now() + std::time::Duration::from_secs(60)).expect("primary");
+    primary
+        .store
+        .write(|txn| {
+            txn.put_meta(b"test/a".to_vec(), Some(b"1".to_vec()))?;
+            txn.put_meta(b"test/b".to_vec(), Some(b"2".to_vec()))?;
+            assert_eq!(txn.meta_records(b"test/")?.len(), 2, "staged records are visible");
+            txn.put_meta(b"test/b".to_vec(), None)
+        })
+        .expect("write");
+    secondary.store.apply(&oplog(&primary)).expect("apply");
+    let records = secondary.store.meta_records(b"test/").expect("records");
+    assert_eq!(records, vec![(Bytes::from_static(b"test/a"), Bytes::from_static(b"1"))]);
+    let position = secondary.store.rollback_to(OpTime::ZERO, Vec::new(), vec![b"test/a".to_vec()]).expect("rollback");
+    assert_eq!(position.optime, OpTime::ZERO);
+    assert!(secondary.store.meta_records(b"test/").expect("records").is_empty());
 }

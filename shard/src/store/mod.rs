@@ -339,16 +339,21 @@ impl Store {
         Ok(())
     }
 
-    /// Rollback: removes every oplog entry after `common` and sets each listed document to the
-    /// given version (`None`: delete it), in one batch per bounded chunk. The data is a
-    /// consistent copy again once the entries after `common` are re-applied from the primary.
+    /// Rollback: removes every oplog entry after `common`, sets each listed document to the
+    /// given version (`None`: delete it) and removes the listed bookkeeping records, in one batch
+    /// per bounded chunk. The data is a consistent copy again once the entries after `common` are
+    /// re-applied from the primary.
     pub fn rollback_to(
         &self,
         common: OpTime,
         documents: Vec<(Arc<CollectionInfo>, Bson, Option<Bytes>)>,
+        meta_keys: Vec<Vec<u8>>,
     ) -> Result<Position, StorageError> {
         let guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let mut txn = WriteTxn::new(self, guard, true);
+        for key in meta_keys {
+            txn.put_meta(key, None)?;
+        }
         for (coll, id, version) in documents {
             match version {
                 Some(doc) => {
@@ -539,6 +544,8 @@ pub struct WriteTxn<'a> {
     batch: WriteBatch,
     /// Document keys written in the not-yet-committed batch: reads inside the transaction see them.
     staged: HashMap<Vec<u8>, Option<Bytes>>,
+    /// Bookkeeping records written in the not-yet-committed batch.
+    staged_meta: HashMap<Bytes, Option<Bytes>>,
     catalog_changes: Vec<CatalogChange>,
     now: DateTime,
     from_migrate: bool,
@@ -555,6 +562,7 @@ impl<'a> WriteTxn<'a> {
             writer,
             batch: WriteBatch::new(),
             staged: HashMap::new(),
+            staged_meta: HashMap::new(),
             catalog_changes: Vec::new(),
             now: DateTime::now(),
             from_migrate: false,
@@ -663,6 +671,14 @@ impl WriteTxn<'_> {
                 self.delete(&coll, &id)?;
             }
             ("c", coll) => self.apply_command(&entry, coll)?,
+            ("n", _) => {
+                if let Some((key, value)) = oplog::meta_write(entry.o)? {
+                    match value {
+                        Some(v) => self.batch.put(Space::Meta, key, v),
+                        None => self.batch.delete(Space::Meta, key),
+                    }
+                }
+            }
             ("i" | "u" | "d", None) => {
                 tracing::debug!(ns = entry.ns, optime = %entry.optime, "entry of an unknown collection skipped");
             }
@@ -709,6 +725,50 @@ impl WriteTxn<'_> {
         self.log_command(&coll.ns.db, Some(coll.uuid), &doc! { "drop": &coll.ns.coll })?;
         self.catalog_changes.push(CatalogChange::Dropped(coll.full_name()));
         Ok(())
+    }
+
+    /// Writes (`Some`) or removes (`None`) a bookkeeping record together with the transaction's
+    /// documents, logged as a no-op entry (`o: {meta: {k, v}}`) so members apply it too. Rollback
+    /// removes such records written after the common point (the source's own are replayed).
+    pub fn put_meta(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<(), StorageError> {
+        if !self.replicating {
+            let o = oplog::meta_entry(&key, value.as_deref());
+            self.log(OpKind::Noop, "", None, &o, None)?;
+        }
+        let key = Bytes::from(key);
+        match value {
+            Some(v) => {
+                let v = Bytes::from(v);
+                self.batch.put(Space::Meta, key.clone(), v.clone());
+                self.staged_meta.insert(key, Some(v));
+            }
+            None => {
+                self.batch.delete(Space::Meta, key.clone());
+                self.staged_meta.insert(key, None);
+            }
+        }
+        Ok(())
+    }
+
+    /// A bookkeeping record as this transaction sees it (its own staged writes included).
+    pub fn get_meta(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
+        if let Some(staged) = self.staged_meta.get(key) {
+            return Ok(staged.clone());
+        }
+        self.store.engine.get(Space::Meta, key)
+    }
+
+    /// Bookkeeping records under `prefix` as this transaction sees them, in key order.
+    pub fn meta_records(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>, StorageError> {
+        let mut records: std::collections::BTreeMap<Bytes, Bytes> =
+            self.store.meta_records(prefix)?.into_iter().collect();
+        for (k, v) in self.staged_meta.iter().filter(|(k, _)| k.starts_with(prefix)) {
+            match v {
+                Some(v) => records.insert(k.clone(), v.clone()),
+                None => records.remove(k),
+            };
+        }
+        Ok(records.into_iter().collect())
     }
 
     pub fn get(&self, coll: &CollectionInfo, id: &Bson) -> Result<Option<Bytes>, StorageError> {
@@ -807,6 +867,7 @@ impl WriteTxn<'_> {
         let seq = self.store.group.committed();
         self.store.position.send_replace(Position { seq, optime: self.writer.last });
         self.staged.clear();
+        self.staged_meta.clear();
         if self.catalog_changes.is_empty() {
             // The common case: no catalog lock on a document write's path.
             return Ok(());

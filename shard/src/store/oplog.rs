@@ -189,6 +189,28 @@ impl Entry<'_> {
     }
 }
 
+/// The `o` of a no-op entry that writes a bookkeeping record (`v` absent: removes it).
+pub fn meta_entry(key: &[u8], value: Option<&[u8]>) -> RawDocumentBuf {
+    let binary = |b: &[u8]| bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: b.to_vec() };
+    let mut meta = RawDocumentBuf::new();
+    meta.append(cstr!("k"), binary(key));
+    if let Some(v) = value {
+        meta.append(cstr!("v"), binary(v));
+    }
+    let mut o = RawDocumentBuf::new();
+    o.append(cstr!("meta"), meta);
+    o
+}
+
+/// The bookkeeping write a no-op entry's `o` carries, if any: `(key, Some(value) | None)`.
+pub fn meta_write(o: &RawDocument) -> Result<Option<(Vec<u8>, Option<Vec<u8>>)>, StorageError> {
+    let Ok(meta) = o.get_document("meta") else { return Ok(None) };
+    let corrupt = || StorageError::Corrupt { space: "oplog", detail: "meta entry without a binary k".into() };
+    let key = meta.get_binary("k").map_err(|_| corrupt())?.bytes.to_vec();
+    let value = meta.get_binary("v").ok().map(|b| b.bytes.to_vec());
+    Ok(Some((key, value)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +222,15 @@ mod tests {
         assert_eq!(a, Timestamp { time: 100, increment: 6 });
         let b = clock.next(DateTime::from_millis(200_000));
         assert_eq!(b, Timestamp { time: 200, increment: 1 });
+    }
+
+    #[test]
+    fn meta_entries_round_trip() {
+        let put = meta_entry(b"retry/x", Some(b"value"));
+        assert_eq!(meta_write(&put).expect("ok"), Some((b"retry/x".to_vec(), Some(b"value".to_vec()))));
+        let del = meta_entry(b"retry/x", None);
+        assert_eq!(meta_write(&del).expect("ok"), Some((b"retry/x".to_vec(), None)));
+        let plain = bson::rawdoc! { "msg": "new primary" };
+        assert_eq!(meta_write(&plain).expect("ok"), None);
     }
 }
