@@ -202,8 +202,11 @@ pub fn meta_entry(key: &[u8], value: Option<&[u8]>) -> RawDocumentBuf {
     o
 }
 
-/// The bookkeeping write a no-op entry's `o` carries, if any: `(key, Some(value) | None)`.
-pub fn meta_write(o: &RawDocument) -> Result<Option<(Vec<u8>, Option<Vec<u8>>)>, StorageError> {
+/// A bookkeeping record's key and new value (`None`: removed).
+pub type MetaWrite = (Vec<u8>, Option<Vec<u8>>);
+
+/// The bookkeeping write a no-op entry's `o` carries, if any.
+pub fn meta_write(o: &RawDocument) -> Result<Option<MetaWrite>, StorageError> {
     let Ok(meta) = o.get_document("meta") else { return Ok(None) };
     let corrupt = || StorageError::Corrupt { space: "oplog", detail: "meta entry without a binary k".into() };
     let key = meta.get_binary("k").map_err(|_| corrupt())?.bytes.to_vec();
