@@ -6,6 +6,7 @@ use shoal_proto::ErrorCode;
 use shoal_query::filter::Filter;
 
 use crate::error::{ExecError, ExecResult};
+use crate::exec::retry::{Outcome, Retryable};
 use crate::exec::statements::statements;
 use crate::exec::update::collect_matches;
 use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, record};
@@ -61,11 +62,31 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
     let ns = args::namespace(req.db, &coll_name)?.to_string();
     let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "deletes")?;
+    let retry = Retryable::parse(&req.body, stmts.len())?;
     let (outcome, seq) = engine.store.write(|txn| {
+        if let Some(r) = &retry
+            && let Err(e) = r.begin(txn)?
+        {
+            return Ok(Err(e));
+        }
         let mut out = WriteOutcome::default();
         for (i, stmt) in stmts.iter().enumerate() {
+            if let Some(r) = &retry {
+                if let Some(Outcome::Deleted { n }) = r.executed(txn, i)? {
+                    out.n += n;
+                    continue;
+                }
+                txn.hold_together(true);
+            }
             let result = (|| -> Result<i64, StatementError> {
                 let s = parse(&stmt.doc)?;
+                if retry.is_some() && !s.single {
+                    return Err(ExecError::new(
+                        ErrorCode::InvalidOptions,
+                        "Cannot use (or request) retryable writes with limit=0",
+                    )
+                    .into());
+                }
                 let Some(coll) = txn.collection(&ns) else {
                     return Ok(0);
                 };
@@ -77,13 +98,20 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
                 }
                 Ok(matches.len() as i64)
             })();
+            let result = match (result, &retry) {
+                (Ok(n), Some(r)) => {
+                    r.record(txn, i, &ns, &Outcome::Deleted { n }).map_err(StatementError::Storage).map(|()| n)
+                }
+                (other, _) => other,
+            };
+            txn.hold_together(false);
             txn.end_statement()?;
             let result = result.map(|n| out.n += n);
             if record(&mut out, i, result, ordered)?.is_break() {
                 break;
             }
         }
-        Ok(out)
+        Ok(Ok(out))
     })?;
-    Ok((outcome, seq))
+    Ok((outcome?, seq))
 }

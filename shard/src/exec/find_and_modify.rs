@@ -10,6 +10,7 @@ use shoal_query::sort::SortSpec;
 use shoal_query::update::UpdateSpec;
 
 use crate::error::{ExecError, ExecResult};
+use crate::exec::retry::{Outcome, Retryable};
 use crate::exec::update::{UpdateStatement, apply, collect_matches};
 use crate::exec::{Engine, Request, StatementError, args};
 
@@ -86,7 +87,18 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
             (Some(d), None) => Ok(Bson::Document(d)),
         }
     };
+    let retry = Retryable::parse(body, 1)?;
+    let ns_name = ns.to_string();
     let (reply, seq) = engine.store.write(|txn| {
+        if let Some(r) = &retry {
+            if let Err(e) = r.begin(txn)? {
+                return Ok(Err(e));
+            }
+            if let Some(Outcome::Reply(reply)) = r.executed(txn, 0)? {
+                return Ok(Ok(reply));
+            }
+            txn.hold_together(true);
+        }
         let result: Result<Document, StatementError> = (|| {
             if remove {
                 let Some(coll) = txn.collection(&ns.to_string()) else {
@@ -112,6 +124,14 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
             };
             Ok(doc! { "lastErrorObject": last_error, "value": value })
         })();
+        let result = match (result, &retry) {
+            (Ok(reply), Some(r)) => r
+                .record(txn, 0, &ns_name, &Outcome::Reply(reply.clone()))
+                .map_err(StatementError::Storage)
+                .map(|()| reply),
+            (other, _) => other,
+        };
+        txn.hold_together(false);
         match result {
             Ok(d) => Ok(Ok(d)),
             Err(StatementError::Exec(e, _)) => Ok(Err(e)),

@@ -7,6 +7,7 @@ use shoal_proto::ErrorCode;
 use shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES;
 
 use crate::error::{ExecError, ExecResult};
+use crate::exec::retry::{Outcome, Retryable};
 use crate::exec::statements::{Statement, statements};
 use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, record};
 use crate::store::WriteTxn;
@@ -30,21 +31,39 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
     let ns = args::namespace(req.db, &coll_name)?;
     let ordered = args::opt_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "documents")?;
+    let retry = Retryable::parse(&req.body, stmts.len())?;
+    let ns_name = ns.to_string();
     let (outcome, seq) = engine.store.write(|txn| {
+        if let Some(r) = &retry
+            && let Err(e) = r.begin(txn)?
+        {
+            return Ok(Err(e));
+        }
         let (coll, _) = txn.ensure_collection(&ns, Document::new())?;
         let mut out = WriteOutcome::default();
         for (i, stmt) in stmts.iter().enumerate() {
+            if let Some(r) = &retry {
+                if r.executed(txn, i)?.is_some() {
+                    out.n += 1;
+                    continue;
+                }
+                txn.hold_together(true);
+            }
             if let Some(o) = req.owned().filter(|_| crate::sharding::load::recording()) {
                 o.note_key_of(&stmt.doc);
             }
-            let result = insert_one(txn, &coll, stmt).map(|()| out.n += 1);
+            let mut result = insert_one(txn, &coll, stmt).map(|()| out.n += 1);
+            if let (Ok(()), Some(r)) = (&result, &retry) {
+                result = r.record(txn, i, &ns_name, &Outcome::Inserted).map_err(StatementError::Storage);
+            }
+            txn.hold_together(false);
             if record(&mut out, i, result, ordered)?.is_break() {
                 break;
             }
         }
-        Ok(out)
+        Ok(Ok(out))
     })?;
-    Ok((outcome, seq))
+    Ok((outcome?, seq))
 }
 
 fn insert_one(txn: &mut WriteTxn<'_>, coll: &CollectionInfo, stmt: &Statement) -> Result<(), StatementError> {

@@ -13,6 +13,9 @@ pub mod find;
 pub mod find_and_modify;
 pub mod insert;
 pub mod plan;
+pub mod retry;
+#[cfg(test)]
+mod retry_tests;
 pub mod scan;
 pub mod split_vector;
 pub mod statements;

@@ -11,6 +11,7 @@ use shoal_query::update::{UpdateContext, UpdateSpec};
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::insert::{check_size, insert_prepared, with_id_first};
+use crate::exec::retry::{Outcome, Retryable};
 use crate::exec::scan::{Matched, for_each_match};
 use crate::exec::statements::statements;
 use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, plan, record};
@@ -85,20 +86,68 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
     let ns = args::namespace(req.db, &coll_name)?;
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "updates")?;
+    let retry = Retryable::parse(&req.body, stmts.len())?;
+    let ns_name = ns.to_string();
     let (outcome, seq) = engine.store.write(|txn| {
+        if let Some(r) = &retry
+            && let Err(e) = r.begin(txn)?
+        {
+            return Ok(Err(e));
+        }
         let mut out = WriteOutcome::default();
         for (i, stmt) in stmts.iter().enumerate() {
+            if let Some(r) = &retry {
+                if let Some(Outcome::Updated { matched, modified, upserted }) = r.executed(txn, i)? {
+                    out.n += matched + i64::from(upserted.is_some());
+                    out.n_modified += modified;
+                    out.upserted.extend(upserted.map(|id| (i as i32, id)));
+                    continue;
+                }
+                txn.hold_together(true);
+            }
             let result = UpdateStatement::parse(&stmt.doc)
+                .and_then(|s| refuse_multi(s, retry.is_some()))
                 .map_err(|e| StatementError::Exec(e, None))
-                .and_then(|s| apply_statement(engine, txn, &ns, &s, i, &mut out, req.owned()));
+                .and_then(|s| apply_statement(engine, txn, &ns, &s, req.owned()));
+            let result = match (result, &retry) {
+                (Ok(applied), Some(r)) => {
+                    let outcome = Outcome::Updated {
+                        matched: applied.matched,
+                        modified: applied.modified,
+                        upserted: applied.upserted_id.clone(),
+                    };
+                    r.record(txn, i, &ns_name, &outcome).map_err(StatementError::Storage).map(|()| applied)
+                }
+                (other, _) => other,
+            };
+            txn.hold_together(false);
             txn.end_statement()?;
+            let result = result.map(|applied| {
+                out.n += applied.matched;
+                out.n_modified += applied.modified;
+                if let Some(id) = applied.upserted_id {
+                    out.n += 1;
+                    out.upserted.push((i as i32, id));
+                }
+            });
             if record(&mut out, i, result, ordered)?.is_break() {
                 break;
             }
         }
-        Ok(out)
+        Ok(Ok(out))
     })?;
-    Ok((outcome, seq))
+    Ok((outcome?, seq))
+}
+
+/// A statement that may change many documents cannot be retried safely (MongoDB refuses it too).
+pub fn refuse_multi(stmt: UpdateStatement, retryable: bool) -> ExecResult<UpdateStatement> {
+    if retryable && stmt.multi {
+        return Err(ExecError::new(
+            ErrorCode::InvalidOptions,
+            "Cannot use (or request) retryable writes with multi=true",
+        ));
+    }
+    Ok(stmt)
 }
 
 /// Outcome of one update statement, also used by findAndModify.
@@ -115,18 +164,9 @@ fn apply_statement(
     txn: &mut WriteTxn<'_>,
     ns: &shoal_proto::Namespace,
     stmt: &UpdateStatement,
-    index: usize,
-    out: &mut WriteOutcome,
     owned: Option<&Ownership>,
-) -> Result<(), StatementError> {
-    let applied = apply(engine, txn, ns, stmt, None, false, owned)?;
-    out.n += applied.matched;
-    out.n_modified += applied.modified;
-    if let Some(id) = applied.upserted_id {
-        out.n += 1;
-        out.upserted.push((index as i32, id));
-    }
-    Ok(())
+) -> Result<Applied, StatementError> {
+    apply(engine, txn, ns, stmt, None, false, owned)
 }
 
 /// Runs one update statement. `sort` picks which document a single update takes (findAndModify);

@@ -108,16 +108,13 @@ fn summarize(common: OpTime, ours: &[Bytes]) -> Result<Divergence, StorageError>
     let mut documents: BTreeMap<bson::Uuid, Vec<Bson>> = BTreeMap::new();
     let mut meta_keys = Vec::new();
     for raw in ours {
-        let entry = EntryView::parse(RawDocument::from_bytes(raw).map_err(|e| corrupt(e.to_string()))?)?;
+        let doc = RawDocument::from_bytes(raw).map_err(|e| corrupt(e.to_string()))?;
+        meta_keys.extend(crate::store::oplog::meta_writes(doc)?.into_iter().map(|(key, _)| key));
+        let entry = EntryView::parse(doc)?;
         let id_source = match entry.op {
             "i" | "d" => entry.o,
             "u" => entry.o2.unwrap_or(entry.o),
-            "n" => {
-                if let Some((key, _)) = crate::store::oplog::meta_write(entry.o)? {
-                    meta_keys.push(key);
-                }
-                continue;
-            }
+            "n" => continue,
             other => return Err(corrupt(format!("cannot roll back a '{other}' entry by refetching"))),
         };
         let id = id_source

@@ -532,6 +532,13 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
+/// An entry logged but not yet in the batch (see [`WriteTxn::put_meta`]).
+struct PendingEntry {
+    ts: Timestamp,
+    entry: RawDocumentBuf,
+    meta: Vec<oplog::MetaWrite>,
+}
+
 enum CatalogChange {
     Created(Arc<CollectionInfo>),
     Dropped(String),
@@ -546,11 +553,19 @@ pub struct WriteTxn<'a> {
     staged: HashMap<Vec<u8>, Option<Bytes>>,
     /// Bookkeeping records written in the not-yet-committed batch.
     staged_meta: HashMap<Bytes, Option<Bytes>>,
+    /// The newest entry, not yet in `batch`: bookkeeping writes still attach to it.
+    pending: Option<PendingEntry>,
+    /// Bookkeeping writes made before any entry was logged (they go with the next one), and the
+    /// size of all not-yet-logged ones.
+    meta_log: Vec<oplog::MetaWrite>,
+    meta_log_bytes: usize,
     catalog_changes: Vec<CatalogChange>,
     now: DateTime,
     from_migrate: bool,
     /// Writing entries another member logged (or copied data): write no entries of our own.
     replicating: bool,
+    /// Flushes wait for the statement to end ([`WriteTxn::hold_together`]).
+    held: bool,
     /// Commits only while client writes are allowed ([`Writability`]).
     gated: bool,
 }
@@ -563,10 +578,14 @@ impl<'a> WriteTxn<'a> {
             batch: WriteBatch::new(),
             staged: HashMap::new(),
             staged_meta: HashMap::new(),
+            pending: None,
+            meta_log: Vec::new(),
+            meta_log_bytes: 0,
             catalog_changes: Vec::new(),
             now: DateTime::now(),
             from_migrate: false,
             replicating,
+            held: false,
             gated: !replicating,
         }
     }
@@ -671,18 +690,16 @@ impl WriteTxn<'_> {
                 self.delete(&coll, &id)?;
             }
             ("c", coll) => self.apply_command(&entry, coll)?,
-            ("n", _) => {
-                if let Some((key, value)) = oplog::meta_write(entry.o)? {
-                    match value {
-                        Some(v) => self.batch.put(Space::Meta, key, v),
-                        None => self.batch.delete(Space::Meta, key),
-                    }
-                }
-            }
             ("i" | "u" | "d", None) => {
                 tracing::debug!(ns = entry.ns, optime = %entry.optime, "entry of an unknown collection skipped");
             }
             _ => {}
+        }
+        for (key, value) in oplog::meta_writes(doc)? {
+            match value {
+                Some(v) => self.batch.put(Space::Meta, key, v),
+                None => self.batch.delete(Space::Meta, key),
+            }
         }
         self.flush_if_large()
     }
@@ -728,12 +745,18 @@ impl WriteTxn<'_> {
     }
 
     /// Writes (`Some`) or removes (`None`) a bookkeeping record together with the transaction's
-    /// documents, logged as a no-op entry (`o: {meta: {k, v}}`) so members apply it too. Rollback
-    /// removes such records written after the common point (the source's own are replayed).
+    /// documents, logged so members apply it too: it rides on the transaction's latest entry
+    /// (its `meta` field; a no-op entry if there is none), so a member applies a write and its
+    /// record together or not at all. Rollback removes such records written after the common
+    /// point (the source's own are replayed).
     pub fn put_meta(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<(), StorageError> {
         if !self.replicating {
-            let o = oplog::meta_entry(&key, value.as_deref());
-            self.log(OpKind::Noop, "", None, &o, None)?;
+            self.meta_log_bytes += key.len() + value.as_ref().map_or(0, Vec::len);
+            let write = (key.clone(), value.clone());
+            match &mut self.pending {
+                Some(p) => p.meta.push(write),
+                None => self.meta_log.push(write),
+            }
         }
         let key = Bytes::from(key);
         match value {
@@ -837,12 +860,22 @@ impl WriteTxn<'_> {
         o: &RawDocument,
         o2: Option<&RawDocument>,
     ) -> Result<(), StorageError> {
+        self.emit_pending();
         let ts = self.writer.clock.next(self.now);
         let term = self.writer.term;
         let entry = Entry { ts, term, wall: self.now, kind, ns, uuid, o, o2, from_migrate: self.from_migrate }.encode();
-        self.batch.put(Space::Oplog, keys::oplog_key(ts).to_vec(), entry.into_bytes());
+        self.pending = Some(PendingEntry { ts, entry, meta: std::mem::take(&mut self.meta_log) });
         self.writer.last = OpTime::new(term, ts);
         Ok(())
+    }
+
+    /// Puts the pending entry, with the bookkeeping writes attached to it, into the batch.
+    fn emit_pending(&mut self) {
+        let Some(mut p) = self.pending.take() else { return };
+        if !p.meta.is_empty() {
+            p.entry.append(bson::cstr!("meta"), oplog::meta_array(&p.meta));
+        }
+        self.batch.put(Space::Oplog, keys::oplog_key(p.ts).to_vec(), p.entry.into_bytes());
     }
 
     /// Commits what the statement staged, so the next statement's scans see it.
@@ -851,10 +884,33 @@ impl WriteTxn<'_> {
     }
 
     fn flush_if_large(&mut self) -> Result<(), StorageError> {
-        if self.batch.size_bytes() >= STAGED_BATCH_MAX_BYTES { self.flush() } else { Ok(()) }
+        if self.batch.size_bytes() + self.meta_log_bytes >= STAGED_BATCH_MAX_BYTES && !self.held {
+            self.flush()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// With `hold`, the statement's writes stay in one batch whatever their size (a retryable
+    /// write's record and its document must commit together); the next flush point after release
+    /// commits them.
+    pub fn hold_together(&mut self, hold: bool) {
+        self.held = hold;
+    }
+
+    /// Logs everything pending: bookkeeping writes no entry carries get a no-op entry of their own.
+    fn log_pending(&mut self) -> Result<(), StorageError> {
+        if !self.meta_log.is_empty() {
+            let o = bson::rawdoc! { "msg": "bookkeeping" };
+            self.log(OpKind::Noop, "", None, &o, None)?;
+        }
+        self.emit_pending();
+        self.meta_log_bytes = 0;
+        Ok(())
     }
 
     fn flush(&mut self) -> Result<(), StorageError> {
+        self.log_pending()?;
         if self.batch.is_empty() {
             return Ok(());
         }

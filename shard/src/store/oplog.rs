@@ -189,29 +189,37 @@ impl Entry<'_> {
     }
 }
 
-/// The `o` of a no-op entry that writes a bookkeeping record (`v` absent: removes it).
-pub fn meta_entry(key: &[u8], value: Option<&[u8]>) -> RawDocumentBuf {
-    let binary = |b: &[u8]| bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: b.to_vec() };
-    let mut meta = RawDocumentBuf::new();
-    meta.append(cstr!("k"), binary(key));
-    if let Some(v) = value {
-        meta.append(cstr!("v"), binary(v));
-    }
-    let mut o = RawDocumentBuf::new();
-    o.append(cstr!("meta"), meta);
-    o
-}
-
 /// A bookkeeping record's key and new value (`None`: removed).
 pub type MetaWrite = (Vec<u8>, Option<Vec<u8>>);
 
-/// The bookkeeping write a no-op entry's `o` carries, if any.
-pub fn meta_write(o: &RawDocument) -> Result<Option<MetaWrite>, StorageError> {
-    let Ok(meta) = o.get_document("meta") else { return Ok(None) };
-    let corrupt = || StorageError::Corrupt { space: "oplog", detail: "meta entry without a binary k".into() };
-    let key = meta.get_binary("k").map_err(|_| corrupt())?.bytes.to_vec();
-    let value = meta.get_binary("v").ok().map(|b| b.bytes.to_vec());
-    Ok(Some((key, value)))
+/// The `meta` field of an entry that also writes bookkeeping records: `[{k, v?}, …]` (`v` absent:
+/// removed), applied in order after the entry's own effect.
+pub fn meta_array(writes: &[MetaWrite]) -> bson::RawArrayBuf {
+    let binary = |b: &[u8]| bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: b.to_vec() };
+    let mut list = bson::RawArrayBuf::new();
+    for (key, value) in writes {
+        let mut one = RawDocumentBuf::new();
+        one.append(cstr!("k"), binary(key));
+        if let Some(v) = value {
+            one.append(cstr!("v"), binary(v));
+        }
+        list.push(one);
+    }
+    list
+}
+
+/// The bookkeeping writes an entry carries (usually none).
+pub fn meta_writes(entry: &RawDocument) -> Result<Vec<MetaWrite>, StorageError> {
+    let Ok(list) = entry.get_array("meta") else { return Ok(Vec::new()) };
+    let corrupt = || StorageError::Corrupt { space: "oplog", detail: "meta write without a binary k".into() };
+    let mut out = Vec::new();
+    for item in list {
+        let one = item.ok().and_then(|i| i.as_document()).ok_or_else(corrupt)?;
+        let key = one.get_binary("k").map_err(|_| corrupt())?.bytes.to_vec();
+        let value = one.get_binary("v").ok().map(|b| b.bytes.to_vec());
+        out.push((key, value));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -229,11 +237,11 @@ mod tests {
 
     #[test]
     fn meta_entries_round_trip() {
-        let put = meta_entry(b"retry/x", Some(b"value"));
-        assert_eq!(meta_write(&put).expect("ok"), Some((b"retry/x".to_vec(), Some(b"value".to_vec()))));
-        let del = meta_entry(b"retry/x", None);
-        assert_eq!(meta_write(&del).expect("ok"), Some((b"retry/x".to_vec(), None)));
+        let writes = vec![(b"retry/x".to_vec(), Some(b"value".to_vec())), (b"retry/y".to_vec(), None)];
+        let mut entry = bson::rawdoc! { "op": "i" };
+        entry.append(cstr!("meta"), meta_array(&writes));
+        assert_eq!(meta_writes(&entry).expect("ok"), writes);
         let plain = bson::rawdoc! { "msg": "new primary" };
-        assert_eq!(meta_write(&plain).expect("ok"), None);
+        assert!(meta_writes(&plain).expect("ok").is_empty());
     }
 }
