@@ -201,8 +201,9 @@ pub fn announce_ready(role: &str, addr: SocketAddr) {
     let _ = out.flush();
 }
 
-/// Reaps idle cursors and deletes the documents of dropped collections (the range deleter runs
-/// as its own task, [`sharding::range_deleter::run`]).
+/// Reaps idle cursors, deletes the documents of dropped collections and, on the primary, the
+/// records of idle retryable-write sessions (the range deleter runs as its own task,
+/// [`sharding::range_deleter::run`]).
 async fn background_tasks(engine: Arc<Engine>, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     loop {
@@ -228,6 +229,16 @@ async fn background_tasks(engine: Arc<Engine>, interval: Duration) {
                 tracing::warn!(error = %e, "purging dropped collections failed; will retry")
             }
             _ => {}
+        }
+        if engine.repl.role().state == repl::MemberState::Primary
+            || engine.repl.role().state == repl::MemberState::Standalone
+        {
+            let store = Arc::clone(&engine.store);
+            match tokio::task::spawn_blocking(move || exec::retry::reap_idle(&store, bson::DateTime::now())).await {
+                Ok(Ok(n)) if n > 0 => tracing::info!(records = n, "removed idle retryable-write sessions"),
+                Ok(Err(e)) => tracing::debug!(error = %e, "reaping idle sessions failed; will retry"),
+                _ => {}
+            }
         }
     }
 }

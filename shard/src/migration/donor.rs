@@ -289,6 +289,8 @@ async fn phases(
     })?;
     let (n, _, _) = catch_up(&store, peer, &record, pos).await.map_err(Abort)?;
     stats.catch_up_mods += n as u64;
+    let sessions = super::transfer::send_sessions(&store, peer, &record).await.map_err(Abort)?;
+    tracing::debug!(sessions, "session records sent");
     ping(peer, &record).await.map_err(Abort)?;
     mig.begin_commit(&record.id).map_err(Abort)?;
     record.phase = Phase::Committing;

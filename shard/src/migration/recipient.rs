@@ -141,9 +141,10 @@ pub async fn batch(mig: &Migrations, req: ReceiveBatchRequest) -> Result<(), Mig
             Mod::Upsert(raw)
         });
     }
+    let sessions: Vec<(bytes::Bytes, bytes::Bytes)> = req.sessions.into_iter().map(|s| (s.key, s.value)).collect();
     let store = Arc::clone(&mig.engine.store);
     let (applied, seq) =
-        tokio::task::spawn_blocking(move || apply(&store, &record, &mods)).await.map_err(internal)??;
+        tokio::task::spawn_blocking(move || apply(&store, &record, &mods, &sessions)).await.map_err(internal)??;
     debug_assert!(seq <= mig.engine.store.position().seq);
     crate::repl::wait::newest_majority_committed(
         &mig.engine.repl,
@@ -156,7 +157,12 @@ pub async fn batch(mig: &Migrations, req: ReceiveBatchRequest) -> Result<(), Mig
     Ok(())
 }
 
-fn apply(store: &crate::store::Store, record: &Record, mods: &[Mod]) -> Result<(usize, u64), MigrationError> {
+fn apply(
+    store: &crate::store::Store,
+    record: &Record,
+    mods: &[Mod],
+    sessions: &[(bytes::Bytes, bytes::Bytes)],
+) -> Result<(usize, u64), MigrationError> {
     let key = record.key_fields();
     let filter = RangeFilter { ns: &record.ns, key: &key, min: &record.min, max: &record.max };
     let out = store.write(|txn| {
@@ -185,6 +191,7 @@ fn apply(store: &crate::store::Store, record: &Record, mods: &[Mod]) -> Result<(
                 }
             }
         }
+        crate::exec::retry::merge(txn, sessions)?;
         Ok(Ok(mods.len()))
     })?;
     let (applied, seq) = out;

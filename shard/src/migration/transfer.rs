@@ -10,7 +10,7 @@ use bson::{Document, Timestamp};
 use bytes::Bytes;
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::migration_client::MigrationClient;
-use shoal_proto::shard::{MigrationMod, ReceiveBatchRequest};
+use shoal_proto::shard::{MigrationMod, ReceiveBatchRequest, SessionRecord};
 use tonic::transport::Channel;
 
 use super::MigrationError;
@@ -58,17 +58,63 @@ pub async fn send(peer: &mut MigrationClient<Channel>, record: &Record, mods: Ve
                 }
             })
             .collect();
-        let req = ReceiveBatchRequest { request_id: record.id.clone(), migration_id: record.id.clone(), mods };
+        let req = ReceiveBatchRequest {
+            request_id: record.id.clone(),
+            migration_id: record.id.clone(),
+            mods,
+            sessions: Vec::new(),
+        };
         let reply = peer.receive_batch(req).await.map_err(|e| peer_err(&record.to, e))?.into_inner();
         reply_ok(&record.to, reply.error)?;
     }
     Ok(())
 }
 
+/// The collection's retryable-write session records, in bounded batches (sent once writes to it
+/// wait, so none is missing): a statement retried at the recipient after the move is answered
+/// from its record instead of running again.
+pub async fn send_sessions(
+    store: &Arc<Store>,
+    peer: &mut MigrationClient<Channel>,
+    record: &Record,
+) -> Result<usize, MigrationError> {
+    let (s, ns) = (Arc::clone(store), record.ns.clone());
+    let records = tokio::task::spawn_blocking(move || crate::exec::retry::records_of(&s, &ns))
+        .await
+        .map_err(task_err)?
+        .map_err(|e| MigrationError::refused(ErrorCode::InternalError, format!("reading session records: {e}")))?;
+    let total = records.len();
+    let mut batch: Vec<SessionRecord> = Vec::new();
+    let mut bytes = 0;
+    let mut records = records.into_iter().peekable();
+    while let Some((key, value)) = records.next() {
+        bytes += key.len() + value.len();
+        batch.push(SessionRecord { key, value });
+        if bytes >= BATCH_BYTES_MAX || records.peek().is_none() {
+            let sessions = std::mem::take(&mut batch);
+            bytes = 0;
+            let req = ReceiveBatchRequest {
+                request_id: record.id.clone(),
+                migration_id: record.id.clone(),
+                mods: Vec::new(),
+                sessions,
+            };
+            let reply = peer.receive_batch(req).await.map_err(|e| peer_err(&record.to, e))?.into_inner();
+            reply_ok(&record.to, reply.error)?;
+        }
+    }
+    Ok(total)
+}
+
 /// An empty batch: fails if the recipient no longer runs this migration (it restarted since its
 /// last ack), so the donor aborts instead of committing a range the recipient forgot.
 pub async fn ping(peer: &mut MigrationClient<Channel>, record: &Record) -> Result<(), MigrationError> {
-    let req = ReceiveBatchRequest { request_id: record.id.clone(), migration_id: record.id.clone(), mods: Vec::new() };
+    let req = ReceiveBatchRequest {
+        request_id: record.id.clone(),
+        migration_id: record.id.clone(),
+        mods: Vec::new(),
+        sessions: Vec::new(),
+    };
     let reply = peer.receive_batch(req).await.map_err(|e| peer_err(&record.to, e))?.into_inner();
     reply_ok(&record.to, reply.error)
 }
