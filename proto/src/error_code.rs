@@ -91,6 +91,7 @@ codes! {
     UnknownReplWriteConcern = 79,
     IncompleteTransactionHistory = 217,
     TransactionTooOld = 225,
+    NoSuchTransaction = 251,
     NoProgressMade = 82,
     StaleConfig = 13388,
     Location16755 = 16755,

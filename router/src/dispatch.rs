@@ -6,7 +6,7 @@ use shoal_proto::ErrorCode;
 use std::sync::atomic::Ordering;
 use tracing::Instrument;
 
-use crate::cmd::{crud, cursor, ddl, explain, handshake, info, sharding};
+use crate::cmd::{crud, cursor, ddl, explain, handshake, info, retryable, sharding};
 use crate::command::Command;
 use crate::error::CommandError;
 use crate::state::{ConnContext, RouterState};
@@ -18,8 +18,11 @@ pub async fn dispatch(state: &RouterState, conn: &ConnContext, cmd: &Command) ->
     state.counters.commands_total.fetch_add(1, Ordering::Relaxed);
     let span =
         tracing::debug_span!("command", request_id = cmd.request_id, conn = conn.id, name = %cmd.name, db = %cmd.db);
-    let result = route(state, conn, cmd).instrument(span).await;
-    match result {
+    let result = match retryable::refuse_transactions(cmd) {
+        Ok(()) => route(state, conn, cmd).instrument(span).await,
+        Err(e) => Err(e),
+    };
+    let mut reply = match result {
         Ok(mut body) => {
             body.append(bson::cstr!("ok"), 1.0);
             body
@@ -29,7 +32,9 @@ pub async fn dispatch(state: &RouterState, conn: &ConnContext, cmd: &Command) ->
             tracing::debug!(request_id = cmd.request_id, code = e.code, errmsg = %e.errmsg, "command failed");
             error_reply(&e)
         }
-    }
+    };
+    retryable::label(cmd, &mut reply);
+    reply
 }
 
 /// `{ok: 0, errmsg, code, codeName}` as raw BSON.

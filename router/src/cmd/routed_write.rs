@@ -13,6 +13,7 @@ use shoal_proto::ErrorCode;
 use shoal_proto::shard::{CommandRequest, WriteError, WriteReply};
 use shoal_query::shard_key::{self, Missing};
 
+use crate::cmd::retryable;
 use crate::cmd::shard_call::{self, WriteKind};
 use crate::command::Command;
 use crate::error::CommandError;
@@ -51,11 +52,27 @@ fn ordered(cmd: &Command) -> bool {
     !matches!(cmd.body.get("ordered"), Ok(Some(bson::raw::RawBsonRef::Boolean(false))))
 }
 
-fn request(cmd: &Command, template: &RawDocumentBuf, field: &str, items: Vec<Bytes>) -> CommandRequest {
+/// A shard request for the client's statements `indexes` (`items`, in that order); a retryable
+/// write names each by its client index (`stmtIds`).
+fn request(
+    cmd: &Command,
+    template: &RawDocumentBuf,
+    field: &str,
+    indexes: &[usize],
+    items: Vec<Bytes>,
+) -> CommandRequest {
+    let body = match retryable::stmt_ids(template, indexes) {
+        Some(ids) => {
+            let mut body = template.clone();
+            body.append(bson::cstr!("stmtIds"), ids);
+            Bytes::from(body.into_bytes())
+        }
+        None => Bytes::copy_from_slice(template.as_bytes()),
+    };
     CommandRequest {
         request_id: cmd.request_id.to_string(),
         db: cmd.db.clone(),
-        body: Bytes::copy_from_slice(template.as_bytes()),
+        body,
         sequence_id: field.to_owned(),
         sequence: items,
         shard_version: None,
@@ -72,6 +89,14 @@ fn item_error(index: usize, e: &CommandError) -> WriteError {
         errmsg: e.errmsg.clone(),
         err_info: Bytes::new(),
     }
+}
+
+/// `template` asking the shard whether the statement already ran there (answered from its
+/// retryable-write record, never run; see the shard's `exec::retry::PROBE_FIELD`).
+fn probe_template(template: &bson::RawDocument) -> RawDocumentBuf {
+    let mut probe = template.to_owned();
+    probe.append(bson::cstr!("$shoalRetryProbe"), true);
+    probe
 }
 
 /// Folds a shard's reply for items `indexes` (client indexes, in the order sent) into `out`.
@@ -153,7 +178,7 @@ pub async fn insert(
         state.targeting.record(groups.keys());
         let calls = groups.iter().map(|(shard, idx)| {
             let items = idx.iter().map(|i| docs[*i].clone()).collect();
-            let req = routing::versioned(request(cmd, &template, "documents", items), &placement, shard);
+            let req = routing::versioned(request(cmd, &template, "documents", idx, items), &placement, shard);
             shard_call::write(state, shard, WriteKind::Insert, req)
         });
         let replies = futures::future::join_all(calls).await;
@@ -251,6 +276,31 @@ pub async fn update_or_delete(
             // document on its shard with `{$and: [filter, {_id: id}]}`.
             let mut targets = targets;
             let mut statement = raw.clone();
+            if !multi && targets.len() > 1 && retryable::has_txn_number(&template) {
+                // A resend must not pick a second document: first ask whether it ran somewhere.
+                let probe = probe_template(&template);
+                let mut ran = None;
+                for shard in &targets {
+                    let req =
+                        routing::versioned(request(cmd, &probe, field, &[i], vec![raw.clone()]), &placement, shard);
+                    match shard_call::write(state, shard, kind, req).await {
+                        Ok(r) => {
+                            ran = Some(r);
+                            break;
+                        }
+                        Err(e) if e.code == ErrorCode::NoSuchTransaction.code() => {}
+                        Err(e) => {
+                            ran = Some(WriteReply { write_errors: vec![item_error(0, &e)], ..Default::default() });
+                            break;
+                        }
+                    }
+                }
+                if let Some(r) = ran {
+                    failed |= !r.write_errors.is_empty();
+                    fold(&mut out, r, &[i]);
+                    break;
+                }
+            }
             if !multi && targets.len() > 1 {
                 match one_match(state, cmd, coll, &placement, &targets, &filter).await {
                     Ok(Some((shard, id))) => {
@@ -275,8 +325,11 @@ pub async fn update_or_delete(
             }
             state.targeting.record(targets.iter());
             let calls = targets.iter().map(|shard| {
-                let req =
-                    routing::versioned(request(cmd, &template, field, vec![statement.clone()]), &placement, shard);
+                let req = routing::versioned(
+                    request(cmd, &template, field, &[i], vec![statement.clone()]),
+                    &placement,
+                    shard,
+                );
                 shard_call::write(state, shard, kind, req)
             });
             let replies = futures::future::join_all(calls).await;
@@ -358,6 +411,23 @@ pub async fn find_and_modify_without_key(
             ErrorCode::ShardKeyNotFound,
             "Query for sharded findAndModify with upsert must contain the shard key",
         ));
+    }
+    if retryable::has_txn_number(&cmd.body) {
+        // A resend must not pick a second document: first ask whether it ran somewhere.
+        let probe = probe_template(&cmd.body);
+        for shard in targets {
+            let req = CommandRequest {
+                request_id: cmd.request_id.to_string(),
+                db: cmd.db.clone(),
+                body: Bytes::copy_from_slice(probe.as_bytes()),
+                ..Default::default()
+            };
+            match shard_call::command(state, shard, routing::versioned(req, placement, shard)).await {
+                Ok(reply) => return RawDocumentBuf::try_from(&reply).map_err(CommandError::from),
+                Err(e) if e.code == ErrorCode::NoSuchTransaction.code() => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
     let Some((shard, id)) = one_match(state, cmd, coll, placement, targets, &query).await? else {
         let none = doc! { "lastErrorObject": { "n": 0, "updatedExisting": false }, "value": Bson::Null };

@@ -50,8 +50,8 @@ fn not_run(e: &CommandError) -> bool {
     .any(|c| c.code() == e.code)
 }
 
-/// Errors a read may be retried after (it changes nothing, so running it twice is harmless).
-fn read_retryable(e: &CommandError) -> bool {
+/// Errors a request that may run twice (a read, a retryable write) is resent after.
+fn resendable_after(e: &CommandError) -> bool {
     not_run(e)
         || [ErrorCode::SocketException, ErrorCode::InterruptedDueToReplStateChange, ErrorCode::PrimarySteppedDown]
             .iter()
@@ -59,7 +59,12 @@ fn read_retryable(e: &CommandError) -> bool {
 }
 
 /// Runs `call` on `shard`'s current primary, again on the next one after a failover.
-async fn on_primary<T, F, Fut>(state: &RouterState, shard: &str, read: bool, mut call: F) -> Result<T, CommandError>
+async fn on_primary<T, F, Fut>(
+    state: &RouterState,
+    shard: &str,
+    may_run_twice: bool,
+    mut call: F,
+) -> Result<T, CommandError>
 where
     F: FnMut(Arc<crate::shard_client::ShardPool>) -> Fut,
     Fut: Future<Output = Result<T, CommandError>>,
@@ -72,7 +77,7 @@ where
             Ok(v) => return Ok(v),
             Err(e) => e,
         };
-        let retry = if read { read_retryable(&e) } else { not_run(&e) };
+        let retry = if may_run_twice { resendable_after(&e) } else { not_run(&e) };
         if !retry || started.elapsed() + pause > FAILOVER_WAIT_MAX || !state.catalog.is_configured() {
             return Err(e);
         }
@@ -86,13 +91,18 @@ where
     }
 }
 
+/// Whether `req` may run twice without harm: the shard deduplicates writes with a `txnNumber`.
+fn idempotent(req: &CommandRequest) -> bool {
+    bson::RawDocument::from_bytes(&req.body).is_ok_and(super::retryable::has_txn_number)
+}
+
 pub async fn write(
     state: &RouterState,
     shard: &str,
     kind: WriteKind,
     req: CommandRequest,
 ) -> Result<WriteReply, CommandError> {
-    on_primary(state, shard, false, |pool| {
+    on_primary(state, shard, idempotent(&req), |pool| {
         let req = req.clone();
         async move {
             let mut client = pool.client();
@@ -119,6 +129,7 @@ pub async fn command_with_wc(
     req: CommandRequest,
     read: bool,
 ) -> Result<(bson::Document, Option<CommandError>), CommandError> {
+    let read = read || idempotent(&req);
     on_primary(state, shard, read, |pool| {
         let req = req.clone();
         async move {

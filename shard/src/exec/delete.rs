@@ -6,7 +6,7 @@ use shoal_proto::ErrorCode;
 use shoal_query::filter::Filter;
 
 use crate::error::{ExecError, ExecResult};
-use crate::exec::retry::{Outcome, Retryable};
+use crate::exec::retry::{self, Outcome, Retryable};
 use crate::exec::statements::statements;
 use crate::exec::update::collect_matches;
 use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, record};
@@ -63,6 +63,9 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
     let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "deletes")?;
     let retry = Retryable::parse(&req.body, stmts.len())?;
+    if let Some(answer) = retry::answer_probe(&engine.store, &req.body, retry.as_ref()) {
+        return Ok((answer?.to_write_outcome(), 0));
+    }
     let (outcome, seq) = engine.store.write(|txn| {
         if let Some(r) = &retry
             && let Err(e) = r.begin(txn)?

@@ -10,7 +10,7 @@ use shoal_query::sort::SortSpec;
 use shoal_query::update::UpdateSpec;
 
 use crate::error::{ExecError, ExecResult};
-use crate::exec::retry::{Outcome, Retryable};
+use crate::exec::retry::{self, Outcome, Retryable};
 use crate::exec::update::{UpdateStatement, apply, collect_matches};
 use crate::exec::{Engine, Request, StatementError, args};
 
@@ -88,6 +88,12 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
         }
     };
     let retry = Retryable::parse(body, 1)?;
+    if let Some(answer) = retry::answer_probe(&engine.store, body, retry.as_ref()) {
+        return match answer? {
+            Outcome::Reply(reply) => Ok((reply, 0)),
+            _ => Err(ExecError::new(ErrorCode::InternalError, "the statement's record is not findAndModify's")),
+        };
+    }
     let ns_name = ns.to_string();
     let (reply, seq) = engine.store.write(|txn| {
         if let Some(r) = &retry {

@@ -2,15 +2,16 @@
 //! statements at most once, however often the driver (or the router) resends it.
 //!
 //! ```text
-//! Meta: "retryhead/" ‖ lsid (16)                              -> {txnNumber, lastUse}
-//!       "retry/" ‖ lsid (16) ‖ txnNumber (u64 BE) ‖ stmtId (u32 BE) -> {ns, r: result}
+//! Meta: "retryhead/" ‖ lsid (16)             -> {txnNumber, lastUse}
+//!       "retry/" ‖ lsid (16) ‖ stmtId (u32 BE) -> {txnNumber, ns, r: result}
 //! ```
 //! A statement's record is written in the same atomic batch as its documents and logged with them
 //! ([`WriteTxn::put_meta`]), so members apply it, a new primary has it, rollback removes it with
 //! the write it belongs to, and initial sync copies it. A retried statement with a record returns
-//! the recorded result instead of running again. Only the newest `txnNumber` of a session is
-//! kept: a newer one removes the older records, an older one is refused (TransactionTooOld 225),
-//! as MongoDB does. Records of sessions idle longer than the session timeout are reaped on the
+//! the recorded result instead of running again. Only the newest `txnNumber` of a session counts:
+//! a record of an older one is stale (it is overwritten when its statement id is used again, never
+//! scanned for or deleted on the write path, so sessions that write for hours leave no trail of
+//! tombstones), and an older `txnNumber` is refused (TransactionTooOld 225), as MongoDB does. Records of sessions idle longer than the session timeout are reaped on the
 //! primary ([`reap_idle`]). A migration copies the records of the collection it moves
 //! ([`records_of`], [`merge`]).
 //!
@@ -45,6 +46,26 @@ pub struct Retryable {
     stmt_ids: Option<Vec<i32>>,
 }
 
+/// Set by a router on a statement it must target afresh (a single-document write whose filter
+/// lacks the shard key): answer from the record if the statement ran here, else
+/// NoSuchTransaction (251), without running it.
+pub const PROBE_FIELD: &str = "$shoalRetryProbe";
+
+pub fn is_probe(body: &Document) -> bool {
+    matches!(body.get(PROBE_FIELD), Some(Bson::Boolean(true)))
+}
+
+/// The answer to a probe ([`PROBE_FIELD`]), or `None` when the request is not one.
+pub fn answer_probe(store: &Store, body: &Document, retry: Option<&Retryable>) -> Option<ExecResult<Outcome>> {
+    if !is_probe(body) {
+        return None;
+    }
+    Some(match retry {
+        Some(r) => r.probe(store),
+        None => Err(bad(ErrorCode::BadValue, format!("{PROBE_FIELD} needs lsid and txnNumber"))),
+    })
+}
+
 /// What a recorded statement did, enough to answer its retry as the first run was answered.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -62,6 +83,22 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// A write command's counts for this statement (a probe's answer).
+    pub fn to_write_outcome(&self) -> crate::exec::WriteOutcome {
+        let mut out = crate::exec::WriteOutcome::default();
+        match self {
+            Outcome::Inserted => out.n = 1,
+            Outcome::Updated { matched, modified, upserted } => {
+                out.n = matched + i64::from(upserted.is_some());
+                out.n_modified = *modified;
+                out.upserted.extend(upserted.clone().map(|id| (0, id)));
+            }
+            Outcome::Deleted { n } => out.n = *n,
+            Outcome::Reply(_) => {}
+        }
+        out
+    }
+
     fn to_document(&self) -> Document {
         match self {
             Outcome::Inserted => doc! { "k": "i" },
@@ -162,32 +199,25 @@ impl Retryable {
         self.stmt_ids.as_ref().and_then(|ids| ids.get(index).copied()).unwrap_or(index as i32)
     }
 
-    /// Makes this transaction number the session's current one (removing older records) or
-    /// refuses an older one. Runs inside the write, before any statement.
+    /// Makes this transaction number the session's current one or refuses an older one. Runs
+    /// inside the write, before any statement.
     pub fn begin(&self, txn: &mut WriteTxn<'_>) -> Result<Result<(), ExecError>, StorageError> {
         let head_key = head_key(&self.lsid);
-        let current = match txn.get_meta(&head_key)? {
-            Some(raw) => Some(head_txn_number(&raw)?),
-            None => None,
-        };
-        match current {
-            Some(n) if n > self.txn_number => {
-                return Ok(Err(bad(
-                    ErrorCode::TransactionTooOld,
-                    format!(
-                        "Retryable write with txnNumber {} is prohibited on session because a newer retryable write \
-                         with txnNumber {n} has already started on this session.",
-                        self.txn_number
-                    ),
-                )));
-            }
-            Some(n) if n == self.txn_number => return Ok(Ok(())),
-            Some(_) => {
-                for (key, _) in txn.meta_records(&session_prefix(&self.lsid))? {
-                    txn.put_meta(key.to_vec(), None)?;
+        if let Some(raw) = txn.get_meta(&head_key)? {
+            match head_txn_number(&raw)? {
+                n if n > self.txn_number => {
+                    return Ok(Err(bad(
+                        ErrorCode::TransactionTooOld,
+                        format!(
+                            "Retryable write with txnNumber {} is prohibited on session because a newer retryable \
+                             write with txnNumber {n} has already started on this session.",
+                            self.txn_number
+                        ),
+                    )));
                 }
+                n if n == self.txn_number => return Ok(Ok(())),
+                _ => {}
             }
-            None => {}
         }
         let head = doc! { "txnNumber": self.txn_number, "lastUse": txn.now() };
         txn.put_meta(head_key, Some(encode(&head)?))?;
@@ -196,16 +226,40 @@ impl Retryable {
 
     /// What statement `index` did the first time, if it ran.
     pub fn executed(&self, txn: &WriteTxn<'_>, index: usize) -> Result<Option<Outcome>, StorageError> {
-        let Some(raw) = txn.get_meta(&record_key(&self.lsid, self.txn_number, self.stmt_id(index)))? else {
-            return Ok(None);
-        };
+        let raw = txn.get_meta(&record_key(&self.lsid, self.stmt_id(index)))?;
+        self.outcome_of(raw.as_deref())
+    }
+
+    /// The outcome a stored record holds for this transaction (`None`: absent, or of another one).
+    fn outcome_of(&self, raw: Option<&[u8]>) -> Result<Option<Outcome>, StorageError> {
+        let Some(raw) = raw else { return Ok(None) };
         let d = Document::from_reader(&mut &raw[..])
             .map_err(|e| StorageError::Corrupt { space: "meta", detail: e.to_string() })?;
+        if d.get_i64("txnNumber").ok() != Some(self.txn_number) {
+            return Ok(None);
+        }
         let r = d.get_document("r").map_err(|_| StorageError::Corrupt {
             space: "meta",
             detail: "retryable-write record without a result".into(),
         })?;
         Outcome::from_document(r).map(Some)
+    }
+
+    /// A probe ([`PROBE_FIELD`]) of statement 0: its recorded outcome, NoSuchTransaction if it
+    /// did not run here, TransactionTooOld if the session moved on. Writes nothing.
+    pub fn probe(&self, store: &Store) -> ExecResult<Outcome> {
+        if let Some(raw) = store.meta_get(&head_key(&self.lsid))? {
+            let n = head_txn_number(&raw)?;
+            if n > self.txn_number {
+                return Err(bad(
+                    ErrorCode::TransactionTooOld,
+                    format!("txnNumber {} is older than {n}", self.txn_number),
+                ));
+            }
+        }
+        let raw = store.meta_get(&record_key(&self.lsid, self.stmt_id(0)))?;
+        self.outcome_of(raw.as_deref())?
+            .ok_or_else(|| bad(ErrorCode::NoSuchTransaction, "the statement did not run on this shard"))
     }
 
     /// Records what statement `index` did, in the transaction that did it.
@@ -216,8 +270,8 @@ impl Retryable {
         ns: &str,
         outcome: &Outcome,
     ) -> Result<(), StorageError> {
-        let value = doc! { "ns": ns, "r": outcome.to_document() };
-        txn.put_meta(record_key(&self.lsid, self.txn_number, self.stmt_id(index)), Some(encode(&value)?))
+        let value = doc! { "txnNumber": self.txn_number, "ns": ns, "r": outcome.to_document() };
+        txn.put_meta(record_key(&self.lsid, self.stmt_id(index)), Some(encode(&value)?))
     }
 }
 
@@ -251,18 +305,21 @@ fn session_prefix(lsid: &[u8; 16]) -> Vec<u8> {
     [RECORD_PREFIX, &lsid[..]].concat()
 }
 
-pub fn record_key(lsid: &[u8; 16], txn_number: i64, stmt_id: i32) -> Vec<u8> {
+pub fn record_key(lsid: &[u8; 16], stmt_id: i32) -> Vec<u8> {
     let mut key = session_prefix(lsid);
-    key.extend_from_slice(&(txn_number as u64).to_be_bytes());
     key.extend_from_slice(&(stmt_id as u32).to_be_bytes());
     key
 }
 
-/// The session records (heads and statements) a migration of `ns` carries to the recipient: every
-/// statement record of `ns` with its session's head.
+fn record_txn_number(raw: &[u8]) -> Option<i64> {
+    Document::from_reader(&mut &raw[..]).ok().and_then(|d| d.get_i64("txnNumber").ok())
+}
+
+/// The session records a migration of `ns` carries to the recipient: each session's head with
+/// its current transaction's statement records of `ns` (a migration only; this scans them all).
 pub fn records_of(store: &Store, ns: &str) -> Result<Vec<(Bytes, Bytes)>, StorageError> {
     let mut out = Vec::new();
-    let mut heads_taken: Vec<Bytes> = Vec::new();
+    let mut heads: Vec<(Bytes, Option<i64>)> = Vec::new();
     for (key, value) in store.meta_records(RECORD_PREFIX)? {
         let Some(lsid) = key.get(RECORD_PREFIX.len()..RECORD_PREFIX.len() + 16) else { continue };
         let record_ns =
@@ -271,42 +328,44 @@ pub fn records_of(store: &Store, ns: &str) -> Result<Vec<(Bytes, Bytes)>, Storag
             continue;
         }
         let head = Bytes::from([HEAD_PREFIX, lsid].concat());
-        if !heads_taken.contains(&head) {
-            if let Some(value) = store.meta_records(&head)?.into_iter().find(|(k, _)| *k == head).map(|(_, v)| v) {
-                out.push((head.clone(), value));
+        let current = match heads.iter().find(|(h, _)| *h == head) {
+            Some((_, n)) => *n,
+            None => {
+                let raw = store.meta_get(&head)?;
+                let n = raw.as_deref().map(head_txn_number).transpose()?;
+                if let Some(raw) = raw {
+                    out.push((head.clone(), raw));
+                }
+                heads.push((head, n));
+                n
             }
-            heads_taken.push(head);
+        };
+        if current.is_some() && record_txn_number(&value) == current {
+            out.push((key, value));
         }
-        out.push((key, value));
     }
     Ok(out)
 }
 
 /// Merges session records copied from a migration's donor: a session's records are taken when
-/// their transaction number is at least ours (a newer one replaces ours); older ones are dropped,
-/// since the client has moved past them.
+/// their transaction number is at least ours (a newer one becomes current); older ones are
+/// dropped, since the client has moved past them.
 pub fn merge(txn: &mut WriteTxn<'_>, records: &[(Bytes, Bytes)]) -> Result<usize, StorageError> {
     let mut taken = 0;
     for (key, value) in records.iter().filter(|(k, _)| k.starts_with(HEAD_PREFIX)) {
         let Ok(lsid) = <[u8; 16]>::try_from(&key[HEAD_PREFIX.len()..]) else { continue };
         let theirs = head_txn_number(value)?;
-        let ours = match txn.get_meta(key)? {
-            Some(raw) => Some(head_txn_number(&raw)?),
-            None => None,
-        };
+        let ours = txn.get_meta(key)?.as_deref().map(head_txn_number).transpose()?;
         if ours.is_some_and(|o| o > theirs) {
             continue;
-        }
-        if ours.is_some_and(|o| o < theirs) {
-            for (old, _) in txn.meta_records(&session_prefix(&lsid))? {
-                txn.put_meta(old.to_vec(), None)?;
-            }
         }
         if ours != Some(theirs) {
             txn.put_meta(key.to_vec(), Some(value.to_vec()))?;
         }
-        let prefix = [session_prefix(&lsid), (theirs as u64).to_be_bytes().to_vec()].concat();
-        for (rkey, rvalue) in records.iter().filter(|(k, _)| k.starts_with(&prefix)) {
+        let prefix = session_prefix(&lsid);
+        for (rkey, rvalue) in
+            records.iter().filter(|(k, v)| k.starts_with(&prefix) && record_txn_number(v) == Some(theirs))
+        {
             txn.put_meta(rkey.to_vec(), Some(rvalue.to_vec()))?;
             taken += 1;
         }

@@ -97,8 +97,12 @@ fn older_transaction_numbers_are_refused_and_newer_ones_replace_records() {
     write(&e, exec::insert::run, with_session(doc! {"insert": "c", "documents": [{"_id": 2}]}, 3, 6)).expect("insert");
     let old = write(&e, exec::insert::run, with_session(doc! {"insert": "c", "documents": [{"_id": 1}]}, 3, 5));
     assert_eq!(old.err().map(|e| e.code), Some(ErrorCode::TransactionTooOld));
+    let again = write(&e, exec::insert::run, with_session(doc! {"insert": "c", "documents": [{"_id": 2}]}, 3, 6));
+    assert_eq!(again.expect("retry of the newest").write_errors.len(), 0);
+    // Transaction 7 reuses statement id 0: transaction 6's record no longer answers for it.
+    write(&e, exec::insert::run, with_session(doc! {"insert": "c", "documents": [{"_id": 4}]}, 3, 7)).expect("insert");
     let records = e.store.meta_records(crate::exec::retry::RECORD_PREFIX).expect("records");
-    assert_eq!(records.len(), 1, "only the newest transaction's statement is kept");
+    assert_eq!(records.len(), 1, "one record per statement id of the session");
     // Another session is independent.
     write(&e, exec::insert::run, with_session(doc! {"insert": "c", "documents": [{"_id": 3}]}, 4, 1)).expect("insert");
     let multi =

@@ -11,7 +11,7 @@ use shoal_query::update::{UpdateContext, UpdateSpec};
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::insert::{check_size, insert_prepared, with_id_first};
-use crate::exec::retry::{Outcome, Retryable};
+use crate::exec::retry::{self, Outcome, Retryable};
 use crate::exec::scan::{Matched, for_each_match};
 use crate::exec::statements::statements;
 use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, plan, record};
@@ -87,6 +87,9 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "updates")?;
     let retry = Retryable::parse(&req.body, stmts.len())?;
+    if let Some(answer) = retry::answer_probe(&engine.store, &req.body, retry.as_ref()) {
+        return Ok((answer?.to_write_outcome(), 0));
+    }
     let ns_name = ns.to_string();
     let (outcome, seq) = engine.store.write(|txn| {
         if let Some(r) = &retry

@@ -490,6 +490,11 @@ impl Store {
             .collect()
     }
 
+    /// One bookkeeping record.
+    pub fn meta_get(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
+        self.engine.get(Space::Meta, key)
+    }
+
     /// Writes (`Some`) or removes (`None`) one bookkeeping record, durably before returning.
     pub fn put_meta(&self, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<(), StorageError> {
         let mut batch = WriteBatch::new();
