@@ -230,6 +230,10 @@ pub struct ShardArgs {
     /// `migration::failpoint`.
     #[arg(long, default_value = "")]
     pub failpoints: String,
+    /// Oplog size cap in MiB (MongoDB's `--oplogSize`); the oldest entries are truncated past it.
+    /// Default: 1024.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub oplog_size_mb: Option<u64>,
     #[command(flatten)]
     pub child: ChildArgs,
 }

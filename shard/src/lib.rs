@@ -148,7 +148,10 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
     let recovery = tokio::spawn(migration::recovery::recover(Arc::clone(&migrations), donors, recipients));
     let background = tokio::spawn(background_tasks(Arc::clone(&engine), config.cursor_reap_interval));
     let range_deleter = tokio::spawn(sharding::range_deleter::run(Arc::clone(&engine)));
-    let mut repl_tasks = vec![tokio::spawn(repl::track_durability(Arc::clone(&engine.repl)))];
+    let mut repl_tasks = vec![
+        tokio::spawn(repl::track_durability(Arc::clone(&engine.repl))),
+        tokio::spawn(repl::oplog_cap::run(Arc::clone(&engine.repl))),
+    ];
     if !config.config_servers.is_empty() {
         // Its own client: heartbeats must not wait behind catalog reads, and give up fast.
         let settings = shoal_configsvr::client::ClientSettings {
