@@ -194,7 +194,7 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
 }
 
 /// A wildcard bind (0.0.0.0, ::) is not an address to dial; loopback of the same family is.
-fn connect_ip(bind_ip: IpAddr) -> IpAddr {
+pub(crate) fn connect_ip(bind_ip: IpAddr) -> IpAddr {
     match bind_ip {
         IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),

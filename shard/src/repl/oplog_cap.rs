@@ -64,7 +64,8 @@ impl Repl {
                 .values()
                 .filter(|p| p.seen.is_some_and(|s| now.duration_since(s) <= RETAIN_FOR_MEMBER_SEEN_WITHIN))
                 .map(|p| p.applied)
-                .filter(|o| !o.is_zero());
+                // One that already fell off resyncs anyway: keeping entries for it helps nobody.
+                .filter(|o| !o.is_zero() && !self.store.oplog_truncated_after(o.timestamp()));
             for applied in live {
                 needed = Some(needed.map_or(applied, |n| n.min(applied)));
             }
