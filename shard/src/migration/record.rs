@@ -1,6 +1,8 @@
 //! The migration records a shard persists in its meta space, so a restart knows what it was
 //! doing: the donor's (`migdonor/` ‖ id) and the recipient's (`migrecv/` ‖ id). Written durably
-//! (`Store::put_meta` syncs) before the step they announce; removed when the migration is settled.
+//! (`Store::put_meta_replicated` syncs) before the step they announce; removed when the migration
+//! is settled. They are replicated through the oplog, so a member promoted after its primary died
+//! finds them and settles the migration (`crate::primary_only`).
 //!
 //! Must not: decide anything (the donor, recipient and recovery do).
 
@@ -71,12 +73,12 @@ impl Record {
     pub fn save(&self, store: &Store, side: Side) -> Result<(), StorageError> {
         let value = shoal_configsvr::codec::encode(self)
             .map_err(|e| StorageError::Corrupt { space: "meta", detail: e.to_string() })?;
-        store.put_meta(Self::meta_key(side, &self.id), Some(value))
+        store.put_meta_replicated(Self::meta_key(side, &self.id), Some(value))
     }
 
     /// Removes the record durably. Blocking.
     pub fn remove(store: &Store, side: Side, id: &str) -> Result<(), StorageError> {
-        store.put_meta(Self::meta_key(side, id), None)
+        store.put_meta_replicated(Self::meta_key(side, id), None)
     }
 
     /// Every record of `side`. Blocking.

@@ -10,6 +10,7 @@
 //!            "migrecv/" ‖ migration id                    -> JSON recipient migration record
 //!            "initsync"                                   -> optime (BSON) an initial sync must reach
 //! ```
+//! `rangedel/`, `migdonor/` and `migrecv/` are replicated ([`REPLICATED_META_PREFIXES`]).
 //! Collection ids are never reused, so documents of a dropped collection are unreachable from the
 //! moment its catalog record is gone; the range deleter removes them afterwards.
 
@@ -20,6 +21,12 @@ pub const DROPPED_PREFIX: &[u8] = b"dropped/";
 pub const RANGE_DELETION_PREFIX: &[u8] = b"rangedel/";
 pub const MIGRATION_DONOR_PREFIX: &[u8] = b"migdonor/";
 pub const MIGRATION_RECIPIENT_PREFIX: &[u8] = b"migrecv/";
+/// Bookkeeping records that belong to the replica group, not to one member: written through a
+/// write transaction (logged, so secondaries apply them and rollback removes them) and copied by
+/// initial sync. Everything else in Meta is local (the catalog is rebuilt from the oplog's
+/// commands; `initsync` describes this member's own copy).
+pub const REPLICATED_META_PREFIXES: &[&[u8]] =
+    &[RANGE_DELETION_PREFIX, MIGRATION_DONOR_PREFIX, MIGRATION_RECIPIENT_PREFIX];
 /// Present while an initial sync is unfinished: the data is not a consistent copy.
 pub const INITIAL_SYNC_KEY: &[u8] = b"initsync";
 

@@ -500,7 +500,15 @@ impl Store {
             .collect()
     }
 
-    /// Writes (`Some`) or removes (`None`) one bookkeeping record, durably before returning.
+    /// Writes (`Some`) or removes (`None`) one replicated bookkeeping record (see
+    /// [`keys::REPLICATED_META_PREFIXES`]) as a client write — only a writable primary (or a member
+    /// outside any group) may — logged so the group applies it, durably here before returning.
+    pub fn put_meta_replicated(&self, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<(), StorageError> {
+        self.write(|txn| txn.put_meta(key, value))?;
+        self.engine.sync()
+    }
+
+    /// Writes (`Some`) or removes (`None`) one local bookkeeping record, durably before returning.
     pub fn put_meta(&self, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<(), StorageError> {
         let mut batch = WriteBatch::new();
         match value {
