@@ -151,7 +151,7 @@ fn put_documents(store: &Store, coll: &str, docs: Vec<Bytes>) -> Result<(), Stor
 }
 
 /// Copied bookkeeping records; only the replicated kinds are accepted.
-fn put_meta_records(store: &Store, records: Vec<(Bytes, Bytes)>) -> Result<(), StorageError> {
+pub(crate) fn put_meta_records(store: &Store, records: Vec<(Bytes, Bytes)>) -> Result<(), StorageError> {
     store.write_unlogged(|txn| {
         for (key, value) in records {
             if !REPLICATED_META_PREFIXES.iter().any(|p| key.starts_with(p)) {
