@@ -5,7 +5,8 @@
 //! ([`exec`]), cursors ([`cursors`]), sharding state ([`sharding`]: the collection metadata cache
 //! loaded from the config servers, the shard-version check that answers StaleConfig, the ownership
 //! filter that hides orphans from versioned requests, migration critical sections, and the
-//! persisted range deleter), chunk migration donor/recipient with crash recovery ([`migration`])
+//! persisted range deleter), chunk migration donor/recipient with crash recovery ([`migration`]),
+//! the work only a primary does with their replicated records ([`primary_only`])
 //! and the gRPC services routers call ([`service`], [`migration::service`]).
 //!
 //! Must not: speak the MongoDB wire protocol (that is the router's), know about other shards'
