@@ -67,8 +67,22 @@ async fn setup(member_flags: &[&str]) -> Fixture {
 }
 
 async fn move_upper_to_other(client: &mongodb::Client) -> mongodb::error::Result<Document> {
+    move_upper(client, OTHER).await
+}
+
+async fn move_upper(client: &mongodb::Client, to: &str) -> mongodb::error::Result<Document> {
     let ns = format!("{DB}.{COLL}");
-    client.database("admin").run_command(doc! { "moveChunk": ns, "find": {"k": SPLIT + 1}, "to": OTHER }).await
+    client.database("admin").run_command(doc! { "moveChunk": ns, "find": {"k": SPLIT + 1}, "to": to }).await
+}
+
+/// Waits (bounded) until member `i`'s process is gone (a failpoint aborted it), then reaps it.
+async fn wait_exit(f: &mut Fixture, i: usize) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while f.cluster.member(i).is_some_and(|p| p.is_alive()) {
+        assert!(tokio::time::Instant::now() < deadline, "the failpoint was never reached\n{}", f.cluster.log_tails(40));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    f.cluster.kill9(i);
 }
 
 /// `k` of every document on the member at `addr` (unversioned: orphans included), sorted.
@@ -138,12 +152,7 @@ async fn a_donor_primary_killed_after_the_commit_is_settled_by_the_next_primary(
     // The donor primary aborts right after the catalog committed, before it told the recipient or
     // scheduled the deletion of the donated range.
     let _ = move_upper_to_other(&f.client).await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while f.cluster.member(old).is_some_and(|p| p.is_alive()) {
-        assert!(tokio::time::Instant::now() < deadline, "the failpoint was never reached\n{}", f.cluster.log_tails(40));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    f.cluster.kill9(old);
+    wait_exit(&mut f, old).await;
     let new = f.cluster.wait_new_primary(old, WAIT).await.expect("a new primary");
     let live: Vec<usize> = (0..f.cluster.size()).filter(|i| *i != old).collect();
     wait_settled(&f, &live, "after the donor's failover").await;
@@ -170,4 +179,20 @@ async fn a_range_deletion_pending_at_failover_is_finished_by_the_next_primary() 
     drop(cursor);
     f.cluster.restart(old).await.expect("restart");
     wait_settled(&f, &[0, 1, 2], "after the old primary returned").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_recipient_primary_killed_mid_migration_is_settled_by_the_next_primary() {
+    let mut f = setup(&["--failpoints", "migration.recipient_after_batch=exit"]).await;
+    // rs0 donates the upper chunk (its members only arm the recipient's failpoint) ...
+    move_upper_to_other(&f.client).await.expect("moveChunk to other");
+    wait_settled(&f, &[0, 1, 2], "after the first move").await;
+    // ... and receives it back: its primary aborts after the first batch is majority-committed.
+    let old = f.cluster.wait_primary(WAIT).await.expect("primary");
+    let _ = move_upper(&f.client, SHARD).await;
+    wait_exit(&mut f, old).await;
+    f.cluster.wait_new_primary(old, WAIT).await.expect("a new primary");
+    // The migration aborted: the next primary deletes the partial copy it inherited.
+    let live: Vec<usize> = (0..f.cluster.size()).filter(|i| *i != old).collect();
+    wait_settled(&f, &live, "after the recipient's failover").await;
 }
