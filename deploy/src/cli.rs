@@ -26,6 +26,8 @@ pub enum Command {
     Configsvr(ConfigsvrArgs),
     /// Start a whole local cluster from a YAML spec; stop it with Ctrl-C.
     Up(UpArgs),
+    /// Print each shard's replica-group members (state, health, optime, lag) through a router.
+    Status(StatusArgs),
     /// Run a benchmark.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -230,6 +232,10 @@ pub struct ShardArgs {
     /// `migration::failpoint`.
     #[arg(long, default_value = "")]
     pub failpoints: String,
+    /// Oplog size cap in MiB (MongoDB's `--oplogSize`); the oldest entries are truncated past it.
+    /// Default: 1024.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub oplog_size_mb: Option<u64>,
     #[command(flatten)]
     pub child: ChildArgs,
 }
@@ -327,4 +333,15 @@ pub struct UpArgs {
     /// Allow a bind_ip that is not loopback (exposes unauthenticated servers to the network).
     #[arg(long)]
     pub allow_non_loopback: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Router to ask (`host:port`) [default: the spec's first router].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub router: Option<String>,
+    /// Cluster spec naming the router and config servers [default: ./deploy/local.yaml if present,
+    /// else a built-in copy of it]; with --router alone no spec is read.
+    #[arg(short = 'f', long = "file", value_name = "SPEC.yaml")]
+    pub file: Option<PathBuf>,
 }

@@ -6,6 +6,7 @@
 //!  shoal router    --> serve::router    (one router, foreground)
 //!  shoal configsvr --> serve::configsvr (one config server, foreground)
 //!  shoal up        --> up::run          (spec.rs -> plan.rs -> launcher.rs children, probe.rs ping)
+//!  shoal status    --> status::run      (listShards + replSetGetStatus {shard} through a router)
 //!  shoal bench     --> shoal_bench::{crud, catalog, ycsb (load, run, matrix), migration}
 //! ```
 
@@ -16,6 +17,7 @@ mod probe;
 mod serve;
 mod signals;
 mod spec;
+mod status;
 mod up;
 
 use std::io::IsTerminal;
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
             Command::Router(args) => serve::router(args).await,
             Command::Configsvr(args) => serve::configsvr(args).await,
             Command::Up(args) => up::run(args).await,
+            Command::Status(args) => status::run(args).await,
             Command::Bench(cli::BenchCommand::Crud(args)) => bench_crud(args).await,
             Command::Bench(cli::BenchCommand::Catalog(args)) => bench_catalog(args).await,
             Command::Bench(cli::BenchCommand::Load(args)) => bench_ycsb(shoal_bench::ycsb::Phase::Load, args).await,

@@ -148,6 +148,9 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
                 dir.clone().into(),
             ];
             args.extend(config_flag.iter().cloned());
+            if let Some(mb) = shard.oplog_size_mb {
+                args.extend(["--oplog-size-mb".into(), mb.to_string().into()]);
+            }
             args.push(EXIT_WITH_LAUNCHER.into());
             first_shard.get_or_insert(connect);
             members.push(connect.to_string());
@@ -191,7 +194,7 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
 }
 
 /// A wildcard bind (0.0.0.0, ::) is not an address to dial; loopback of the same family is.
-fn connect_ip(bind_ip: IpAddr) -> IpAddr {
+pub(crate) fn connect_ip(bind_ip: IpAddr) -> IpAddr {
     match bind_ip {
         IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
@@ -216,6 +219,19 @@ shards:
   - { name: s0, members: [{ port: 27101 }] }
   - { name: s1, members: [{ port: 27102 }] }
 ";
+
+    #[test]
+    fn a_shards_oplog_size_is_passed_to_each_of_its_members() {
+        let yaml = TWO_ROUTERS_TWO_SHARDS
+            .replace("members: [{ port: 27102 }] }", "members: [{ port: 27102 }], oplogSizeMB: 5 }");
+        let plans = plan(&spec(&yaml), Path::new("/d")).processes;
+        let flag = |name: &str| {
+            let p = plans.iter().find(|p| p.name == name).expect("planned");
+            p.args.windows(2).find(|w| w[0] == "--oplog-size-mb").map(|w| w[1].clone())
+        };
+        assert_eq!(flag("s0"), None);
+        assert_eq!(flag("s1"), Some("5".into()));
+    }
 
     #[test]
     fn shards_start_first_and_routers_point_at_the_first_shard() {

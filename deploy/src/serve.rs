@@ -15,6 +15,9 @@ pub async fn shard(args: ShardArgs) -> anyhow::Result<()> {
     config.config_servers = args.config;
     config.failpoints = args.failpoints;
     config.advertise = args.advertise;
+    if let Some(mb) = args.oplog_size_mb {
+        config.repl.oplog_size_max_bytes = mb.saturating_mul(1 << 20);
+    }
     let name = config.name.clone();
     shoal_shard::run(config, shutdown).await.with_context(|| format!("shard {name} failed"))
 }

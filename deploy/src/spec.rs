@@ -60,6 +60,9 @@ pub const SHARD_MEMBERS_MAX: usize = 7;
 pub struct ShardSpec {
     pub name: String,
     pub members: Vec<MemberSpec>,
+    /// Each member's oplog size cap in MiB (MongoDB's `oplogSizeMB`); absent: the shard's default.
+    #[serde(default, rename = "oplogSizeMB")]
+    pub oplog_size_mb: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -124,6 +127,8 @@ pub enum SpecError {
          needs the config service to arbitrate its primary"
     )]
     MembersWithoutConfig { name: String, members: usize },
+    #[error("shard {name}: oplogSizeMB must be at least 1")]
+    ZeroOplogSize { name: String },
     #[error(
         "bind_ip {ip} is not a loopback address; servers started here listen on loopback only \
          (pass --allow-non-loopback to override)"
@@ -183,6 +188,9 @@ impl ClusterSpec {
             }
             if members > 1 && self.config_servers.is_empty() {
                 return Err(SpecError::MembersWithoutConfig { name: shard.name.clone(), members });
+            }
+            if shard.oplog_size_mb == Some(0) {
+                return Err(SpecError::ZeroOplogSize { name: shard.name.clone() });
             }
         }
         let mut names = HashSet::new();
@@ -269,6 +277,7 @@ shards:
         let shard = |name: &str, port: u16| ShardSpec {
             name: name.into(),
             members: vec![MemberSpec { port }, MemberSpec { port: port + 10 }, MemberSpec { port: port + 20 }],
+            oplog_size_mb: None,
         };
         assert_eq!(spec.shards, vec![shard("shard0", 27101), shard("shard1", 27102)]);
     }
@@ -381,6 +390,16 @@ shards:
         assert_eq!(spec.validate(false).ok(), Some(()));
         assert_eq!(spec.shards[1].member_name(2), "shard1-3");
         assert_eq!(spec.shards[0].member_name(0), "shard0");
+    }
+
+    #[test]
+    fn oplog_size_is_per_shard_and_at_least_one_mb() {
+        let capped = TWO_SHARDS.replace("[{ port: 27102 }]", "[{ port: 27102 }]\n    oplogSizeMB: 64");
+        let spec = parse_ok(&capped);
+        assert_eq!(spec.validate(false).ok(), Some(()));
+        assert_eq!((spec.shards[0].oplog_size_mb, spec.shards[1].oplog_size_mb), (None, Some(64)));
+        let zero = TWO_SHARDS.replace("[{ port: 27102 }]", "[{ port: 27102 }]\n    oplogSizeMB: 0");
+        assert!(matches!(validate_err(&zero), SpecError::ZeroOplogSize { .. }));
     }
 
     #[test]

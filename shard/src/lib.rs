@@ -5,7 +5,8 @@
 //! ([`exec`]), cursors ([`cursors`]), sharding state ([`sharding`]: the collection metadata cache
 //! loaded from the config servers, the shard-version check that answers StaleConfig, the ownership
 //! filter that hides orphans from versioned requests, migration critical sections, and the
-//! persisted range deleter), chunk migration donor/recipient with crash recovery ([`migration`])
+//! persisted range deleter), chunk migration donor/recipient with crash recovery ([`migration`]),
+//! the work only a primary does with their replicated records ([`primary_only`])
 //! and the gRPC services routers call ([`service`], [`migration::service`]).
 //!
 //! Must not: speak the MongoDB wire protocol (that is the router's), know about other shards'
@@ -22,6 +23,7 @@ pub mod cursors;
 pub mod error;
 pub mod exec;
 pub mod migration;
+pub mod primary_only;
 pub mod repl;
 pub mod service;
 pub mod sharding;
@@ -142,13 +144,13 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
 
     migration::failpoint::init(&config.failpoints);
     let migrations = Arc::new(migration::Migrations::new(Arc::clone(&engine)));
-    let m = Arc::clone(&migrations);
-    let (donors, recipients) =
-        tokio::task::spawn_blocking(move || migration::recovery::load(&m)).await.map_err(std::io::Error::other)??;
-    let recovery = tokio::spawn(migration::recovery::recover(Arc::clone(&migrations), donors, recipients));
+    // Migration recovery and range deletions run while this member is primary.
+    let primary_only = tokio::spawn(primary_only::run(Arc::clone(&engine), Arc::clone(&migrations)));
     let background = tokio::spawn(background_tasks(Arc::clone(&engine), config.cursor_reap_interval));
-    let range_deleter = tokio::spawn(sharding::range_deleter::run(Arc::clone(&engine)));
-    let mut repl_tasks = vec![tokio::spawn(repl::track_durability(Arc::clone(&engine.repl)))];
+    let mut repl_tasks = vec![
+        tokio::spawn(repl::track_durability(Arc::clone(&engine.repl))),
+        tokio::spawn(repl::oplog_cap::run(Arc::clone(&engine.repl))),
+    ];
     if !config.config_servers.is_empty() {
         // Its own client: heartbeats must not wait behind catalog reads, and give up fast.
         let settings = shoal_configsvr::client::ClientSettings {
@@ -183,11 +185,10 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     background.abort();
-    range_deleter.abort();
+    primary_only.abort();
     for task in repl_tasks {
         task.abort();
     }
-    recovery.abort();
     let store = Arc::clone(&engine.store);
     tokio::task::spawn_blocking(move || store.shutdown()).await.map_err(std::io::Error::other)?;
     tracing::info!(name = %config.name, "shard stopped");

@@ -24,18 +24,26 @@ pub struct ReplicaCluster {
     ports: Vec<u16>,
     pub router: Process,
     pub config_addrs: Vec<String>,
+    /// Flags every member gets after the usual ones (kept for restarts).
+    member_flags: Vec<String>,
 }
 
 impl ReplicaCluster {
     /// Starts everything, registers `rs0` with all members and waits for a primary.
     pub async fn start(members: usize) -> anyhow::Result<ReplicaCluster> {
+        Self::start_with(members, &[]).await
+    }
+
+    /// [`ReplicaCluster::start`] with extra `shoal shard` flags for every member.
+    pub async fn start_with(members: usize, member_flags: &[&str]) -> anyhow::Result<ReplicaCluster> {
+        let member_flags: Vec<String> = member_flags.iter().map(|f| f.to_string()).collect();
         let dir = tempfile::tempdir()?;
         let ports = crate::up::free_ports(3 + members)?;
         let (cfg_ports, member_ports) = ports.split_at(3);
         let (config, config_addrs) = crate::catalog_cluster::start_config_servers(dir.path(), cfg_ports).await?;
         let mut procs = Vec::new();
         for (i, port) in member_ports.iter().enumerate() {
-            procs.push(Some(Process::start(member_spec(dir.path(), i, *port, &config_addrs)).await?));
+            procs.push(Some(Process::start(member_spec(dir.path(), i, *port, &config_addrs, &member_flags)).await?));
         }
         let router = Process::start(ProcessSpec {
             name: "router".into(),
@@ -50,8 +58,15 @@ impl ReplicaCluster {
             log_path: dir.path().join("router.log"),
         })
         .await?;
-        let cluster =
-            ReplicaCluster { dir, _config: config, members: procs, ports: member_ports.to_vec(), router, config_addrs };
+        let cluster = ReplicaCluster {
+            dir,
+            _config: config,
+            members: procs,
+            ports: member_ports.to_vec(),
+            router,
+            config_addrs,
+            member_flags,
+        };
         let hosts: Vec<String> = (0..members).map(|i| cluster.addr(i)).collect();
         let admin = cluster.client().await?.database("admin");
         admin.run_command(doc! { "addShard": format!("{SHARD}/{}", hosts.join(",")), "name": SHARD }).await?;
@@ -136,7 +151,7 @@ impl ReplicaCluster {
 
     /// Restarts member `i` on its data dir (after [`ReplicaCluster::kill9`]).
     pub async fn restart(&mut self, i: usize) -> anyhow::Result<()> {
-        let spec = member_spec(self.dir.path(), i, self.ports[i], &self.config_addrs);
+        let spec = member_spec(self.dir.path(), i, self.ports[i], &self.config_addrs, &self.member_flags);
         self.members[i] = Some(Process::start(spec).await?);
         Ok(())
     }
@@ -245,9 +260,9 @@ fn member_name(i: usize) -> String {
     format!("{SHARD}-{}", i + 1)
 }
 
-fn member_spec(dir: &Path, i: usize, port: u16, config_addrs: &[String]) -> ProcessSpec {
+fn member_spec(dir: &Path, i: usize, port: u16, config_addrs: &[String], flags: &[String]) -> ProcessSpec {
     let name = member_name(i);
-    let args = vec![
+    let mut args = vec![
         "shard".into(),
         "--name".into(),
         SHARD.into(),
@@ -258,6 +273,7 @@ fn member_spec(dir: &Path, i: usize, port: u16, config_addrs: &[String]) -> Proc
         "--config".into(),
         config_addrs.join(","),
     ];
+    args.extend(flags.iter().cloned());
     let log_path = dir.join(format!("{name}.log"));
     ProcessSpec { name, role: "shard".into(), args, log_path }
 }

@@ -28,8 +28,7 @@ use crate::error::{ExecError, ExecResult};
 use crate::storage::StorageError;
 use crate::store::{Store, WriteTxn};
 
-pub const RECORD_PREFIX: &[u8] = b"retry/";
-pub const HEAD_PREFIX: &[u8] = b"retryhead/";
+pub use crate::store::keys::{RETRY_HEAD_PREFIX as HEAD_PREFIX, RETRY_RECORD_PREFIX as RECORD_PREFIX};
 /// How long a session's records are kept after its last write: MongoDB's default
 /// `localLogicalSessionTimeoutMinutes`, which routers advertise as `logicalSessionTimeoutMinutes`.
 pub const SESSION_IDLE_MAX: std::time::Duration = std::time::Duration::from_secs(30 * 60);

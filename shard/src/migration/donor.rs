@@ -23,7 +23,6 @@ use super::throttle::Throttle;
 use super::transfer::{catch_up, clone_batch, peer_err, ping, reply_ok, send, task_err};
 use super::*;
 use crate::sharding::CollectionMetadata;
-use crate::store::Store;
 
 /// How long `_waitForDelete` waits for the donor's range deletion.
 pub const WAIT_FOR_DELETE_MAX_MS: u64 = 600_000;
@@ -209,7 +208,7 @@ async fn phases(
     let engine = &mig.engine;
     let mut throttle = Throttle::new(req.latency_target_ms);
     let store = Arc::clone(&engine.store);
-    save(&store, &record).await.map_err(Abort)?;
+    save(engine, &record).await.map_err(Abort)?;
     let coll = store.collection(&record.ns);
     let options = coll.as_ref().map(|c| c.options.clone()).unwrap_or_default();
     let start = ReceiveStartRequest {
@@ -294,7 +293,7 @@ async fn phases(
     ping(peer, &record).await.map_err(Abort)?;
     mig.begin_commit(&record.id).map_err(Abort)?;
     record.phase = Phase::Committing;
-    save(&store, &record).await.map_err(Abort)?;
+    save(engine, &record).await.map_err(Abort)?;
     failpoint::hit("migration.in_critical_section");
     match commit(catalog, &record, req.fencing.clone()).await {
         Commit::Committed => {}
@@ -309,7 +308,7 @@ async fn phases(
     refresh_or_forget(mig, &record.ns).await;
     notify(peer, &record.id, true).await;
     record.phase = Phase::Committed;
-    if let Err(e) = save(&store, &record).await {
+    if let Err(e) = save(engine, &record).await {
         tracing::warn!(error = %e, "could not persist phase Committed; recovery will find the commit in the catalog");
     }
     drop(section);
@@ -317,8 +316,16 @@ async fn phases(
     finish_committed(mig, &record).await.map_err(Failure::Unresolved)
 }
 
-async fn save(store: &Arc<Store>, record: &Record) -> Result<(), MigrationError> {
-    let (s, r) = (Arc::clone(store), record.clone());
+/// Persists the donor record and waits until a majority of the group has it: a member promoted
+/// after this one dies then finds the phase and settles the migration (`crate::primary_only`).
+async fn save(engine: &Engine, record: &Record) -> Result<(), MigrationError> {
+    let (s, r) = (Arc::clone(&engine.store), record.clone());
     tokio::task::spawn_blocking(move || r.save(&s, Side::Donor)).await.map_err(task_err)??;
+    crate::repl::wait::newest_majority_committed(
+        &engine.repl,
+        &engine.store,
+        crate::repl::wait::MIGRATION_MAJORITY_WAIT,
+    )
+    .await?;
     Ok(())
 }

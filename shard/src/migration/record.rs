@@ -1,8 +1,12 @@
 //! The migration records a shard persists in its meta space, so a restart knows what it was
 //! doing: the donor's (`migdonor/` ‖ id) and the recipient's (`migrecv/` ‖ id). Written durably
-//! (`Store::put_meta` syncs) before the step they announce; removed when the migration is settled.
+//! (`Store::put_meta_replicated` syncs) before the step they announce; removed when the migration
+//! is settled. They are replicated through the oplog, so a member promoted after its primary died
+//! finds them and settles the migration (`crate::primary_only`).
 //!
 //! Must not: decide anything (the donor, recipient and recovery do).
+
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use shoal_configsvr::catalog::{ChunkBound, ChunkVersion, Epoch};
@@ -71,12 +75,12 @@ impl Record {
     pub fn save(&self, store: &Store, side: Side) -> Result<(), StorageError> {
         let value = shoal_configsvr::codec::encode(self)
             .map_err(|e| StorageError::Corrupt { space: "meta", detail: e.to_string() })?;
-        store.put_meta(Self::meta_key(side, &self.id), Some(value))
+        put_when_writable(store, Self::meta_key(side, &self.id), Some(value))
     }
 
     /// Removes the record durably. Blocking.
     pub fn remove(store: &Store, side: Side, id: &str) -> Result<(), StorageError> {
-        store.put_meta(Self::meta_key(side, id), None)
+        put_when_writable(store, Self::meta_key(side, id), None)
     }
 
     /// Every record of `side`. Blocking.
@@ -89,6 +93,24 @@ impl Record {
                     .map_err(|e| StorageError::Corrupt { space: "meta", detail: format!("migration record: {e}") })
             })
             .collect()
+    }
+}
+
+/// How long a record write waits for the member to take writes: a primary just promoted
+/// without a lease takes none until its next heartbeat grants one (a few hundred ms).
+pub const RECORD_WRITABLE_WAIT: Duration = Duration::from_secs(2);
+const RECORD_WRITABLE_POLL: Duration = Duration::from_millis(50);
+
+/// A replicated record write, retried (bounded) while the member is not writable yet. Blocking.
+fn put_when_writable(store: &Store, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<(), StorageError> {
+    let deadline = Instant::now() + RECORD_WRITABLE_WAIT;
+    loop {
+        match store.put_meta_replicated(key.clone(), value.clone()) {
+            Err(StorageError::NotWritable { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(RECORD_WRITABLE_POLL)
+            }
+            other => return other,
+        }
     }
 }
 

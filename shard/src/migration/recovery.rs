@@ -1,4 +1,6 @@
-//! Settling migrations a restart interrupted (and a donor commit whose outcome was unknown).
+//! Settling migrations a restart or a failover interrupted (and a donor commit whose outcome was
+//! unknown). Runs when a member becomes primary (`crate::primary_only`): the records came through
+//! the oplog, so a new primary settles what its predecessor left.
 //!
 //! For each persisted record the catalog decides (linearizable read of who owns the range):
 //!
@@ -43,6 +45,7 @@ pub fn load(mig: &Migrations) -> Result<(Vec<Record>, Vec<Record>), crate::stora
 /// Settles every loaded record, then lets new migrations in.
 pub async fn recover(mig: Arc<Migrations>, donors: Vec<Record>, recipients: Vec<Record>) {
     if donors.is_empty() && recipients.is_empty() {
+        mig.set_recovering(0);
         return;
     }
     tracing::info!(donors = donors.len(), recipients = recipients.len(), "recovering interrupted migrations");

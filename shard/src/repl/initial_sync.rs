@@ -3,7 +3,8 @@
 //! began.
 //!
 //! ```text
-//!  source: begin = newest entry --> collections + documents (a moving copy) --> min_valid = newest entry
+//!  source: begin = newest entry --> collections + documents (a moving copy) --> replicated meta
+//!          records (keys::REPLICATED_META_PREFIXES) --> min_valid = newest entry
 //!  member: wipe, mark "initsync" --> create + put (no oplog entries) --> store `begin` --> Sync from begin
 //!          ... applied >= min_valid: the copy is consistent, unmark, SECONDARY
 //! ```
@@ -30,8 +31,11 @@ use super::state::MemberState;
 use super::wire::{from_shard, to_shard};
 use crate::storage::StorageError;
 use crate::store::Store;
-use crate::store::keys::INITIAL_SYNC_KEY;
+use crate::store::keys::{INITIAL_SYNC_KEY, REPLICATED_META_PREFIXES};
 use crate::store::oplog::OpTime;
+
+/// Bookkeeping records per clone chunk, at most (each is small: a task or migration record).
+pub const CLONE_META_RECORDS_PER_CHUNK_MAX: usize = 1_000;
 
 /// Source side (blocking): streams the whole data set to `tx`.
 pub fn produce_clone(
@@ -73,6 +77,17 @@ pub fn produce_clone(
         }
         if !documents.is_empty() && tx.blocking_send(Ok(CloneChunk { documents, ..Default::default() })).is_err() {
             return Ok(());
+        }
+    }
+    // Replicated bookkeeping records (migrations, range deletions): after the documents, so a
+    // record's later change in the oplog replay lands on top of the copied one.
+    for prefix in REPLICATED_META_PREFIXES {
+        let records = store.meta_records(prefix)?;
+        for chunk in records.chunks(CLONE_META_RECORDS_PER_CHUNK_MAX) {
+            let (meta_keys, meta_values) = chunk.iter().cloned().unzip();
+            if tx.blocking_send(Ok(CloneChunk { meta_keys, meta_values, ..Default::default() })).is_err() {
+                return Ok(());
+            }
         }
     }
     let min_valid = store.position().optime;
@@ -135,6 +150,22 @@ fn put_documents(store: &Store, coll: &str, docs: Vec<Bytes>) -> Result<(), Stor
     })
 }
 
+/// Copied bookkeeping records; only the replicated kinds are accepted.
+pub(crate) fn put_meta_records(store: &Store, records: Vec<(Bytes, Bytes)>) -> Result<(), StorageError> {
+    store.write_unlogged(|txn| {
+        for (key, value) in records {
+            if !REPLICATED_META_PREFIXES.iter().any(|p| key.starts_with(p)) {
+                return Err(StorageError::Corrupt {
+                    space: "meta",
+                    detail: format!("cloned record {:?} is not a replicated kind", String::from_utf8_lossy(&key)),
+                });
+            }
+            txn.put_meta(key.to_vec(), Some(value.to_vec()))?;
+        }
+        Ok(())
+    })
+}
+
 fn create(store: &Store, header: CloneCollection) -> Result<String, StorageError> {
     let corrupt = |what: String| StorageError::Corrupt { space: "meta", detail: format!("cloned collection: {what}") };
     let (db, coll) = header.ns.split_once('.').ok_or_else(|| corrupt(header.ns.clone()))?;
@@ -185,6 +216,13 @@ pub async fn run(repl: &Arc<Repl>, source: &str) -> Result<OpTime, FetchError> {
             let docs = chunk.documents;
             blocking(&store, move |s| put_documents(s, &coll, docs)).await?;
             repl.set_progress(format!("initial sync from {source}: {collections} collections, {documents} documents"));
+        }
+        if !chunk.meta_keys.is_empty() {
+            if chunk.meta_keys.len() != chunk.meta_values.len() {
+                return Err(FetchError::Transport("a clone chunk's meta keys and values differ in number".into()));
+            }
+            let records: Vec<(Bytes, Bytes)> = chunk.meta_keys.into_iter().zip(chunk.meta_values).collect();
+            blocking(&store, move |s| put_meta_records(s, records)).await?;
         }
         if let Some(m) = chunk.min_valid {
             min_valid = Some(from_shard(Some(&m)));

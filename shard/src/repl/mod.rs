@@ -23,6 +23,7 @@
 pub mod fetcher;
 pub mod heartbeat;
 pub mod initial_sync;
+pub mod oplog_cap;
 pub mod progress;
 pub mod rollback;
 pub mod source;
@@ -65,6 +66,8 @@ pub struct ReplSettings {
     /// Pause between failed attempts to reach a sync source, doubling up to `retry_pause_max`.
     pub retry_pause_min: Duration,
     pub retry_pause_max: Duration,
+    /// The oplog is truncated from its oldest end past this size ([`oplog_cap`]).
+    pub oplog_size_max_bytes: u64,
 }
 
 impl Default for ReplSettings {
@@ -79,6 +82,7 @@ impl Default for ReplSettings {
             connect_timeout: Duration::from_secs(2),
             retry_pause_min: Duration::from_millis(50),
             retry_pause_max: Duration::from_secs(1),
+            oplog_size_max_bytes: oplog_cap::OPLOG_SIZE_MAX_BYTES_DEFAULT,
         }
     }
 }
@@ -407,6 +411,19 @@ impl Repl {
             "durableOpTime": optime_doc(inner.durable),
             "commitPoint": optime_doc(self.commit_point()),
             "progress": &inner.progress,
+            "oplog": self.oplog_status(),
+        }
+    }
+
+    /// The oplog's extent and size (MongoDB's `rs.printReplicationInfo()` figures).
+    fn oplog_status(&self) -> bson::Document {
+        let first = self.store.oplog_first().ok().flatten().unwrap_or(bson::Timestamp { time: 0, increment: 0 });
+        let last = self.store.oplog_last().unwrap_or(bson::Timestamp { time: 0, increment: 0 });
+        bson::doc! {
+            "firstTs": first,
+            "lastTs": last,
+            "sizeBytes": self.store.oplog_size_bytes() as i64,
+            "maxSizeBytes": self.settings.oplog_size_max_bytes as i64,
         }
     }
 }

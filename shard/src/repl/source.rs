@@ -132,12 +132,22 @@ async fn stream_entries(repl: Arc<Repl>, term: u64, last: OpTime, tx: mpsc::Send
         let (entries_max, bytes_max) = (settings.batch_entries_max, settings.batch_bytes_max);
         let batch = tokio::task::spawn_blocking(move || {
             let entries = read_batch(&store, cursor, entries_max, bytes_max)?;
+            // Checked after the read: truncation marks before it deletes (store::oplog_size).
+            if store.oplog_truncated_after(cursor) {
+                return Ok(None);
+            }
             let next = if entries.is_empty() { cursor } else { last_ts(&entries)? };
-            Ok::<_, StorageError>((entries, next))
+            Ok::<_, StorageError>(Some((entries, next)))
         })
         .await;
         let (entries, next) = match batch {
-            Ok(Ok(b)) => b,
+            Ok(Ok(Some(b))) => b,
+            Ok(Ok(None)) => {
+                let message = format!("the oplog was truncated past {cursor:?} before the secondary had it");
+                tracing::warn!(%message, "secondary fell off the oplog");
+                let _ = tx.send(Ok(refusal(Refusal::TooStale, message, term))).await;
+                return;
+            }
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "reading the oplog for a secondary failed");
                 let _ = tx.send(Err(Status::internal(e.to_string()))).await;

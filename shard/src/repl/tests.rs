@@ -112,3 +112,39 @@ fn bookkeeping_records_replicate_and_roll_back() {
     assert_eq!(position.optime, OpTime::ZERO);
     assert!(secondary.store.meta_records(b"test/").expect("records").is_empty());
 }
+
+#[test]
+fn initial_sync_copies_the_replicated_bookkeeping_records_and_nothing_else() {
+    use crate::store::keys;
+    let (pdir, sdir) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let (source, member) = (engine(pdir.path()), engine(sdir.path()));
+    workload(&source);
+    let replicated = [keys::range_deletion_key(3), b"migdonor/m1".to_vec(), b"migrecv/m2".to_vec()];
+    for key in &replicated {
+        source.store.put_meta_replicated(key.clone(), Some(b"record".to_vec())).expect("record");
+    }
+    source.store.put_meta(keys::INITIAL_SYNC_KEY.to_vec(), Some(b"local".to_vec())).expect("local record");
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+    super::initial_sync::produce_clone(&source.store, 1 << 20, &tx).expect("clone");
+    drop(tx);
+    let mut copied = Vec::new();
+    while let Ok(chunk) = rx.try_recv() {
+        let chunk = chunk.expect("chunk");
+        copied.extend(chunk.meta_keys.into_iter().zip(chunk.meta_values));
+    }
+    let mut want: Vec<Vec<u8>> = replicated.to_vec();
+    want.sort();
+    let mut got: Vec<Vec<u8>> = copied.iter().map(|(k, _)| k.to_vec()).collect();
+    got.sort();
+    assert_eq!(got, want);
+    super::initial_sync::put_meta_records(&member.store, copied).expect("store the copies");
+    for prefix in keys::REPLICATED_META_PREFIXES {
+        assert_eq!(
+            member.store.meta_records(prefix).expect("records"),
+            source.store.meta_records(prefix).expect("records")
+        );
+    }
+    // A record of another kind in a clone is refused, not stored.
+    let local = vec![(Bytes::from_static(keys::INITIAL_SYNC_KEY), Bytes::from_static(b"x"))];
+    assert!(super::initial_sync::put_meta_records(&member.store, local).is_err());
+}

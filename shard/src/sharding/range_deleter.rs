@@ -1,8 +1,10 @@
 //! The range deleter: removes the documents of a key range this shard no longer owns (a donor's
 //! range after a migration committed, a recipient's after one aborted).
 //!
-//! A task is persisted in the store's meta space (`rangedel/` ‖ id) when scheduled, so a restart
-//! resumes it. The background loop ([`run`]) takes tasks in id order:
+//! A task is persisted in the store's meta space (`rangedel/` ‖ id) when scheduled, replicated
+//! through the oplog, so a restart — or a member promoted after its primary died — resumes it.
+//! Only a primary runs tasks (`crate::primary_only` starts [`run`] on promotion after
+//! [`RangeDeleter::reload`], and stops it when the member loses the role). The background loop ([`run`]) takes tasks in id order:
 //!
 //! ```text
 //!  schedule ── persist ── wait: no cursor/read pinned on ns before scheduling ── refresh metadata
@@ -165,6 +167,18 @@ impl RangeDeleter {
         Ok(tasks.pending.len())
     }
 
+    /// Replaces the queued tasks with the persisted ones (a member becoming primary: tasks its
+    /// predecessor scheduled arrived through the oplog; ones it finished are gone). Blocking.
+    pub fn reload(&self, store: &Store) -> Result<usize, StorageError> {
+        self.lock().pending.clear();
+        let n = self.load(store)?;
+        self.done.send_modify(|d| *d += 1);
+        if n > 0 {
+            self.wake.notify_one();
+        }
+        Ok(n)
+    }
+
     /// Persists `task` and queues it; returns its id. Reads on the namespace that hold a pin now
     /// (`pin_barrier`, from `CursorManager::pin_seq`) finish before it deletes anything.
     pub async fn schedule(&self, store: &Arc<Store>, task: RangeDeletion, pin_barrier: u64) -> ExecResult<u64> {
@@ -177,7 +191,7 @@ impl RangeDeleter {
         };
         let record = task.to_record().to_vec()?;
         let s = Arc::clone(store);
-        tokio::task::spawn_blocking(move || s.put_meta(keys::range_deletion_key(id), Some(record)))
+        tokio::task::spawn_blocking(move || s.put_meta_replicated(keys::range_deletion_key(id), Some(record)))
             .await
             .map_err(|e| ExecError::new(shoal_proto::ErrorCode::InternalError, format!("task failed: {e}")))??;
         tracing::info!(id, ns = %task.ns, min = %task.min, max = %task.max, "range deletion scheduled");
@@ -267,7 +281,7 @@ pub async fn run_task(engine: &Arc<Engine>, id: u64, task: &RangeDeletion) -> Ex
         }
     }
     let store = Arc::clone(&engine.store);
-    tokio::task::spawn_blocking(move || store.put_meta(keys::range_deletion_key(id), None))
+    tokio::task::spawn_blocking(move || store.put_meta_replicated(keys::range_deletion_key(id), None))
         .await
         .map_err(|e| ExecError::new(shoal_proto::ErrorCode::InternalError, format!("task failed: {e}")))??;
     Ok(deleted)

@@ -121,8 +121,13 @@ async fn deletion_keeps_what_the_shard_owns_again_and_marks_oplog_entries() {
         .skip(before)
         .map(|kv| Document::from_reader(&mut &kv.expect("kv").1[..]).expect("entry"))
         .collect();
-    assert_eq!(entries.len(), 8);
-    assert!(entries.iter().all(|d| d.get_str("op").ok() == Some("d") && d.get_bool("fromMigrate").ok() == Some(true)));
+    // Eight deletes, then the task record's removal (a no-op entry: replicated bookkeeping).
+    assert_eq!(entries.len(), 9);
+    let (deletes, record) = entries.split_at(8);
+    assert!(deletes.iter().all(|d| d.get_str("op").ok() == Some("d") && d.get_bool("fromMigrate").ok() == Some(true)));
+    let meta = record[0].get_array("meta").expect("a no-op entry carrying the record's removal");
+    let write = meta.first().and_then(|w| w.as_document()).expect("one meta write");
+    assert!(write.get("v").is_none(), "the record is removed: {write}");
 }
 
 #[tokio::test]

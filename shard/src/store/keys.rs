@@ -9,7 +9,11 @@
 //!            "migdonor/" ‖ migration id                   -> JSON donor migration record
 //!            "migrecv/" ‖ migration id                    -> JSON recipient migration record
 //!            "initsync"                                   -> optime (BSON) an initial sync must reach
+//!            "retryhead/" ‖ lsid (16)                      -> BSON {txnNumber, lastUse}
+//!            "retry/" ‖ lsid (16) ‖ stmtId (u32 BE)        -> BSON {txnNumber, ns, r}
 //! ```
+//! `rangedel/`, `migdonor/`, `migrecv/`, `retryhead/` and `retry/` are replicated
+//! ([`REPLICATED_META_PREFIXES`]).
 //! Collection ids are never reused, so documents of a dropped collection are unreachable from the
 //! moment its catalog record is gone; the range deleter removes them afterwards.
 
@@ -20,6 +24,20 @@ pub const DROPPED_PREFIX: &[u8] = b"dropped/";
 pub const RANGE_DELETION_PREFIX: &[u8] = b"rangedel/";
 pub const MIGRATION_DONOR_PREFIX: &[u8] = b"migdonor/";
 pub const MIGRATION_RECIPIENT_PREFIX: &[u8] = b"migrecv/";
+/// Bookkeeping records that belong to the replica group, not to one member: written through a
+/// write transaction (logged, so secondaries apply them and rollback removes them) and copied by
+/// initial sync. Everything else in Meta is local (the catalog is rebuilt from the oplog's
+/// commands; `initsync` describes this member's own copy).
+/// Retryable-write session heads and statement records (`exec::retry`).
+pub const RETRY_HEAD_PREFIX: &[u8] = b"retryhead/";
+pub const RETRY_RECORD_PREFIX: &[u8] = b"retry/";
+pub const REPLICATED_META_PREFIXES: &[&[u8]] = &[
+    RANGE_DELETION_PREFIX,
+    MIGRATION_DONOR_PREFIX,
+    MIGRATION_RECIPIENT_PREFIX,
+    RETRY_HEAD_PREFIX,
+    RETRY_RECORD_PREFIX,
+];
 /// Present while an initial sync is unfinished: the data is not a consistent copy.
 pub const INITIAL_SYNC_KEY: &[u8] = b"initsync";
 

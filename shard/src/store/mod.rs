@@ -18,6 +18,7 @@
 pub mod catalog;
 pub mod keys;
 pub mod oplog;
+pub mod oplog_size;
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -44,6 +45,8 @@ pub struct Store {
     catalog: RwLock<Catalog>,
     writer: Mutex<WriterState>,
     position: watch::Sender<Position>,
+    /// The oplog's size and how far it was truncated ([`oplog_size`]).
+    oplog_size: oplog_size::OplogSize,
 }
 
 /// Whether client writes are accepted.
@@ -130,6 +133,7 @@ impl Store {
         }
         catalog.next_id = catalog.next_id.max(1);
         let last = last_optime(engine.as_ref())?;
+        let oplog_size = oplog_size::OplogSize::measure(engine.as_ref())?;
         let group = GroupCommit::start(Arc::clone(&engine));
         let (position, _) = watch::channel(Position { seq: 0, optime: last });
         Ok(Self {
@@ -143,6 +147,7 @@ impl Store {
                 last,
             }),
             position,
+            oplog_size,
         })
     }
 
@@ -335,6 +340,7 @@ impl Store {
             cat.next_id = next_id;
         }
         w.last = OpTime::ZERO;
+        self.oplog_size.reset();
         self.position.send_replace(Position { seq, optime: OpTime::ZERO });
         Ok(())
     }
@@ -365,9 +371,13 @@ impl Store {
             }
         }
         let after = keys::oplog_key(common.timestamp());
+        let mut removed_bytes = 0u64;
         for kv in self.engine.scan(Space::Oplog, Bound::Excluded(&after[..]), Bound::Unbounded, false) {
-            txn.batch.delete(Space::Oplog, kv?.0);
+            let (key, value) = kv?;
+            removed_bytes += oplog_size::entry_bytes(&key, &value);
+            txn.batch.delete(Space::Oplog, key);
         }
+        self.oplog_size.removed(removed_bytes);
         txn.writer.last = common;
         txn.flush()?;
         drop(txn);
@@ -495,7 +505,15 @@ impl Store {
         self.engine.get(Space::Meta, key)
     }
 
-    /// Writes (`Some`) or removes (`None`) one bookkeeping record, durably before returning.
+    /// Writes (`Some`) or removes (`None`) one replicated bookkeeping record (see
+    /// [`keys::REPLICATED_META_PREFIXES`]) as a client write — only a writable primary (or a member
+    /// outside any group) may — logged so the group applies it, durably here before returning.
+    pub fn put_meta_replicated(&self, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<(), StorageError> {
+        self.write(|txn| txn.put_meta(key, value))?;
+        self.engine.sync()
+    }
+
+    /// Writes (`Some`) or removes (`None`) one local bookkeeping record, durably before returning.
     pub fn put_meta(&self, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<(), StorageError> {
         let mut batch = WriteBatch::new();
         match value {
@@ -573,6 +591,8 @@ pub struct WriteTxn<'a> {
     held: bool,
     /// Commits only while client writes are allowed ([`Writability`]).
     gated: bool,
+    /// Bytes of oplog entries in the not-yet-committed batch.
+    staged_oplog_bytes: u64,
 }
 
 impl<'a> WriteTxn<'a> {
@@ -592,6 +612,7 @@ impl<'a> WriteTxn<'a> {
             replicating,
             held: false,
             gated: !replicating,
+            staged_oplog_bytes: 0,
         }
     }
 }
@@ -678,7 +699,9 @@ impl WriteTxn<'_> {
         let corrupt =
             |what: &str| StorageError::Corrupt { space: "oplog", detail: format!("{} entry: {what}", entry.op) };
         let ts = entry.optime.timestamp();
-        self.batch.put(Space::Oplog, keys::oplog_key(ts).to_vec(), raw.clone());
+        let key = keys::oplog_key(ts);
+        self.staged_oplog_bytes += oplog_size::entry_bytes(&key, raw);
+        self.batch.put(Space::Oplog, key.to_vec(), raw.clone());
         self.writer.clock.observe(ts);
         self.writer.last = self.writer.last.max(entry.optime);
         let coll = entry.uuid.and_then(|u| self.collection_by_uuid(u));
@@ -880,7 +903,9 @@ impl WriteTxn<'_> {
         if !p.meta.is_empty() {
             p.entry.append(bson::cstr!("meta"), oplog::meta_array(&p.meta));
         }
-        self.batch.put(Space::Oplog, keys::oplog_key(p.ts).to_vec(), p.entry.into_bytes());
+        let key = keys::oplog_key(p.ts);
+        self.staged_oplog_bytes += oplog_size::entry_bytes(&key, p.entry.as_bytes());
+        self.batch.put(Space::Oplog, key.to_vec(), p.entry.into_bytes());
     }
 
     /// Commits what the statement staged, so the next statement's scans see it.
@@ -925,6 +950,7 @@ impl WriteTxn<'_> {
         }
         let batch = std::mem::take(&mut self.batch);
         self.store.engine.commit(batch)?;
+        self.store.oplog_size.appended(std::mem::take(&mut self.staged_oplog_bytes));
         let seq = self.store.group.committed();
         self.store.position.send_replace(Position { seq, optime: self.writer.last });
         self.staged.clear();

@@ -1,0 +1,54 @@
+//! `shoal status --router host:port` against a real three-member shard: it prints each member
+//! with its state, health and optime as `replSetGetStatus {shard}` reports them, and shows a
+//! killed member as unreachable.
+
+use std::time::Duration;
+
+use shoal_tests::process::shoal_bin;
+use shoal_tests::replica_cluster::{ReplicaCluster, SHARD};
+
+const RUN_TIMEOUT: Duration = Duration::from_secs(30);
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn shoal_status(router: &str) -> String {
+    let run = tokio::process::Command::new(shoal_bin().expect("shoal binary"))
+        .args(["status", "--router", router])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(RUN_TIMEOUT, run).await.expect("shoal status finishes").expect("shoal status runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "shoal status failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+/// The row of `member`: its words.
+fn row(out: &str, member: &str) -> Vec<String> {
+    let line = out.lines().find(|l| l.trim_start().starts_with(member)).unwrap_or_else(|| panic!("{member}: {out}"));
+    line.split_whitespace().map(str::to_owned).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shoal_status_prints_every_member_of_every_shard() {
+    let mut cluster = ReplicaCluster::start(3).await.expect("cluster starts");
+    let router = cluster.router.addr().to_string();
+    let primary = cluster.wait_primary(WAIT).await.expect("primary");
+
+    let out = shoal_status(&router).await;
+    assert!(out.contains(&format!("{SHARD}  (replica set {SHARD}, term ")), "{out}");
+    for i in 0..cluster.size() {
+        let words = row(&out, &cluster.addr(i));
+        let state = if i == primary { "PRIMARY" } else { "SECONDARY" };
+        assert_eq!(words[1], state, "{out}");
+        assert_eq!(words[2], "1", "health: {out}");
+        assert!(words[3].starts_with('('), "optime: {out}");
+        let lag = words[5..].join(" ");
+        assert!(if i == primary { lag == "-" } else { lag.ends_with(" s") }, "lag {lag:?}: {out}");
+    }
+
+    let down = (primary + 1) % cluster.size();
+    cluster.kill9(down);
+    let out = shoal_status(&router).await;
+    let words = row(&out, &cluster.addr(down));
+    assert_eq!(words[1..4], ["(not", "reachable/healthy)", "0"], "{out}");
+    assert_eq!(row(&out, &cluster.addr(primary))[1], "PRIMARY", "{out}");
+}
