@@ -10,7 +10,9 @@
 //! migration ([`migration`], `shoal bench migration`): MiB/s beside plain copies of the same bytes,
 //! critical sections, and a foreground load with and without migrations; and the balancer
 //! ([`balancer`], `shoal bench balancer`): time to spread N MiB, and the 80/20 load ([`load`])
-//! while it fills a freshly added shard vs with the balancer off.
+//! while it fills a freshly added shard vs with the balancer off; and replica groups
+//! ([`replication`], `shoal bench replication`): inserts/s by write concern, secondary apply rate,
+//! failover time over repeated kill -9.
 //!
 //! Must not: be linked by the server crates; it is a client of them (it links `shoal-shard` only to
 //! drive its storage and executor in-process). Timing lives here, never in tests.
@@ -23,4 +25,5 @@ pub mod load;
 pub mod measure;
 pub mod migration;
 pub mod procs;
+pub mod replication;
 pub mod ycsb;

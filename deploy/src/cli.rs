@@ -49,6 +49,31 @@ pub enum BenchCommand {
     Migration(MigrationBenchArgs),
     /// Time for the balancer to spread N MiB, and an 80/20 load while it fills a new shard vs off.
     Balancer(BalancerBenchArgs),
+    /// A replica group on its own cluster: inserts/s at w:1 vs w:majority (and retryable), the
+    /// secondaries' apply rate, and failover time over repeated kill -9 of the primary.
+    Replication(ReplicationBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReplicationBenchArgs {
+    /// Members of the replica group.
+    #[arg(long, default_value_t = 3)]
+    pub members: usize,
+    /// Single-document inserts per write-concern mode.
+    #[arg(long, default_value_t = 20_000)]
+    pub inserts: usize,
+    /// Concurrent client tasks of the insert loads.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Kills of the primary measured for failover time.
+    #[arg(long, default_value_t = 20)]
+    pub kills: usize,
+    /// Padding bytes per inserted document.
+    #[arg(long, default_value_t = 100)]
+    pub doc_bytes: usize,
+    /// Also write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -58,6 +58,7 @@ fn main() -> ExitCode {
             Command::Bench(cli::BenchCommand::Matrix(args)) => bench_matrix(args).await,
             Command::Bench(cli::BenchCommand::Migration(args)) => bench_migration(args).await,
             Command::Bench(cli::BenchCommand::Balancer(args)) => bench_balancer(args).await,
+            Command::Bench(cli::BenchCommand::Replication(args)) => bench_replication(args).await,
         }
     });
     match outcome {
@@ -138,6 +139,23 @@ async fn bench_migration(args: cli::MigrationBenchArgs) -> anyhow::Result<()> {
     println!("{}", shoal_bench::migration::report(&opts, &report));
     if let Some(path) = args.json {
         std::fs::write(&path, shoal_bench::migration::json(&report)?)?;
+    }
+    Ok(())
+}
+
+async fn bench_replication(args: cli::ReplicationBenchArgs) -> anyhow::Result<()> {
+    let opts = shoal_bench::replication::ReplicationOptions {
+        exe: std::env::current_exe()?,
+        members: args.members,
+        inserts: args.inserts,
+        concurrency: args.concurrency,
+        kills: args.kills,
+        doc_bytes: args.doc_bytes,
+    };
+    let report = shoal_bench::replication::run(&opts).await?;
+    println!("{}", shoal_bench::replication::report(&opts, &report));
+    if let Some(path) = args.json {
+        std::fs::write(&path, shoal_bench::replication::json(&report)?)?;
     }
     Ok(())
 }
