@@ -295,8 +295,7 @@ pub async fn run(opts: &ReplicationOptions) -> anyhow::Result<ReplicationReport>
     report.apply.catch_up_ms = load_end.elapsed().as_secs_f64() * 1e3;
     if let (Some(first), Some(last)) = (samples.first(), samples.last()) {
         let secs = (last.0 - first.0).max(1e-9);
-        let rates: Vec<f64> =
-            (0..opts.members).map(|i| last.1[i].saturating_sub(first.1[i]) as f64 / secs).collect();
+        let rates: Vec<f64> = (0..opts.members).map(|i| last.1[i].saturating_sub(first.1[i]) as f64 / secs).collect();
         report.apply.primary_docs_per_sec = rates[primary];
         report.apply.secondary_docs_per_sec =
             rates.iter().enumerate().filter(|(i, _)| *i != primary).map(|(_, r)| *r).collect();

@@ -204,6 +204,10 @@ async fn write_concerns_wait_for_members_and_report_what_they_could_not_get() {
     }
     // More members than the group has: UnsatisfiableWriteConcern (100), the write still applied.
     assert_eq!(write_concern_code(db.run_command(insert(2, doc! {"w": 4})).await), Some(100));
+    // DDL too: the shard's writeConcernError reaches the client.
+    db.run_command(doc! { "create": "wcdrop" }).await.expect("create");
+    let drop = db.run_command(doc! { "drop": "wcdrop", "writeConcern": {"w": 4} }).await;
+    assert_eq!(write_concern_code(drop), Some(100));
     // No secondary answers: majority times out (64), w:1 does not wait.
     let primary = cluster.wait_primary(WAIT).await.expect("a primary");
     let secondaries: Vec<usize> = (0..cluster.size()).filter(|i| *i != primary).collect();

@@ -25,7 +25,8 @@ async fn every_shard(state: &RouterState) -> Result<Vec<String>, CommandError> {
     Ok(routing::read_catalog(state).await?.shards().keys().cloned().collect())
 }
 
-/// `cmd` sent unchanged to each of `shards`, replies in shard order.
+/// `cmd` sent unchanged to each of `shards`, replies in shard order (a shard's
+/// `writeConcernError` inside its reply).
 async fn broadcast(
     state: &RouterState,
     cmd: &Command,
@@ -35,19 +36,31 @@ async fn broadcast(
     state.targeting.record(shards.iter());
     let calls = shards.iter().map(|shard| async move {
         let req = routing::versioned(forward::request(cmd)?, placement, shard);
-        shard_call::command(state, shard, req).await
+        let (mut doc, wce) = shard_call::command_with_wc(state, shard, req, false).await?;
+        if let Some(e) = wce {
+            let wire = shoal_proto::shard::CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg };
+            doc.insert("writeConcernError", Document::try_from(forward::write_concern_error(&wire).as_ref())?);
+        }
+        Ok(doc)
     });
     futures::future::join_all(calls).await
 }
 
-/// The first success, else the first error (an error from any shard wins when `strict`).
+/// The first success, else the first error (an error from any shard wins when `strict`). A
+/// `writeConcernError` of any shard is kept in the answer.
 fn one_answer(replies: Vec<Result<Document, CommandError>>, strict: bool) -> HandlerResult {
     let mut first_err = None;
-    let mut first_ok = None;
+    let mut first_ok: Option<Document> = None;
     for r in replies {
         match r {
             Ok(d) if first_ok.is_none() => first_ok = Some(d),
-            Ok(_) => {}
+            Ok(d) => {
+                if let (Some(ok), Some(wce)) = (first_ok.as_mut(), d.get("writeConcernError"))
+                    && !ok.contains_key("writeConcernError")
+                {
+                    ok.insert("writeConcernError", wce.clone());
+                }
+            }
             Err(e) if first_err.is_none() => first_err = Some(e),
             Err(_) => {}
         }
