@@ -142,6 +142,24 @@ async fn split_batches_and_moved_chunks_keep_statements_once() {
     assert_eq!(count(&again, "nModified"), 1);
     let doc = client.database("rw").collection::<Document>("c").find_one(doc! { "k": 2 }).await.expect("find");
     assert_eq!(doc.and_then(|d| d.get_i32("n").ok()), Some(1), "the increment ran once, before the move");
+
+    // An unsharded collection whose database moves to another primary shard carries its records too.
+    admin
+        .run_command(doc! { "enableSharding": "rw2", "primaryShard": ShardedCluster::shard_name(0) })
+        .await
+        .expect("db");
+    let mut seed = retryable(doc! { "insert": "u", "documents": [{ "_id": 1, "n": 0 }] }, 4, 1);
+    seed.insert("$db", "rw2");
+    send_until_ok(router, &seed).await;
+    let mut inc =
+        retryable(doc! { "update": "u", "updates": [{ "q": { "_id": 1 }, "u": { "$inc": { "n": 1 } } }] }, 4, 2);
+    inc.insert("$db", "rw2");
+    send_until_ok(router, &inc).await;
+    admin.run_command(doc! { "movePrimary": "rw2", "to": &other }).await.expect("movePrimary");
+    let again = send_until_ok(router, &inc).await;
+    assert_eq!(count(&again, "nModified"), 1);
+    let doc = client.database("rw2").collection::<Document>("u").find_one(doc! { "_id": 1 }).await.expect("find");
+    assert_eq!(doc.and_then(|d| d.get_i32("n").ok()), Some(1), "the increment ran once, before movePrimary");
 }
 
 /// What the driver saw for one counter: increments acknowledged and increments that failed.

@@ -212,6 +212,7 @@ async fn clone_all(
                 options: options.clone().into(),
                 first,
                 documents,
+                sessions: Vec::new(),
             };
             let reply = peer.clone_primary_batch(batch).await.map_err(|e| peer_err(&req.to_shard, e))?.into_inner();
             reply_ok(&req.to_shard, reply.error)?;
@@ -220,6 +221,21 @@ async fn clone_all(
                 Some(k) => after = Some(k),
                 None => break,
             }
+        }
+        // Writes to the database wait, so the records are complete: a write retried at the new
+        // primary is answered from them.
+        for sessions in super::transfer::session_batches(store, &coll.full_name()).await? {
+            let batch = ClonePrimaryBatchRequest {
+                request_id: req.request_id.clone(),
+                db: req.db.clone(),
+                coll: coll.ns.coll.clone(),
+                options: options.clone().into(),
+                first: false,
+                documents: Vec::new(),
+                sessions,
+            };
+            let reply = peer.clone_primary_batch(batch).await.map_err(|e| peer_err(&req.to_shard, e))?.into_inner();
+            reply_ok(&req.to_shard, reply.error)?;
         }
     }
     Ok(sent)
@@ -348,6 +364,7 @@ pub async fn clone_batch(mig: &Migrations, req: ClonePrimaryBatchRequest) -> Res
             .ok_or_else(|| refused(ErrorCode::BadValue, "a cloned document has no _id"))?;
         docs.push((id, raw));
     }
+    let sessions: Vec<(Bytes, Bytes)> = req.sessions.into_iter().map(|s| (s.key, s.value)).collect();
     let (store, first, n) = (Arc::clone(&mig.engine.store), req.first, docs.len());
     let ((), seq) = tokio::task::spawn_blocking(move || {
         store.write(|txn| {
@@ -363,6 +380,7 @@ pub async fn clone_batch(mig: &Migrations, req: ClonePrimaryBatchRequest) -> Res
                     txn.insert(&coll, id, doc)?;
                 }
             }
+            crate::exec::retry::merge(txn, &sessions)?;
             Ok(())
         })
     })

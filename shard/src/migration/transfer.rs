@@ -70,38 +70,50 @@ pub async fn send(peer: &mut MigrationClient<Channel>, record: &Record, mods: Ve
     Ok(())
 }
 
-/// The collection's retryable-write session records, in bounded batches (sent once writes to it
-/// wait, so none is missing): a statement retried at the recipient after the move is answered
-/// from its record instead of running again.
+/// The retryable-write session records of `ns` (read off the runtime), in batches of at most
+/// [`BATCH_BYTES_MAX`] bytes (a single larger record still goes, alone).
+pub async fn session_batches(store: &Arc<Store>, ns: &str) -> Result<Vec<Vec<SessionRecord>>, MigrationError> {
+    let (s, ns) = (Arc::clone(store), ns.to_owned());
+    let records = tokio::task::spawn_blocking(move || crate::exec::retry::records_of(&s, &ns))
+        .await
+        .map_err(task_err)?
+        .map_err(|e| MigrationError::refused(ErrorCode::InternalError, format!("reading session records: {e}")))?;
+    let mut out = Vec::new();
+    let mut batch: Vec<SessionRecord> = Vec::new();
+    let mut bytes = 0;
+    for (key, value) in records {
+        if !batch.is_empty() && bytes + key.len() + value.len() > BATCH_BYTES_MAX {
+            out.push(std::mem::take(&mut batch));
+            bytes = 0;
+        }
+        bytes += key.len() + value.len();
+        batch.push(SessionRecord { key, value });
+    }
+    if !batch.is_empty() {
+        out.push(batch);
+    }
+    Ok(out)
+}
+
+/// The collection's retryable-write session records, sent once writes to it wait (so none is
+/// missing): a statement retried at the recipient after the move is answered from its record
+/// instead of running again. Answers how many were sent.
 pub async fn send_sessions(
     store: &Arc<Store>,
     peer: &mut MigrationClient<Channel>,
     record: &Record,
 ) -> Result<usize, MigrationError> {
-    let (s, ns) = (Arc::clone(store), record.ns.clone());
-    let records = tokio::task::spawn_blocking(move || crate::exec::retry::records_of(&s, &ns))
-        .await
-        .map_err(task_err)?
-        .map_err(|e| MigrationError::refused(ErrorCode::InternalError, format!("reading session records: {e}")))?;
-    let total = records.len();
-    let mut batch: Vec<SessionRecord> = Vec::new();
-    let mut bytes = 0;
-    let mut records = records.into_iter().peekable();
-    while let Some((key, value)) = records.next() {
-        bytes += key.len() + value.len();
-        batch.push(SessionRecord { key, value });
-        if bytes >= BATCH_BYTES_MAX || records.peek().is_none() {
-            let sessions = std::mem::take(&mut batch);
-            bytes = 0;
-            let req = ReceiveBatchRequest {
-                request_id: record.id.clone(),
-                migration_id: record.id.clone(),
-                mods: Vec::new(),
-                sessions,
-            };
-            let reply = peer.receive_batch(req).await.map_err(|e| peer_err(&record.to, e))?.into_inner();
-            reply_ok(&record.to, reply.error)?;
-        }
+    let mut total = 0;
+    for sessions in session_batches(store, &record.ns).await? {
+        total += sessions.len();
+        let req = ReceiveBatchRequest {
+            request_id: record.id.clone(),
+            migration_id: record.id.clone(),
+            mods: Vec::new(),
+            sessions,
+        };
+        let reply = peer.receive_batch(req).await.map_err(|e| peer_err(&record.to, e))?.into_inner();
+        reply_ok(&record.to, reply.error)?;
     }
     Ok(total)
 }
