@@ -131,6 +131,21 @@ async fn split_batches_and_moved_chunks_keep_statements_once() {
     let again = send_until_ok(router, &insert).await;
     assert_eq!((count(&again, "n"), again.get("writeErrors")), (6, None), "{again}");
 
+    // A single-document delete whose filter lacks the shard key, resent: the shards are asked
+    // where it ran before a document is picked, so the resend deletes nothing more.
+    let tagged = retryable(
+        doc! { "insert": "c", "documents": [{ "_id": 50, "k": 50, "t": 1 }, { "_id": 150, "k": 150, "t": 1 }] },
+        5,
+        1,
+    );
+    send_until_ok(router, &tagged).await;
+    let delete_one = retryable(doc! { "delete": "c", "deletes": [{ "q": { "t": 1 }, "limit": 1 }] }, 5, 2);
+    for _ in 0..2 {
+        assert_eq!(count(&send_until_ok(router, &delete_one).await, "n"), 1);
+    }
+    let left = client.database("rw").collection::<Document>("c").count_documents(doc! { "t": 1 }).await.expect("count");
+    assert_eq!(left, 1, "one tagged document deleted, once");
+
     // An increment on shard0, then its chunk moves to shard1: the resend must find the record there.
     let inc = retryable(doc! { "update": "c", "updates": [{ "q": { "k": 2 }, "u": { "$inc": { "n": 1 } } }] }, 3, 2);
     send_until_ok(router, &inc).await;
