@@ -114,6 +114,10 @@ fn empty_reply(kind: ReadKind, ns: &str) -> HandlerResult {
 }
 
 async fn routed_read(state: &RouterState, cmd: &Command, coll: &str, kind: ReadKind) -> HandlerResult {
+    // A bad `$readPreference` fails the command wherever the data is (even nowhere).
+    if kind != ReadKind::FindAndModify {
+        routing::read_pref::ReadPreference::from_body(&cmd.body)?;
+    }
     // Decoded only for sharded collections: the single-shard path forwards the bytes untouched.
     let mut filter: Option<Document> = None;
     let mut attempt = 0;
@@ -164,11 +168,11 @@ async fn single(
     let req = routing::versioned(forward::request(cmd)?, placement, shard);
     match kind {
         ReadKind::Find | ReadKind::Aggregate => {
-            let reply = shard_call::cursor(state, shard, req, kind == ReadKind::Aggregate).await?;
+            let (reply, served) = shard_call::read_cursor(state, shard, req, kind == ReadKind::Aggregate).await?;
             let id = if reply.cursor_id == 0 {
                 0
             } else {
-                state.cursors.register(reply.ns.clone(), shard.to_owned(), reply.cursor_id)
+                state.cursors.register(reply.ns.clone(), shard.to_owned(), served, reply.cursor_id)
             };
             forward::cursor_reply(BatchField::First, &reply.documents, id, &reply.ns)
         }

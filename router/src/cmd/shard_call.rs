@@ -7,6 +7,12 @@
 //! the group's primary once the catalog names one, for up to [`FAILOVER_WAIT_MAX`]. Reads are
 //! also retried after a connection that broke mid-call. Nothing else is retried here.
 //!
+//! Reads carry the client's `$readPreference` (parsed again here from the forwarded body, so
+//! every read path honours it): a mode other than `primary` asks `routing::members` for a member
+//! and sends the request there with `secondary_ok`; the member that served a cursor is returned
+//! ([`Served`]) so its `getMore`s and `killCursors` go to the same member. A failed member is
+//! dropped from the cached view and another is chosen, within the same bounded wait.
+//!
 //! Must not: choose shards, or resend a write that may have run (retryable writes are the
 //! driver's, deduplicated by the shard).
 
@@ -20,7 +26,13 @@ use shoal_proto::shard::{CommandRequest, CursorReply, GetMoreRequest, KillCursor
 
 use crate::error::CommandError;
 use crate::routing;
+use crate::routing::read_pref::{Choice, Mode, ReadPreference};
+use crate::shard_client::ShardPool;
 use crate::state::RouterState;
+
+/// The member a cursor lives on: `None` for the primary (reached through the shard's channels,
+/// which follow the catalog), else its `host:port`.
+pub type Served = Option<String>;
 
 /// Bytes a merged (scatter) result may hold on the router.
 pub const MERGE_BYTES_MAX: usize = 256 << 20;
@@ -86,6 +98,93 @@ where
     }
 }
 
+/// The read preference of a forwarded read. Aggregations that write (`$out`, `$merge`) run on
+/// the primary whatever the client asked.
+fn read_preference(req: &CommandRequest, aggregate: bool) -> Result<ReadPreference, CommandError> {
+    let body = bson::RawDocument::from_bytes(&req.body)?;
+    let pref = ReadPreference::from_body(body)?;
+    if aggregate && pref.mode != Mode::Primary {
+        let writes = body.get_array("pipeline").ok().is_some_and(|stages| {
+            stages.into_iter().filter_map(|s| s.ok()?.as_document()?.iter().next()?.ok()).any(|(k, _)| {
+                let k: &str = k.as_ref();
+                k == "$out" || k == "$merge"
+            })
+        });
+        if writes {
+            return Ok(ReadPreference::default());
+        }
+    }
+    Ok(pref)
+}
+
+/// Runs the read `call` on a member of `shard` chosen by `pref` (`secondary_ok` set unless the
+/// mode is `primary`), choosing again after a member failed it.
+async fn on_member<T, F, Fut>(
+    state: &RouterState,
+    shard: &str,
+    pref: &ReadPreference,
+    mut call: F,
+) -> Result<(T, Served), CommandError>
+where
+    F: FnMut(Arc<ShardPool>, bool) -> Fut,
+    Fut: Future<Output = Result<T, CommandError>>,
+{
+    if pref.mode == Mode::Primary {
+        return on_primary(state, shard, true, |pool| call(pool, false)).await.map(|v| (v, None));
+    }
+    let started = Instant::now();
+    let mut pause = FAILOVER_PAUSE_MIN;
+    loop {
+        let (result, served) = match state.members.choose(state, shard, pref).await {
+            Choice::Primary => match routing::pool(state, shard).await {
+                Ok(pool) => (call(pool, true).await, None),
+                Err(e) => (Err(e), None),
+            },
+            Choice::Member(addr) => match state.members.pool(&addr) {
+                Ok(pool) => (call(pool, true).await, Some(addr)),
+                Err(e) => (Err(e), Some(addr)),
+            },
+            Choice::NoneEligible => {
+                let e = CommandError::new(
+                    ErrorCode::FailedToSatisfyReadPreference,
+                    format!("Could not find host matching read preference {:?} for set {shard}", pref.mode),
+                );
+                (Err(e), None)
+            }
+        };
+        let e = match result {
+            Ok(v) => return Ok((v, served)),
+            Err(e) => e,
+        };
+        let retry = read_retryable(&e) || e.code == ErrorCode::FailedToSatisfyReadPreference.code();
+        if !retry || started.elapsed() + pause > FAILOVER_WAIT_MAX {
+            return Err(e);
+        }
+        tracing::debug!(%shard, member = ?served, code = e.code, error = %e.errmsg, "read member unavailable; choosing again");
+        state.members.invalidate(shard);
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(FAILOVER_PAUSE_MAX);
+        if served.is_none()
+            && state.catalog.is_configured()
+            && let Err(err) = routing::read_catalog(state).await
+        {
+            tracing::debug!(error = %err, "catalog read while choosing a read member failed");
+        }
+    }
+}
+
+/// The channels to the member a cursor lives on.
+pub async fn cursor_pool(
+    state: &RouterState,
+    shard: &str,
+    served: Option<&str>,
+) -> Result<Arc<ShardPool>, CommandError> {
+    match served {
+        Some(addr) => state.members.pool(addr),
+        None => routing::pool(state, shard).await,
+    }
+}
+
 pub async fn write(
     state: &RouterState,
     shard: &str,
@@ -112,15 +211,18 @@ pub async fn write(
     .await
 }
 
-/// A command whose reply is one document (with the shard's `writeConcernError`, if any).
+/// A command whose reply is one document (with the shard's `writeConcernError`, if any). A
+/// `read` honours the request's read preference.
 pub async fn command_with_wc(
     state: &RouterState,
     shard: &str,
     req: CommandRequest,
     read: bool,
 ) -> Result<(bson::Document, Option<CommandError>), CommandError> {
-    on_primary(state, shard, read, |pool| {
-        let req = req.clone();
+    let pref = if read { read_preference(&req, false)? } else { ReadPreference::default() };
+    let call = |pool: Arc<ShardPool>, secondary_ok: bool| {
+        let mut req = req.clone();
+        req.secondary_ok = secondary_ok;
         async move {
             let reply = pool.client().command(req).await.map_err(|s| pool.status_error(&s))?.into_inner();
             if let Some(e) = reply.error {
@@ -129,8 +231,22 @@ pub async fn command_with_wc(
             let doc = bson::Document::from_reader(&mut reply.body.as_ref())?;
             Ok((doc, reply.write_concern_error.map(Into::into)))
         }
-    })
-    .await
+    };
+    if read {
+        on_member(state, shard, &pref, call).await.map(|(v, _)| v)
+    } else {
+        on_primary(state, shard, false, |pool| call(pool, false)).await
+    }
+}
+
+/// A read command whose reply is one document (`count`, `distinct`), on the member the read
+/// preference picks.
+pub async fn read_command(
+    state: &RouterState,
+    shard: &str,
+    req: CommandRequest,
+) -> Result<bson::Document, CommandError> {
+    command_with_wc(state, shard, req, true).await.map(|(doc, _)| doc)
 }
 
 /// A command whose reply is one document.
@@ -138,27 +254,42 @@ pub async fn command(state: &RouterState, shard: &str, req: CommandRequest) -> R
     command_with_wc(state, shard, req, false).await.map(|(doc, _)| doc)
 }
 
-/// `find` (`aggregate: false`) or `aggregate`.
+/// `find` (`aggregate: false`) or `aggregate` on the primary (a write's own reads).
 pub async fn cursor(
     state: &RouterState,
     shard: &str,
     req: CommandRequest,
     aggregate: bool,
 ) -> Result<CursorReply, CommandError> {
-    on_primary(state, shard, true, |pool| {
-        let req = req.clone();
-        async move {
-            let mut client = pool.client();
-            let reply = if aggregate { client.aggregate(req).await } else { client.find(req).await }
-                .map_err(|s| pool.status_error(&s))?
-                .into_inner();
-            match reply.error {
-                Some(e) => Err(e.into()),
-                None => Ok(reply),
-            }
-        }
+    on_primary(state, shard, true, |pool| open_cursor(pool, req.clone(), aggregate)).await
+}
+
+/// `find` or `aggregate` on the member the request's read preference picks; the member that
+/// holds the cursor comes back with the reply.
+pub async fn read_cursor(
+    state: &RouterState,
+    shard: &str,
+    req: CommandRequest,
+    aggregate: bool,
+) -> Result<(CursorReply, Served), CommandError> {
+    let pref = read_preference(&req, aggregate)?;
+    on_member(state, shard, &pref, |pool, secondary_ok| {
+        let mut req = req.clone();
+        req.secondary_ok = secondary_ok;
+        open_cursor(pool, req, aggregate)
     })
     .await
+}
+
+async fn open_cursor(pool: Arc<ShardPool>, req: CommandRequest, aggregate: bool) -> Result<CursorReply, CommandError> {
+    let mut client = pool.client();
+    let reply = if aggregate { client.aggregate(req).await } else { client.find(req).await }
+        .map_err(|s| pool.status_error(&s))?
+        .into_inner();
+    match reply.error {
+        Some(e) => Err(e.into()),
+        None => Ok(reply),
+    }
 }
 
 /// Every document of a shard cursor, starting with its first batch.
@@ -167,8 +298,9 @@ pub async fn drain(
     shard: &str,
     request_id: &str,
     first: CursorReply,
+    served: Option<&str>,
 ) -> Result<Vec<Bytes>, CommandError> {
-    let pool = routing::pool(state, shard).await?;
+    let pool = cursor_pool(state, shard, served).await?;
     let mut docs = first.documents;
     let mut bytes: usize = docs.iter().map(Bytes::len).sum();
     let mut cursor_id = first.cursor_id;

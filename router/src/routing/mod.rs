@@ -9,7 +9,9 @@
 
 pub mod cache;
 pub mod follow;
+pub mod members;
 pub mod pool;
+pub mod read_pref;
 pub mod target;
 
 use std::collections::{BTreeMap, BTreeSet};
