@@ -8,7 +8,8 @@
 //! FailedToSatisfyReadPreference; bad read preferences get MongoDB's codes; a `majority` read
 //! never returns a write that is not majority committed — the write acknowledged with `w: 1` by a
 //! primary whose secondaries are down, which rolls back once that primary is partitioned and
-//! replaced — while a `local` read on that primary sees it.
+//! replaced — while a `local` read on that primary sees it; a secondary asked with a shard version
+//! loads the collection's metadata itself, hides orphans and answers StaleConfig like a primary.
 
 use std::time::Duration;
 
@@ -19,7 +20,12 @@ use mongodb::options::{
     Acknowledgment, CollectionOptions, ReadConcern, ReadPreference, ReadPreferenceOptions, SelectionCriteria,
     WriteConcern,
 };
-use shoal_tests::replica_cluster::ReplicaCluster;
+use shoal_configsvr::catalog::api::RoutingAnswer;
+use shoal_configsvr::catalog::{ChunkBound, Command, RoutingTable};
+use shoal_configsvr::client::{ClientSettings, ConfigClient};
+use shoal_proto::shard::shard_client::ShardClient;
+use shoal_proto::shard::{CommandRequest, ShardVersion};
+use shoal_tests::replica_cluster::{ReplicaCluster, SHARD};
 use shoal_tests::wire::WireConn;
 
 /// Failover, catch-up and rollback waits (generous: a loaded 2-core CI machine).
@@ -222,4 +228,92 @@ async fn majority_reads_never_return_a_write_that_rolls_back() {
     let from_secondary =
         coll_with(&client, "majority", Some(secondary()), Some(ReadConcern::majority()), Acknowledgment::Nodes(1));
     majority_ids_until(&cluster, &from_secondary, &[1, 3], 2).await;
+}
+
+/// `a` of every document a versioned find on the member at `addr` returns (secondary ok), or the
+/// error code.
+async fn versioned_find_on(addr: &str, version: &ShardVersion) -> Result<Vec<i32>, i32> {
+    let body = doc! { "find": "users", "sort": {"a": 1}, "batchSize": 1000 };
+    let req = CommandRequest {
+        request_id: "read-preference-test".into(),
+        db: "app".into(),
+        body: body.to_vec().expect("encode").into(),
+        shard_version: Some(version.clone()),
+        secondary_ok: true,
+        ..Default::default()
+    };
+    let mut client = ShardClient::connect(format!("http://{addr}")).await.expect("connect");
+    let reply = tokio::time::timeout(ATTEMPT, client.find(req)).await.expect("in time").expect("rpc").into_inner();
+    if let Some(e) = reply.error {
+        return Err(e.code);
+    }
+    Ok(reply
+        .documents
+        .iter()
+        .map(|b| Document::from_reader(&mut &b[..]).expect("doc").get_i32("a").expect("a"))
+        .collect())
+}
+
+async fn routing_table(catalog: &ConfigClient, ns: &str) -> RoutingTable {
+    match catalog.routing_table(ns, None, true).await.expect("routing table").0 {
+        RoutingAnswer::Full(Some(t)) => t,
+        other => panic!("expected a routing table, got {other:?}"),
+    }
+}
+
+fn wire_version(t: &RoutingTable, shard: &str) -> ShardVersion {
+    let v = t.shard_version(shard);
+    ShardVersion {
+        epoch: t.epoch.0.to_vec().into(),
+        timestamp_secs: t.timestamp.secs,
+        timestamp_inc: t.timestamp.inc,
+        major: v.major,
+        minor: v.minor,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn secondaries_hide_orphans_and_answer_stale_config_like_the_primary() {
+    let cluster = ReplicaCluster::start(3).await.expect("cluster starts");
+    let client = cluster.client().await.expect("client");
+    let admin = client.database("admin");
+    admin.run_command(doc! { "shardCollection": "app.users", "key": {"a": 1} }).await.expect("shardCollection");
+    admin.run_command(doc! { "split": "app.users", "middle": {"a": 10} }).await.expect("split");
+    let all = WriteConcern::builder().w(Acknowledgment::Nodes(3)).build();
+    let users = client
+        .database("app")
+        .collection_with_options::<Document>("users", CollectionOptions::builder().write_concern(all).build());
+    let docs: Vec<Document> = (0..20).map(|i| doc! { "_id": i, "a": i }).collect();
+    users.insert_many(docs).await.expect("insert on every member");
+
+    // [10, MaxKey) moves to a shard with no process (committed in the catalog directly): its
+    // documents stay on every member of rs0 as orphans.
+    let catalog = ConfigClient::new(cluster.config_addrs.clone(), ClientSettings::default());
+    let before = routing_table(&catalog, "app.users").await;
+    let old = wire_version(&before, SHARD);
+    let command =
+        Command::AddShard { shard: "shard1".into(), replica_set: "shard1".into(), members: vec!["127.0.0.1:9".into()] };
+    catalog.write(&command).await.expect("addShard").outcome.expect("shard1 added");
+    let moving = before.chunks.iter().find(|c| c.max == ChunkBound::Max).expect("upper chunk");
+    let command = Command::CommitMigration {
+        ns: "app.users".into(),
+        epoch: before.epoch,
+        min: moving.min.clone(),
+        max: ChunkBound::Max,
+        from: SHARD.into(),
+        to: "shard1".into(),
+        expected_version: moving.version,
+        fencing: None,
+    };
+    catalog.write(&command).await.expect("commit").outcome.expect("migration committed");
+    let new = wire_version(&routing_table(&catalog, "app.users").await, SHARD);
+
+    let primary = cluster.wait_primary(WAIT).await.expect("a primary");
+    for i in (0..cluster.size()).filter(|i| *i != primary) {
+        let addr = cluster.addr(i);
+        // The secondary loads the new metadata from the config service and hides the orphans.
+        assert_eq!(versioned_find_on(&addr, &new).await, Ok((0..10).collect()), "member {i}");
+        // A router at the old version is told it is stale, as by the primary.
+        assert_eq!(versioned_find_on(&addr, &old).await, Err(13388), "member {i}");
+    }
 }
