@@ -1,5 +1,6 @@
-//! Router-owned cursors: the ids clients see, mapped to the shard cursor behind each, or to the
-//! rest of a result the router built itself (`config.*` reads) held here in batches.
+//! Router-owned cursors: the ids clients see, mapped to the shard cursor behind each (and the
+//! replica-group member holding it, when a read preference sent the read off the primary), or to
+//! the rest of a result the router built itself (`config.*` reads) held here in batches.
 //!
 //! Ids are random positive int64 (drivers require int64; 0 means exhausted), unique across both
 //! kinds. A cursor unused for the idle timeout is forgotten here (and killed on its shard).
