@@ -132,6 +132,8 @@ where
     if pref.mode == Mode::Primary {
         return on_primary(state, shard, true, |pool| call(pool, false)).await.map(|v| (v, None));
     }
+    // A client's `maxTimeMS` also bounds the wait for a member that fits (as mongos does).
+    let limit = pref.max_time.map_or(FAILOVER_WAIT_MAX, |t| t.min(FAILOVER_WAIT_MAX));
     let started = Instant::now();
     let mut pause = FAILOVER_PAUSE_MIN;
     loop {
@@ -157,7 +159,7 @@ where
             Err(e) => e,
         };
         let retry = read_retryable(&e) || e.code == ErrorCode::FailedToSatisfyReadPreference.code();
-        if !retry || started.elapsed() + pause > FAILOVER_WAIT_MAX {
+        if !retry || started.elapsed() + pause > limit {
             return Err(e);
         }
         tracing::debug!(%shard, member = ?served, code = e.code, error = %e.errmsg, "read member unavailable; choosing again");

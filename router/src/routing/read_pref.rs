@@ -38,11 +38,13 @@ pub struct ReadPreference {
     pub max_staleness: Option<Duration>,
     /// Tag sets in order of preference; `[{}]` (the default) matches every member.
     pub tag_sets: Vec<bson::Document>,
+    /// The command's `maxTimeMS`, which bounds waiting for a member that fits.
+    pub max_time: Option<Duration>,
 }
 
 impl Default for ReadPreference {
     fn default() -> Self {
-        Self { mode: Mode::Primary, max_staleness: None, tag_sets: vec![bson::Document::new()] }
+        Self { mode: Mode::Primary, max_staleness: None, tag_sets: vec![bson::Document::new()], max_time: None }
     }
 }
 
@@ -53,14 +55,23 @@ fn bad(code: ErrorCode, msg: impl Into<String>) -> CommandError {
 impl ReadPreference {
     /// The `$readPreference` of a command body; `primary` when absent.
     pub fn from_body(body: &RawDocument) -> Result<Self, CommandError> {
-        match body.get("$readPreference").map_err(CommandError::from)? {
-            None => Ok(Self::default()),
-            Some(RawBsonRef::Document(d)) => Self::parse(d),
-            Some(other) => Err(bad(
-                ErrorCode::TypeMismatch,
-                format!("$readPreference has incorrect type: expected object but got {:?}", other.element_type()),
-            )),
-        }
+        let mut pref = match body.get("$readPreference").map_err(CommandError::from)? {
+            None => Self::default(),
+            Some(RawBsonRef::Document(d)) => Self::parse(d)?,
+            Some(other) => {
+                return Err(bad(
+                    ErrorCode::TypeMismatch,
+                    format!("$readPreference has incorrect type: expected object but got {:?}", other.element_type()),
+                ));
+            }
+        };
+        pref.max_time = match body.get("maxTimeMS").map_err(CommandError::from)? {
+            Some(RawBsonRef::Int32(n)) if n > 0 => Some(Duration::from_millis(n.unsigned_abs().into())),
+            Some(RawBsonRef::Int64(n)) if n > 0 => Some(Duration::from_millis(n.unsigned_abs())),
+            Some(RawBsonRef::Double(f)) if f >= 1.0 => Some(Duration::from_millis(f as u64)),
+            _ => None,
+        };
+        Ok(pref)
     }
 
     /// `{mode, tags, maxStalenessSeconds, hedge}` with MongoDB's errors
@@ -151,7 +162,7 @@ impl ReadPreference {
             return Err(bad(ErrorCode::BadValue, "maxStalenessSeconds can not be set for the primary mode"));
         }
         let max_staleness = (staleness > 0).then(|| Duration::from_secs(staleness.unsigned_abs()));
-        Ok(Self { mode, max_staleness, tag_sets })
+        Ok(Self { mode, max_staleness, tag_sets, max_time: None })
     }
 
     /// Whether a non-primary may answer (the request's `secondary_ok`).

@@ -31,7 +31,11 @@ fn parses_modes_and_refuses_what_mongodb_refuses() {
     let p = ReadPreference::parse(&rawdoc! { "mode": "secondary", "maxStalenessSeconds": 120 }).expect("valid");
     assert_eq!((p.mode, p.max_staleness), (Mode::Secondary, Some(Duration::from_secs(120))));
     let p = ReadPreference::from_body(&rawdoc! { "find": "c" }).expect("absent");
-    assert_eq!(p.mode, Mode::Primary);
+    assert_eq!((p.mode, p.max_time), (Mode::Primary, None));
+    let p =
+        ReadPreference::from_body(&rawdoc! { "find": "c", "$readPreference": { "mode": "nearest" }, "maxTimeMS": 250 })
+            .expect("valid");
+    assert_eq!((p.mode, p.max_time), (Mode::Nearest, Some(Duration::from_millis(250))));
     let code = |d: bson::RawDocumentBuf| ReadPreference::parse(&d).expect_err("invalid").code;
     assert_eq!(code(rawdoc! { "mode": "secondary", "maxStalenessSeconds": 89 }), 160);
     assert_eq!(code(rawdoc! { "mode": "primary", "maxStalenessSeconds": 90 }), 2);
