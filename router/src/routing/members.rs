@@ -69,9 +69,17 @@ impl Members {
         self.status.lock().unwrap_or_else(|p| p.into_inner()).remove(shard);
     }
 
+    /// The cached view if fresh. When it expired, the first caller to see that claims the refresh
+    /// (the entry counts as fresh again for the others, who keep using it meanwhile), so a busy
+    /// router asks the config leader once per [`STATUS_TTL`], not once per read.
     fn cached(&self, shard: &str) -> Option<Arc<Vec<MemberInfo>>> {
-        let status = self.status.lock().unwrap_or_else(|p| p.into_inner());
-        status.get(shard).filter(|c| c.fetched.elapsed() < STATUS_TTL).map(|c| c.members.clone())
+        let mut status = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        let c = status.get_mut(shard)?;
+        if c.fetched.elapsed() < STATUS_TTL {
+            return Some(c.members.clone());
+        }
+        c.fetched = Instant::now();
+        None
     }
 
     /// `shard`'s members, from the cache or the config leader. A failed fetch keeps serving the
