@@ -139,11 +139,13 @@ where
     loop {
         let (result, served) = match state.members.choose(state, shard, pref).await {
             Choice::Primary => match routing::pool(state, shard).await {
-                Ok(pool) => (call(pool, true).await, None),
+                Ok(pool) => {
+                    (watched(state, shard, state.shards.primary(shard).as_deref(), call(pool, true)).await, None)
+                }
                 Err(e) => (Err(e), None),
             },
             Choice::Member(addr) => match state.members.pool(&addr) {
-                Ok(pool) => (call(pool, true).await, Some(addr)),
+                Ok(pool) => (watched(state, shard, Some(&addr), call(pool, true)).await, Some(addr)),
                 Err(e) => (Err(e), Some(addr)),
             },
             Choice::NoneEligible => {
@@ -172,6 +174,24 @@ where
         {
             tracing::debug!(error = %err, "catalog read while choosing a read member failed");
         }
+    }
+}
+
+/// `read` on member `addr` of `shard`, abandoned (HostUnreachable: retried elsewhere) if the
+/// member goes silent meanwhile.
+async fn watched<T>(
+    state: &RouterState,
+    shard: &str,
+    addr: Option<&str>,
+    read: impl Future<Output = Result<T, CommandError>>,
+) -> Result<T, CommandError> {
+    let Some(addr) = addr else { return read.await };
+    tokio::select! {
+        r = read => r,
+        () = state.members.until_silent(state, shard, addr) => Err(CommandError::new(
+            ErrorCode::HostUnreachable,
+            format!("member {addr} of {shard} stopped heartbeating during the read"),
+        )),
     }
 }
 

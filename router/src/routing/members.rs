@@ -8,6 +8,9 @@
 //!                                      └── read_pref::choose(members) ──> Primary | Member(addr) ──> pool(addr)
 //! ```
 //!
+//! A read in flight on a member that goes silent is abandoned ([`Members::until_silent`]) and
+//! chosen again: reads change nothing, so running one twice is harmless.
+//!
 //! Must not: decide which member serves (`read_pref::choose` does) or send writes anywhere.
 
 use std::collections::HashMap;
@@ -113,6 +116,24 @@ impl Members {
                 tracing::debug!(%shard, error = %e, "member status unavailable; using the last view");
                 let status = self.status.lock().unwrap_or_else(|p| p.into_inner());
                 status.get(shard).map(|c| c.members.clone()).unwrap_or_default()
+            }
+        }
+    }
+
+    /// Returns once member `addr` of `shard` has gone silent (the config leader has not heard from
+    /// it for [`SILENT_AFTER`]): a read in flight there is abandoned and sent elsewhere rather
+    /// than waiting out the RPC timeout on a paused or partitioned member. Never returns while
+    /// nothing is known of the member.
+    pub async fn until_silent(&self, state: &RouterState, shard: &str, addr: &str) {
+        loop {
+            tokio::time::sleep(STATUS_TTL).await;
+            let members = self.status(state, shard).await;
+            let silent = members
+                .iter()
+                .find(|m| m.addr == addr)
+                .is_some_and(|m| m.heartbeat_age.is_none_or(|age| age > SILENT_AFTER));
+            if silent {
+                return;
             }
         }
     }
