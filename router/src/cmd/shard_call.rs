@@ -151,7 +151,10 @@ where
             Choice::NoneEligible => {
                 let e = CommandError::new(
                     ErrorCode::FailedToSatisfyReadPreference,
-                    format!("Could not find host matching read preference {:?} for set {shard}", pref.mode),
+                    format!(
+                        "Could not find host matching read preference {{ mode: \"{}\" }} for set {shard}",
+                        pref.mode.name()
+                    ),
                 );
                 (Err(e), None)
             }

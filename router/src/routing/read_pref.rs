@@ -32,6 +32,19 @@ pub enum Mode {
     Nearest,
 }
 
+impl Mode {
+    /// The mode as drivers spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Primary => "primary",
+            Mode::PrimaryPreferred => "primaryPreferred",
+            Mode::Secondary => "secondary",
+            Mode::SecondaryPreferred => "secondaryPreferred",
+            Mode::Nearest => "nearest",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadPreference {
     pub mode: Mode,
