@@ -14,7 +14,7 @@ pub struct RouterCursor {
     pub ns: String,
     /// The shard holding the cursor (`routing::pool::LEGACY_SHARD` in single-shard mode).
     pub shard: String,
-    /// The member holding it (`None`: the primary), see `shard_call::Served`.
+    /// The member holding it (`None`: the primary), see `shard_read::Served`.
     pub member: Option<String>,
     pub shard_cursor_id: i64,
     last_used: Instant,

@@ -10,6 +10,7 @@ use bson::{Document, RawDocumentBuf};
 
 use crate::cmd::forward::{self, BatchField};
 use crate::cmd::shard_call::{self, WriteKind};
+use crate::cmd::shard_read;
 use crate::cmd::{config_db, config_write, routed_read, routed_write};
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
@@ -168,7 +169,7 @@ async fn single(
     let req = routing::versioned(forward::request(cmd)?, placement, shard);
     match kind {
         ReadKind::Find | ReadKind::Aggregate => {
-            let (reply, served) = shard_call::read_cursor(state, shard, req, kind == ReadKind::Aggregate).await?;
+            let (reply, served) = shard_read::read_cursor(state, shard, req, kind == ReadKind::Aggregate).await?;
             let id = if reply.cursor_id == 0 {
                 0
             } else {
@@ -178,7 +179,11 @@ async fn single(
         }
         _ => {
             let read = kind != ReadKind::FindAndModify;
-            let (doc, wce) = shard_call::command_with_wc(state, shard, req, read).await?;
+            let (doc, wce) = if read {
+                shard_read::command_with_wc(state, shard, req).await?
+            } else {
+                shard_call::command_with_wc(state, shard, req, read).await?
+            };
             let mut out = RawDocumentBuf::try_from(&doc).map_err(CommandError::from)?;
             if let Some(e) = wce {
                 let wire = shoal_proto::shard::CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg };

@@ -96,7 +96,7 @@ pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
         batch_size,
         ns: ns.clone(),
     };
-    let pool = match crate::cmd::shard_call::cursor_pool(state, &cursor.shard, cursor.member.as_deref()).await {
+    let pool = match crate::cmd::shard_read::cursor_pool(state, &cursor.shard, cursor.member.as_deref()).await {
         Ok(p) => p,
         Err(e) => {
             state.cursors.remove(id);

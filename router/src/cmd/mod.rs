@@ -17,4 +17,5 @@ pub mod info;
 pub mod routed_read;
 pub mod routed_write;
 pub mod shard_call;
+pub mod shard_read;
 pub mod sharding;
