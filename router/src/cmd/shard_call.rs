@@ -7,7 +7,7 @@
 //! the group's primary once the catalog names one, for up to [`FAILOVER_WAIT_MAX`]. Reads are
 //! also retried after a connection that broke mid-call. Nothing else is retried here.
 //!
-//! Reads that honour a read preference go through `shard_read`, which uses the retry rules here.
+//! Reads with a read preference other than `primary` go through `shard_read`.
 //!
 //! Must not: choose shards, or resend a write that may have run (retryable writes are the
 //! driver's, deduplicated by the shard).
@@ -37,8 +37,8 @@ pub enum WriteKind {
 /// How long a request waits for its shard's replica group to have a reachable primary.
 pub const FAILOVER_WAIT_MAX: Duration = Duration::from_secs(20);
 /// Pause between attempts while waiting, doubling up to [`FAILOVER_PAUSE_MAX`].
-pub(crate) const FAILOVER_PAUSE_MIN: Duration = Duration::from_millis(50);
-pub(crate) const FAILOVER_PAUSE_MAX: Duration = Duration::from_millis(500);
+const FAILOVER_PAUSE_MIN: Duration = Duration::from_millis(50);
+const FAILOVER_PAUSE_MAX: Duration = Duration::from_millis(500);
 
 /// Errors after which the request did not run on the shard: another member may take it.
 fn not_run(e: &CommandError) -> bool {
@@ -53,7 +53,7 @@ fn not_run(e: &CommandError) -> bool {
 }
 
 /// Errors a read may be retried after (it changes nothing, so running it twice is harmless).
-pub(crate) fn read_retryable(e: &CommandError) -> bool {
+fn read_retryable(e: &CommandError) -> bool {
     not_run(e)
         || [ErrorCode::SocketException, ErrorCode::InterruptedDueToReplStateChange, ErrorCode::PrimarySteppedDown]
             .iter()
@@ -61,12 +61,7 @@ pub(crate) fn read_retryable(e: &CommandError) -> bool {
 }
 
 /// Runs `call` on `shard`'s current primary, again on the next one after a failover.
-pub(crate) async fn on_primary<T, F, Fut>(
-    state: &RouterState,
-    shard: &str,
-    read: bool,
-    mut call: F,
-) -> Result<T, CommandError>
+async fn on_primary<T, F, Fut>(state: &RouterState, shard: &str, read: bool, mut call: F) -> Result<T, CommandError>
 where
     F: FnMut(Arc<crate::shard_client::ShardPool>) -> Fut,
     Fut: Future<Output = Result<T, CommandError>>,

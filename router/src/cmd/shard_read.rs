@@ -11,12 +11,12 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::{CommandRequest, CursorReply};
 
-use crate::cmd::shard_call::{FAILOVER_PAUSE_MAX, FAILOVER_PAUSE_MIN, FAILOVER_WAIT_MAX, on_primary, read_retryable};
+use crate::cmd::shard_call::{self, FAILOVER_WAIT_MAX};
 use crate::error::CommandError;
 use crate::routing;
 use crate::routing::read_pref::{Choice, Mode, ReadPreference};
@@ -27,6 +27,27 @@ use crate::state::RouterState;
 /// which follow the catalog), else its `host:port`.
 pub type Served = Option<String>;
 
+/// Pause between attempts on other members, doubling up to [`PAUSE_MAX`].
+const PAUSE_MIN: Duration = Duration::from_millis(50);
+const PAUSE_MAX: Duration = Duration::from_millis(500);
+
+/// Errors after which a read is sent again (to another member, or the same one later): it changes
+/// nothing, so running it twice is harmless.
+fn retryable(e: &CommandError) -> bool {
+    [
+        ErrorCode::NotWritablePrimary,
+        ErrorCode::NotPrimaryNoSecondaryOk,
+        ErrorCode::NotPrimaryOrSecondary,
+        ErrorCode::HostUnreachable,
+        ErrorCode::SocketException,
+        ErrorCode::InterruptedDueToReplStateChange,
+        ErrorCode::PrimarySteppedDown,
+        ErrorCode::FailedToSatisfyReadPreference,
+    ]
+    .iter()
+    .any(|c| c.code() == e.code)
+}
+
 /// A read command whose reply is one document (`count`, `distinct`, database-level reads), with
 /// the shard's `writeConcernError` slot kept for the caller's shape.
 pub async fn command_with_wc(
@@ -35,9 +56,12 @@ pub async fn command_with_wc(
     req: CommandRequest,
 ) -> Result<(bson::Document, Option<CommandError>), CommandError> {
     let pref = read_preference(&req, false)?;
-    let call = |pool: Arc<ShardPool>, secondary_ok: bool| {
+    if pref.mode == Mode::Primary {
+        return shard_call::command_with_wc(state, shard, req, true).await;
+    }
+    let call = |pool: Arc<ShardPool>| {
         let mut req = req.clone();
-        req.secondary_ok = secondary_ok;
+        req.secondary_ok = true;
         async move {
             let reply = pool.client().command(req).await.map_err(|s| pool.status_error(&s))?.into_inner();
             if let Some(e) = reply.error {
@@ -74,8 +98,8 @@ fn read_preference(req: &CommandRequest, aggregate: bool) -> Result<ReadPreferen
     Ok(pref)
 }
 
-/// Runs the read `call` on a member of `shard` chosen by `pref` (`secondary_ok` set unless the
-/// mode is `primary`), choosing again after a member failed it.
+/// Runs the read `call` on a member of `shard` chosen by `pref` (not `primary`: those go through
+/// `shard_call`), with `secondary_ok`, choosing again after a member failed it.
 async fn on_member<T, F, Fut>(
     state: &RouterState,
     shard: &str,
@@ -83,26 +107,21 @@ async fn on_member<T, F, Fut>(
     mut call: F,
 ) -> Result<(T, Served), CommandError>
 where
-    F: FnMut(Arc<ShardPool>, bool) -> Fut,
+    F: FnMut(Arc<ShardPool>) -> Fut,
     Fut: Future<Output = Result<T, CommandError>>,
 {
-    if pref.mode == Mode::Primary {
-        return on_primary(state, shard, true, |pool| call(pool, false)).await.map(|v| (v, None));
-    }
     // A client's `maxTimeMS` also bounds the wait for a member that fits (as mongos does).
     let limit = pref.max_time.map_or(FAILOVER_WAIT_MAX, |t| t.min(FAILOVER_WAIT_MAX));
     let started = Instant::now();
-    let mut pause = FAILOVER_PAUSE_MIN;
+    let mut pause = PAUSE_MIN;
     loop {
         let (result, served) = match state.members.choose(state, shard, pref).await {
             Choice::Primary => match routing::pool(state, shard).await {
-                Ok(pool) => {
-                    (watched(state, shard, state.shards.primary(shard).as_deref(), call(pool, true)).await, None)
-                }
+                Ok(pool) => (watched(state, shard, state.shards.primary(shard).as_deref(), call(pool)).await, None),
                 Err(e) => (Err(e), None),
             },
             Choice::Member(addr) => match state.members.pool(&addr) {
-                Ok(pool) => (watched(state, shard, Some(&addr), call(pool, true)).await, Some(addr)),
+                Ok(pool) => (watched(state, shard, Some(&addr), call(pool)).await, Some(addr)),
                 Err(e) => (Err(e), Some(addr)),
             },
             Choice::NoneEligible => {
@@ -120,14 +139,13 @@ where
             Ok(v) => return Ok((v, served)),
             Err(e) => e,
         };
-        let retry = read_retryable(&e) || e.code == ErrorCode::FailedToSatisfyReadPreference.code();
-        if !retry || started.elapsed() + pause > limit {
+        if !retryable(&e) || started.elapsed() + pause > limit {
             return Err(e);
         }
         tracing::debug!(%shard, member = ?served, code = e.code, error = %e.errmsg, "read member unavailable; choosing again");
         state.members.invalidate(shard);
         tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(FAILOVER_PAUSE_MAX);
+        pause = (pause * 2).min(PAUSE_MAX);
         if served.is_none()
             && state.catalog.is_configured()
             && let Err(err) = routing::read_catalog(state).await
@@ -176,9 +194,12 @@ pub async fn read_cursor(
     aggregate: bool,
 ) -> Result<(CursorReply, Served), CommandError> {
     let pref = read_preference(&req, aggregate)?;
-    on_member(state, shard, &pref, |pool, secondary_ok| {
+    if pref.mode == Mode::Primary {
+        return shard_call::cursor(state, shard, req, aggregate).await.map(|reply| (reply, None));
+    }
+    on_member(state, shard, &pref, |pool| {
         let mut req = req.clone();
-        req.secondary_ok = secondary_ok;
+        req.secondary_ok = true;
         open_cursor(pool, req, aggregate)
     })
     .await
