@@ -63,6 +63,11 @@ impl CatalogAccess {
         Ok(answer)
     }
 
+    /// The config leader's view of `shard`'s replica group, from its members' heartbeats.
+    pub async fn group_status(&self, shard: &str) -> Result<shoal_proto::config::GroupStatusReply, CommandError> {
+        self.client()?.group_status(shard).await.map_err(client_error)
+    }
+
     /// Commits `command`; a refusal by the catalog becomes the MongoDB error it carries.
     pub async fn write(&self, command: &Command) -> Result<Response, CommandError> {
         let outcome = self.client()?.write(command).await.map_err(client_error)?;

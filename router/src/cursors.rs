@@ -1,5 +1,6 @@
-//! Router-owned cursors: the ids clients see, mapped to the shard cursor behind each, or to the
-//! rest of a result the router built itself (`config.*` reads) held here in batches.
+//! Router-owned cursors: the ids clients see, mapped to the shard cursor behind each (and the
+//! replica-group member holding it, when a read preference sent the read off the primary), or to
+//! the rest of a result the router built itself (`config.*` reads) held here in batches.
 //!
 //! Ids are random positive int64 (drivers require int64; 0 means exhausted), unique across both
 //! kinds. A cursor unused for the idle timeout is forgotten here (and killed on its shard).
@@ -13,6 +14,8 @@ pub struct RouterCursor {
     pub ns: String,
     /// The shard holding the cursor (`routing::pool::LEGACY_SHARD` in single-shard mode).
     pub shard: String,
+    /// The member holding it (`None`: the primary), see `shard_read::Served`.
+    pub member: Option<String>,
     pub shard_cursor_id: i64,
     last_used: Instant,
 }
@@ -57,13 +60,13 @@ impl CursorRegistry {
         }
     }
 
-    pub fn register(&self, ns: String, shard: String, shard_cursor_id: i64) -> i64 {
+    pub fn register(&self, ns: String, shard: String, member: Option<String>, shard_cursor_id: i64) -> i64 {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let buffered = self.buffered.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             let id = rand::random::<i64>() & i64::MAX;
             if id != 0 && !open.contains_key(&id) && !buffered.contains_key(&id) && !self.merging_has(id) {
-                open.insert(id, RouterCursor { ns, shard, shard_cursor_id, last_used: Instant::now() });
+                open.insert(id, RouterCursor { ns, shard, member, shard_cursor_id, last_used: Instant::now() });
                 return id;
             }
         }
@@ -184,13 +187,13 @@ impl CursorRegistry {
         self.len() == 0
     }
 
-    /// Removes idle cursors and returns their shards and shard cursor ids, to be killed there.
-    pub fn reap_idle(&self) -> Vec<(String, i64)> {
+    /// Removes idle cursors and returns them, to have their shard cursors killed.
+    pub fn reap_idle(&self) -> Vec<RouterCursor> {
         let timeout = self.idle_timeout;
         self.buffered.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, c| c.last_used.elapsed() < timeout);
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let idle: Vec<i64> = open.iter().filter(|(_, c)| c.last_used.elapsed() >= timeout).map(|(id, _)| *id).collect();
-        idle.iter().filter_map(|id| open.remove(id)).map(|c| (c.shard, c.shard_cursor_id)).collect()
+        idle.iter().filter_map(|id| open.remove(id)).collect()
     }
 }
 
@@ -210,12 +213,17 @@ pub async fn reap_idle_forever(state: std::sync::Arc<crate::state::RouterState>)
             continue;
         }
         tracing::info!(count = reaped.len(), "killing idle cursors");
-        let mut by_shard: std::collections::HashMap<String, Vec<i64>> = std::collections::HashMap::new();
-        for (shard, id) in reaped {
-            by_shard.entry(shard).or_default().push(id);
+        let mut by_member: std::collections::HashMap<(String, Option<String>), Vec<i64>> =
+            std::collections::HashMap::new();
+        for c in reaped {
+            by_member.entry((c.shard, c.member)).or_default().push(c.shard_cursor_id);
         }
-        for (shard, cursor_ids) in by_shard {
-            let Some(pool) = state.shards.get(&shard) else { continue };
+        for ((shard, member), cursor_ids) in by_member {
+            let pool = match &member {
+                Some(addr) => state.members.pool(addr).ok(),
+                None => state.shards.get(&shard),
+            };
+            let Some(pool) = pool else { continue };
             let req = shoal_proto::shard::KillCursorsRequest { request_id: "reaper".into(), cursor_ids };
             // Shard cursors we fail to kill here are reaped by the shard's own idle timeout.
             if let Err(status) = pool.client().kill_cursors(req).await {
@@ -232,10 +240,12 @@ mod tests {
     #[test]
     fn register_touch_remove_reap() {
         let r = CursorRegistry::new(Duration::from_secs(0));
-        let id = r.register("d.c".into(), String::new(), 42);
+        let id = r.register("d.c".into(), String::new(), Some("m:1".into()), 42);
         assert!(id > 0);
         assert_eq!(r.touch(id).map(|c| c.shard_cursor_id), Some(42));
-        assert_eq!(r.reap_idle(), vec![(String::new(), 42)]);
+        let reaped: Vec<(String, Option<String>, i64)> =
+            r.reap_idle().into_iter().map(|c| (c.shard, c.member, c.shard_cursor_id)).collect();
+        assert_eq!(reaped, vec![(String::new(), Some("m:1".into()), 42)]);
         assert!(r.touch(id).is_none());
         assert!(r.remove(id).is_none());
     }

@@ -15,12 +15,13 @@ use shoal_query::projection::Projection;
 use shoal_query::sort::SortSpec;
 
 use crate::error::CommandError;
-use crate::routing;
 use crate::state::RouterState;
 
 /// One shard's stream.
 pub struct Source {
     pub shard: String,
+    /// The member holding the shard cursor (`None`: the primary), see `shard_read::Served`.
+    pub member: Option<String>,
     /// 0 once the shard's cursor is exhausted.
     pub cursor_id: i64,
     pub buffered: VecDeque<Document>,
@@ -51,7 +52,7 @@ impl MergeCursor {
             let ns = ns.clone();
             let rid = rid.clone();
             async move {
-                let pool = routing::pool(state, &s.shard).await?;
+                let pool = crate::cmd::shard_read::cursor_pool(state, &s.shard, s.member.as_deref()).await?;
                 let req = GetMoreRequest { request_id: rid, cursor_id: s.cursor_id, batch_size: 0, ns };
                 let reply = pool.client().get_more(req).await.map_err(|st| pool.status_error(&st))?.into_inner();
                 if let Some(e) = reply.error {
@@ -109,7 +110,11 @@ impl MergeCursor {
     /// Kills the shard cursors still open (best effort: shards reap idle cursors anyway).
     pub async fn kill(&mut self, state: &RouterState) {
         for s in self.sources.iter_mut().filter(|s| s.cursor_id != 0) {
-            if let Some(pool) = state.shards.get(&s.shard) {
+            let pool = match &s.member {
+                Some(addr) => state.members.pool(addr).ok(),
+                None => state.shards.get(&s.shard),
+            };
+            if let Some(pool) = pool {
                 let req = KillCursorsRequest { request_id: self.request_id.clone(), cursor_ids: vec![s.cursor_id] };
                 if let Err(status) = pool.client().kill_cursors(req).await {
                     pool.status_error(&status);

@@ -10,12 +10,15 @@ use crate::cursors::CursorRegistry;
 use crate::error::CommandError;
 use crate::routing::TargetingStats;
 use crate::routing::cache::RoutingCache;
+use crate::routing::members::Members;
 use crate::routing::pool::ShardPools;
 
 pub struct RouterState {
     pub config: RouterConfig,
     /// Channels by shard id (or the legacy `--shard` pool without config servers).
     pub shards: ShardPools,
+    /// Channels by member address and the groups' member status, for reads off the primary.
+    pub members: Members,
     pub routing: RoutingCache,
     pub targeting: TargetingStats,
     pub cursors: CursorRegistry,
@@ -37,9 +40,11 @@ impl RouterState {
         let shards = ShardPools::new(legacy, config.shard_rpc_timeout)?;
         let cursors = CursorRegistry::new(config.cursor_idle_timeout);
         let catalog = CatalogAccess::new(&config.config_servers);
+        let members = Members::new(config.shard_rpc_timeout);
         Ok(Self {
             config,
             shards,
+            members,
             routing: RoutingCache::default(),
             targeting: TargetingStats::default(),
             cursors,

@@ -31,6 +31,7 @@ use tracing::Instrument;
 use crate::cursors::ReadPin;
 use crate::error::{ExecError, ExecResult};
 use crate::exec::{self, Engine, WriteConcern, WriteOutcome};
+use crate::repl::read_concern::{self, MajorityCursors, ReadConcern};
 use crate::sharding::{Ownership, WRITE_WAIT_MAX, WritePermit, load};
 
 /// What a request holds while it runs, from before its version check until it is applied.
@@ -94,11 +95,21 @@ impl Drop for Timed<'_> {
 #[derive(Clone)]
 pub struct ShardService {
     engine: Arc<Engine>,
+    /// Cursors whose `getMore`s wait for the commit point (see `repl::read_concern`).
+    majority_cursors: Arc<MajorityCursors>,
 }
 
 impl ShardService {
     pub fn new(engine: Arc<Engine>) -> Self {
-        Self { engine }
+        Self { engine, majority_cursors: Arc::default() }
+    }
+
+    /// The request's read concern, checked before the read runs (see `repl::read_concern`).
+    async fn read_concern(&self, req: &CommandRequest) -> ExecResult<ReadConcern> {
+        let body = bson::RawDocument::from_bytes(&req.body)?;
+        let rc = read_concern::parse(body, &command_name(req))?;
+        read_concern::before(&self.engine.repl, &rc, req.secondary_ok).await?;
+        Ok(rc)
     }
 
     /// Admits a request: takes a write's permit (waiting out a critical section) or a versioned
@@ -200,6 +211,10 @@ impl ShardService {
         if let Err(e) = self.check_readable(&req) {
             return Ok(Response::new(cursor_reply(Err(e))));
         }
+        let rc = match self.read_concern(&req).await {
+            Ok(rc) => rc,
+            Err(e) => return Ok(Response::new(cursor_reply(Err(e)))),
+        };
         let admitted = match self.admit(&req, Access::Read).instrument(admit_span(&req)).await {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(cursor_reply(Err(e)))),
@@ -207,7 +222,30 @@ impl ShardService {
         // The pin is held until the cursor (if any) has its own.
         let (result, _) = self.blocking(req, false, &admitted, f).await?;
         drop(admitted);
+        let result = match result {
+            Ok((batch, ns)) => self.majority_committed(&rc, batch.cursor_id).await.map(|()| (batch, ns)),
+            Err(e) => Err(e),
+        };
         Ok(Response::new(cursor_reply(result)))
+    }
+
+    /// Holds a batch back until what it read is majority committed (`majority`, `linearizable`);
+    /// a cursor that cannot be answered is killed, one that continues is remembered.
+    async fn majority_committed(&self, rc: &ReadConcern, cursor_id: i64) -> ExecResult<()> {
+        let read_at = self.engine.store.position().optime;
+        if let Err(e) = read_concern::after(&self.engine.repl, rc, read_at).await {
+            if cursor_id != 0 {
+                self.engine.cursors.kill(cursor_id);
+                self.majority_cursors.forget(cursor_id);
+            }
+            return Err(e);
+        }
+        if cursor_id == 0 {
+            self.majority_cursors.forget(cursor_id);
+        } else {
+            self.majority_cursors.remember(cursor_id, *rc);
+        }
+        Ok(())
     }
 
     /// Waits for the write concern of a write that committed batch `seq`. `Err`: the command
@@ -307,11 +345,27 @@ impl Shard for ShardService {
         let req = request.into_inner();
         let _timed = Timed::start(&self.engine);
         let engine = Arc::clone(&self.engine);
+        let cursor_id = req.cursor_id;
         let result = tokio::task::spawn_blocking(move || {
             exec::find::get_more(&engine, req.cursor_id, req.batch_size.max(0) as usize, &req.ns)
         })
         .await
         .map_err(|e| Status::internal(format!("getMore task failed: {e}")))?;
+        let result = match (result, self.majority_cursors.get(cursor_id)) {
+            (Ok((batch, ns)), Some(rc)) => {
+                let next = batch.cursor_id;
+                let waited = self.majority_committed(&rc, next).await;
+                if next != cursor_id {
+                    self.majority_cursors.forget(cursor_id);
+                }
+                waited.map(|()| (batch, ns))
+            }
+            (Err(e), Some(_)) => {
+                self.majority_cursors.forget(cursor_id);
+                Err(e)
+            }
+            (result, None) => result,
+        };
         Ok(Response::new(cursor_reply(result)))
     }
 
@@ -319,6 +373,7 @@ impl Shard for ShardService {
         let req = request.into_inner();
         let (mut killed, mut not_found) = (Vec::new(), Vec::new());
         for id in req.cursor_ids {
+            self.majority_cursors.forget(id);
             if self.engine.cursors.kill(id) { killed.push(id) } else { not_found.push(id) }
         }
         Ok(Response::new(KillCursorsReply { killed, not_found }))
@@ -353,6 +408,13 @@ impl Shard for ShardService {
         if reads && let Err(e) = self.check_readable(&req) {
             return Ok(Response::new(command_reply(Err(e))));
         }
+        let rc = match access {
+            Access::Read => match self.read_concern(&req).await {
+                Ok(rc) => Some(rc),
+                Err(e) => return Ok(Response::new(command_reply(Err(e)))),
+            },
+            _ => None,
+        };
         let admitted = match self.admit(&req, access).instrument(admit_span(&req)).await {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(command_reply(Err(e)))),
@@ -390,6 +452,10 @@ impl Shard for ShardService {
                 self.engine.sharding.forget(ns);
             }
         }
+        let result = match (result, &rc) {
+            (Ok(out), Some(rc)) => self.majority_committed(rc, 0).await.map(|()| out),
+            (result, _) => result,
+        };
         let (result, wc_error) = match result {
             // Reads report no write concern.
             Ok((doc, 0)) => (Ok(doc), None),

@@ -10,6 +10,7 @@ use bson::{Document, RawDocumentBuf};
 
 use crate::cmd::forward::{self, BatchField};
 use crate::cmd::shard_call::{self, WriteKind};
+use crate::cmd::shard_read;
 use crate::cmd::{config_db, config_write, routed_read, routed_write};
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
@@ -114,6 +115,10 @@ fn empty_reply(kind: ReadKind, ns: &str) -> HandlerResult {
 }
 
 async fn routed_read(state: &RouterState, cmd: &Command, coll: &str, kind: ReadKind) -> HandlerResult {
+    // A bad `$readPreference` fails the command wherever the data is (even nowhere).
+    if kind != ReadKind::FindAndModify {
+        routing::read_pref::ReadPreference::from_body(&cmd.body)?;
+    }
     // Decoded only for sharded collections: the single-shard path forwards the bytes untouched.
     let mut filter: Option<Document> = None;
     let mut attempt = 0;
@@ -164,17 +169,21 @@ async fn single(
     let req = routing::versioned(forward::request(cmd)?, placement, shard);
     match kind {
         ReadKind::Find | ReadKind::Aggregate => {
-            let reply = shard_call::cursor(state, shard, req, kind == ReadKind::Aggregate).await?;
+            let (reply, served) = shard_read::read_cursor(state, shard, req, kind == ReadKind::Aggregate).await?;
             let id = if reply.cursor_id == 0 {
                 0
             } else {
-                state.cursors.register(reply.ns.clone(), shard.to_owned(), reply.cursor_id)
+                state.cursors.register(reply.ns.clone(), shard.to_owned(), served, reply.cursor_id)
             };
             forward::cursor_reply(BatchField::First, &reply.documents, id, &reply.ns)
         }
         _ => {
             let read = kind != ReadKind::FindAndModify;
-            let (doc, wce) = shard_call::command_with_wc(state, shard, req, read).await?;
+            let (doc, wce) = if read {
+                shard_read::command_with_wc(state, shard, req).await?
+            } else {
+                shard_call::command_with_wc(state, shard, req, read).await?
+            };
             let mut out = RawDocumentBuf::try_from(&doc).map_err(CommandError::from)?;
             if let Some(e) = wce {
                 let wire = shoal_proto::shard::CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg };

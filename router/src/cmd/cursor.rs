@@ -96,7 +96,7 @@ pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
         batch_size,
         ns: ns.clone(),
     };
-    let pool = match crate::routing::pool(state, &cursor.shard).await {
+    let pool = match crate::cmd::shard_read::cursor_pool(state, &cursor.shard, cursor.member.as_deref()).await {
         Ok(p) => p,
         Err(e) => {
             state.cursors.remove(id);
@@ -152,12 +152,13 @@ pub async fn kill_cursors(state: &RouterState, _conn: &ConnContext, cmd: &Comman
         }
     };
     let (mut killed, mut not_found) = (Vec::new(), Vec::new());
-    let mut by_shard: std::collections::BTreeMap<String, Vec<i64>> = std::collections::BTreeMap::new();
+    let mut by_member: std::collections::BTreeMap<(String, Option<String>), Vec<i64>> =
+        std::collections::BTreeMap::new();
     for id in ids {
         match state.cursors.remove(id) {
             Some(c) => {
                 killed.push(id);
-                by_shard.entry(c.shard).or_default().push(c.shard_cursor_id);
+                by_member.entry((c.shard, c.member)).or_default().push(c.shard_cursor_id);
             }
             None if state.cursors.remove_buffered(id) => killed.push(id),
             None if let Some(cursor) = state.cursors.remove_merging(id) => {
@@ -167,8 +168,12 @@ pub async fn kill_cursors(state: &RouterState, _conn: &ConnContext, cmd: &Comman
             None => not_found.push(id),
         }
     }
-    for (shard, cursor_ids) in by_shard {
-        let Some(pool) = state.shards.get(&shard) else { continue };
+    for ((shard, member), cursor_ids) in by_member {
+        let pool = match &member {
+            Some(addr) => state.members.pool(addr).ok(),
+            None => state.shards.get(&shard),
+        };
+        let Some(pool) = pool else { continue };
         let req = KillCursorsRequest { request_id: cmd.request_id.to_string(), cursor_ids };
         // The router's cursors are gone either way; a shard cursor we fail to kill is reaped idle.
         if let Err(status) = pool.client().kill_cursors(req).await {

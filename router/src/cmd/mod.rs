@@ -18,4 +18,5 @@ pub mod retryable;
 pub mod routed_read;
 pub mod routed_write;
 pub mod shard_call;
+pub mod shard_read;
 pub mod sharding;

@@ -16,7 +16,7 @@ use shoal_query::projection::Projection;
 use shoal_query::sort::SortSpec;
 
 use crate::cmd::forward::{self, BatchField};
-use crate::cmd::shard_call;
+use crate::cmd::{shard_call, shard_read};
 use crate::command::Command;
 use crate::error::CommandError;
 use crate::merge;
@@ -70,8 +70,8 @@ async fn gather(
         let rid = rid.clone();
         async move {
             let req = routing::versioned(request_with(cmd, body)?, placement, shard);
-            let first = shard_call::cursor(state, shard, req, aggregate).await?;
-            let raw = shard_call::drain(state, shard, &rid, first).await?;
+            let (first, served) = shard_read::read_cursor(state, shard, req, aggregate).await?;
+            let raw = shard_call::drain(state, shard, &rid, first, served.as_deref()).await?;
             raw.iter().map(|b| Document::from_reader(&mut b.as_ref()).map_err(CommandError::from)).collect()
         }
     });
@@ -147,12 +147,12 @@ pub async fn find(
         let body = &body;
         async move {
             let req = routing::versioned(request_with(cmd, body)?, placement, shard);
-            let reply = shard_call::cursor(state, shard, req, false).await?;
+            let (reply, member) = shard_read::read_cursor(state, shard, req, false).await?;
             let mut buffered = VecDeque::with_capacity(reply.documents.len());
             for d in &reply.documents {
                 buffered.push_back(Document::from_reader(&mut d.as_ref())?);
             }
-            Ok::<Source, CommandError>(Source { shard: shard.clone(), cursor_id: reply.cursor_id, buffered })
+            Ok::<Source, CommandError>(Source { shard: shard.clone(), member, cursor_id: reply.cursor_id, buffered })
         }
     });
     let mut sources = Vec::new();
@@ -216,7 +216,7 @@ pub async fn count(
         let body = &body;
         async move {
             let req = routing::versioned(request_with(cmd, body)?, placement, shard);
-            shard_call::command(state, shard, req).await
+            shard_read::command(state, shard, req).await
         }
     });
     let mut total = 0i64;
@@ -245,7 +245,7 @@ pub async fn distinct(
         let body = &body;
         async move {
             let req = routing::versioned(request_with(cmd, body)?, placement, shard);
-            shard_call::command(state, shard, req).await
+            shard_read::command(state, shard, req).await
         }
     });
     let mut answers = Vec::new();

@@ -7,6 +7,8 @@
 //! the group's primary once the catalog names one, for up to [`FAILOVER_WAIT_MAX`]. Reads are
 //! also retried after a connection that broke mid-call. Nothing else is retried here.
 //!
+//! Reads with a read preference other than `primary` go through `shard_read`.
+//!
 //! Must not: choose shards, or resend a write that may have run (retryable writes are the
 //! driver's, deduplicated by the shard).
 
@@ -178,8 +180,9 @@ pub async fn drain(
     shard: &str,
     request_id: &str,
     first: CursorReply,
+    served: Option<&str>,
 ) -> Result<Vec<Bytes>, CommandError> {
-    let pool = routing::pool(state, shard).await?;
+    let pool = crate::cmd::shard_read::cursor_pool(state, shard, served).await?;
     let mut docs = first.documents;
     let mut bytes: usize = docs.iter().map(Bytes::len).sum();
     let mut cursor_id = first.cursor_id;

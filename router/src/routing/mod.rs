@@ -1,7 +1,8 @@
 //! Routing: where a namespace's data lives and which shards a request goes to.
 //!
 //! Owns: the channel pools by shard id ([`pool`]), the routing cache ([`cache`]), pure targeting
-//! ([`target`]), the shard and database versions attached to requests, the StaleConfig /
+//! ([`target`]), read preferences and the choice of a replica-group member for a read
+//! ([`read_pref`], pure) with the members' channels and status ([`members`]), the shard and database versions attached to requests, the StaleConfig /
 //! StaleDbVersion retry loop and the targeting counters `serverStatus` shows. Without config servers everything goes to the legacy
 //! `--shard` pool, unversioned.
 //!
@@ -9,7 +10,9 @@
 
 pub mod cache;
 pub mod follow;
+pub mod members;
 pub mod pool;
+pub mod read_pref;
 pub mod target;
 
 use std::collections::{BTreeMap, BTreeSet};

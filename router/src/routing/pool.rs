@@ -22,6 +22,8 @@ pub struct ShardPools {
     legacy: Option<Arc<ShardPool>>,
     /// Shard id → (address, pool).
     by_id: RwLock<HashMap<String, (String, Arc<ShardPool>)>>,
+    /// Shard id → the `host:port` the catalog names primary (for choosing read members).
+    primaries: RwLock<HashMap<String, String>>,
     rpc_timeout: Duration,
 }
 
@@ -35,7 +37,7 @@ impl ShardPools {
     /// `legacy`: the `--shard` endpoint, used only when the router has no catalog.
     pub fn new(legacy: Option<&str>, rpc_timeout: Duration) -> Result<Self, CommandError> {
         let legacy = legacy.map(|e| ShardPool::new(e, rpc_timeout)).transpose()?.map(Arc::new);
-        Ok(Self { legacy, by_id: RwLock::new(HashMap::new()), rpc_timeout })
+        Ok(Self { legacy, by_id: RwLock::new(HashMap::new()), primaries: RwLock::new(HashMap::new()), rpc_timeout })
     }
 
     /// The pool of `shard`, if known.
@@ -46,9 +48,19 @@ impl ShardPools {
         self.by_id.read().unwrap_or_else(|p| p.into_inner()).get(shard).map(|(_, p)| p.clone())
     }
 
+    /// The member the catalog last named primary of `shard`, as `host:port`.
+    pub fn primary(&self, shard: &str) -> Option<String> {
+        self.primaries.read().unwrap_or_else(|p| p.into_inner()).get(shard).cloned()
+    }
+
     /// Creates or replaces the pools of every shard in `catalog` whose address changed, and
     /// drops the pools of shards the catalog no longer has (removed by `removeShard`).
     pub fn update(&self, catalog: &Catalog) {
+        *self.primaries.write().unwrap_or_else(|p| p.into_inner()) = catalog
+            .shards()
+            .values()
+            .filter_map(|s| Some((s.id.clone(), s.group.primary.clone()?.trim_start_matches("http://").to_owned())))
+            .collect();
         let mut by_id = self.by_id.write().unwrap_or_else(|p| p.into_inner());
         by_id.retain(|id, _| {
             let keep = catalog.shard(id).is_some();

@@ -5,7 +5,8 @@
 //! named, peers' progress), the heartbeat to the config service that learns terms and renews the
 //! primary's lease ([`heartbeat`]), the primary's side of the oplog stream ([`source`]), the
 //! secondary's fetch-and-apply loop ([`fetcher`]) with initial sync ([`initial_sync`]), the
-//! commit-point rule ([`progress`]) and write-concern waits ([`wait`]).
+//! commit-point rule ([`progress`]), write-concern waits ([`wait`]) and what read concerns wait
+//! for ([`read_concern`]).
 //!
 //! Must not: decide who is primary (the config service arbitrates; a member only follows the
 //! term it learns), accept writes outside its lease (the store's [`Writability`] enforces it),
@@ -25,6 +26,7 @@ pub mod heartbeat;
 pub mod initial_sync;
 pub mod oplog_cap;
 pub mod progress;
+pub mod read_concern;
 pub mod rollback;
 pub mod source;
 pub mod state;
