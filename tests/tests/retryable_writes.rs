@@ -185,7 +185,7 @@ struct Seen {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn driver_retryable_writes_apply_once_under_repeated_primary_kills() {
+async fn driver_retryable_writes_apply_once_under_repeated_primary_kills_and_pauses() {
     const COUNTERS: i64 = 10;
     const OPS_PER_ROUND: i64 = 200;
     let mut cluster = ReplicaCluster::start(3).await.expect("cluster starts");
@@ -198,7 +198,10 @@ async fn driver_retryable_writes_apply_once_under_repeated_primary_kills() {
     let mut seen: BTreeMap<i64, Seen> = BTreeMap::new();
     let mut inserted: Vec<i64> = Vec::new();
     let mut duplicate_key_errors = 0;
-    for round in 0..3 {
+    // Rounds 0 and 1 kill the primary (-9); rounds 2 and 3 pause it (SIGSTOP, as if partitioned)
+    // until another member took over, then resume it: it rolls back what no majority had.
+    for round in 0..4 {
+        let pause = round >= 2;
         let primary = cluster.wait_primary(WAIT).await.expect("a primary");
         let writer_coll = coll.clone();
         let writer = tokio::spawn(async move {
@@ -215,7 +218,11 @@ async fn driver_retryable_writes_apply_once_under_repeated_primary_kills() {
             out
         });
         tokio::time::sleep(Duration::from_millis(400)).await;
-        cluster.kill9(primary);
+        if pause {
+            cluster.pause(primary);
+        } else {
+            cluster.kill9(primary);
+        }
         cluster.wait_new_primary(primary, WAIT).await.expect("a new primary");
         for (key, acked, err) in writer.await.expect("writer") {
             if key >= 0 {
@@ -227,8 +234,13 @@ async fn driver_retryable_writes_apply_once_under_repeated_primary_kills() {
                 duplicate_key_errors += 1;
             }
         }
-        cluster.restart(primary).await.expect("restart the old primary");
-        eprintln!("round {round}: primary {primary} killed");
+        if pause {
+            cluster.resume(primary);
+            cluster.wait_settled(primary, WAIT).await.expect("the old primary follows again");
+        } else {
+            cluster.restart(primary).await.expect("restart the old primary");
+        }
+        eprintln!("round {round}: primary {primary} {}", if pause { "paused" } else { "killed" });
     }
     assert_eq!(duplicate_key_errors, 0, "a retried insert that had run must not fail with a duplicate key");
     let find_all = |c: mongodb::Collection<Document>| async move {
@@ -255,10 +267,14 @@ async fn driver_retryable_writes_apply_once_under_repeated_primary_kills() {
     }
     // Every member ends with the same documents.
     let total = all.len() as u64;
+    let mut want: Vec<i64> =
+        all.iter().map(|d| d.get_i64("_id").or_else(|_| d.get_i32("_id").map(i64::from)).expect("_id")).collect();
+    want.sort_unstable();
     for i in 0..cluster.size() {
         cluster
             .wait_caught_up(i, "rw", "kills", total, WAIT)
             .await
             .unwrap_or_else(|e| panic!("member {i}: {e}\n{}", cluster.log_tails(40)));
+        assert_eq!(cluster.ids_on(i, "rw", "kills").await.expect("ids"), want, "member {i}");
     }
 }

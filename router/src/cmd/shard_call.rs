@@ -60,6 +60,24 @@ fn resendable_after(e: &CommandError) -> bool {
             .any(|c| c.code() == e.code)
 }
 
+/// How often a request in flight checks whether its member is still the named primary.
+const REPLACED_POLL: Duration = Duration::from_millis(100);
+
+/// Returns once the catalog names another primary of `shard` than `called` (never if `called`
+/// is unknown). A request still waiting on a replaced primary (paused, partitioned) is abandoned
+/// instead of waiting out the RPC timeout: that member's lease lapsed before the new primary was
+/// named, so it can no longer commit the request, and an acknowledgment it owes could only be of
+/// something a majority never had (rolled back later).
+async fn replaced(state: &RouterState, shard: &str, called: Option<&str>) {
+    let Some(called) = called else { return std::future::pending().await };
+    loop {
+        tokio::time::sleep(REPLACED_POLL).await;
+        if state.shards.primary(shard).is_some_and(|now| now != called) {
+            return;
+        }
+    }
+}
+
 /// Runs `call` on `shard`'s current primary, again on the next one after a failover.
 async fn on_primary<T, F, Fut>(
     state: &RouterState,
@@ -75,9 +93,16 @@ where
     let mut pause = FAILOVER_PAUSE_MIN;
     loop {
         let pool = routing::pool(state, shard).await?;
-        let e = match call(pool).await {
-            Ok(v) => return Ok(v),
-            Err(e) => e,
+        let called = state.shards.primary(shard);
+        let e = tokio::select! {
+            r = call(pool) => match r {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            },
+            () = replaced(state, shard, called.as_deref()) => CommandError::new(
+                ErrorCode::InterruptedDueToReplStateChange,
+                format!("{shard}'s primary {} was replaced while the request ran there", called.as_deref().unwrap_or("?")),
+            ),
         };
         let retry = if may_run_twice { resendable_after(&e) } else { not_run(&e) };
         if !retry || started.elapsed() + pause > FAILOVER_WAIT_MAX || !state.catalog.is_configured() {
