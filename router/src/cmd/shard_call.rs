@@ -37,8 +37,8 @@ pub enum WriteKind {
 /// How long a request waits for its shard's replica group to have a reachable primary.
 pub const FAILOVER_WAIT_MAX: Duration = Duration::from_secs(20);
 /// Pause between attempts while waiting, doubling up to [`FAILOVER_PAUSE_MAX`].
-const FAILOVER_PAUSE_MIN: Duration = Duration::from_millis(50);
-const FAILOVER_PAUSE_MAX: Duration = Duration::from_millis(500);
+pub const FAILOVER_PAUSE_MIN: Duration = Duration::from_millis(50);
+pub const FAILOVER_PAUSE_MAX: Duration = Duration::from_millis(500);
 
 /// Errors after which the request did not run on the shard: another member may take it.
 fn not_run(e: &CommandError) -> bool {
@@ -53,7 +53,7 @@ fn not_run(e: &CommandError) -> bool {
 }
 
 /// Errors a request that may run twice (a read, a retryable write) is resent after.
-fn resendable_after(e: &CommandError) -> bool {
+pub fn resendable_after(e: &CommandError) -> bool {
     not_run(e)
         || [ErrorCode::SocketException, ErrorCode::InterruptedDueToReplStateChange, ErrorCode::PrimarySteppedDown]
             .iter()

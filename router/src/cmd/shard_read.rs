@@ -11,7 +11,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::{CommandRequest, CursorReply};
@@ -27,25 +27,10 @@ use crate::state::RouterState;
 /// which follow the catalog), else its `host:port`.
 pub type Served = Option<String>;
 
-/// Pause between attempts on other members, doubling up to [`PAUSE_MAX`].
-const PAUSE_MIN: Duration = Duration::from_millis(50);
-const PAUSE_MAX: Duration = Duration::from_millis(500);
-
 /// Errors after which a read is sent again (to another member, or the same one later): it changes
 /// nothing, so running it twice is harmless.
 fn retryable(e: &CommandError) -> bool {
-    [
-        ErrorCode::NotWritablePrimary,
-        ErrorCode::NotPrimaryNoSecondaryOk,
-        ErrorCode::NotPrimaryOrSecondary,
-        ErrorCode::HostUnreachable,
-        ErrorCode::SocketException,
-        ErrorCode::InterruptedDueToReplStateChange,
-        ErrorCode::PrimarySteppedDown,
-        ErrorCode::FailedToSatisfyReadPreference,
-    ]
-    .iter()
-    .any(|c| c.code() == e.code)
+    shard_call::resendable_after(e) || e.code == ErrorCode::FailedToSatisfyReadPreference.code()
 }
 
 /// A read command whose reply is one document (`count`, `distinct`, database-level reads), with
@@ -113,7 +98,7 @@ where
     // A client's `maxTimeMS` also bounds the wait for a member that fits (as mongos does).
     let limit = pref.max_time.map_or(FAILOVER_WAIT_MAX, |t| t.min(FAILOVER_WAIT_MAX));
     let started = Instant::now();
-    let mut pause = PAUSE_MIN;
+    let mut pause = shard_call::FAILOVER_PAUSE_MIN;
     loop {
         let (result, served) = match state.members.choose(state, shard, pref).await {
             Choice::Primary => match routing::pool(state, shard).await {
@@ -145,7 +130,7 @@ where
         tracing::debug!(%shard, member = ?served, code = e.code, error = %e.errmsg, "read member unavailable; choosing again");
         state.members.invalidate(shard);
         tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(PAUSE_MAX);
+        pause = (pause * 2).min(shard_call::FAILOVER_PAUSE_MAX);
         if served.is_none()
             && state.catalog.is_configured()
             && let Err(err) = routing::read_catalog(state).await

@@ -321,11 +321,6 @@ async fn phases(
 async fn save(engine: &Engine, record: &Record) -> Result<(), MigrationError> {
     let (s, r) = (Arc::clone(&engine.store), record.clone());
     tokio::task::spawn_blocking(move || r.save(&s, Side::Donor)).await.map_err(task_err)??;
-    crate::repl::wait::newest_majority_committed(
-        &engine.repl,
-        &engine.store,
-        crate::repl::wait::MIGRATION_MAJORITY_WAIT,
-    )
-    .await?;
+    super::majority_committed(engine).await?;
     Ok(())
 }

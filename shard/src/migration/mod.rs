@@ -165,6 +165,19 @@ pub struct Migrations {
     recovering: Mutex<usize>,
 }
 
+/// Waits until everything this member wrote is majority-committed in its group (bounded by
+/// [`crate::repl::wait::MIGRATION_MAJORITY_WAIT`]): migration records and received data count
+/// only then, so a failover cannot lose them.
+pub async fn majority_committed(engine: &Engine) -> Result<(), MigrationError> {
+    crate::repl::wait::newest_majority_committed(
+        &engine.repl,
+        &engine.store,
+        crate::repl::wait::MIGRATION_MAJORITY_WAIT,
+    )
+    .await?;
+    Ok(())
+}
+
 impl Migrations {
     pub fn new(engine: Arc<Engine>) -> Self {
         Self { engine, active: Mutex::new(None), recovering: Mutex::new(0) }

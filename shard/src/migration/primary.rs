@@ -387,12 +387,7 @@ pub async fn clone_batch(mig: &Migrations, req: ClonePrimaryBatchRequest) -> Res
     .await
     .map_err(task_err)??;
     debug_assert!(seq <= mig.engine.store.position().seq);
-    crate::repl::wait::newest_majority_committed(
-        &mig.engine.repl,
-        &mig.engine.store,
-        crate::repl::wait::MIGRATION_MAJORITY_WAIT,
-    )
-    .await?;
+    super::majority_committed(&mig.engine).await?;
     tracing::debug!(db = %req.db, coll = %req.coll, docs = n, first, "movePrimary batch majority-committed");
     Ok(())
 }

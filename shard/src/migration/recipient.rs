@@ -146,12 +146,7 @@ pub async fn batch(mig: &Migrations, req: ReceiveBatchRequest) -> Result<(), Mig
     let (applied, seq) =
         tokio::task::spawn_blocking(move || apply(&store, &record, &mods, &sessions)).await.map_err(internal)??;
     debug_assert!(seq <= mig.engine.store.position().seq);
-    crate::repl::wait::newest_majority_committed(
-        &mig.engine.repl,
-        &mig.engine.store,
-        crate::repl::wait::MIGRATION_MAJORITY_WAIT,
-    )
-    .await?;
+    super::majority_committed(&mig.engine).await?;
     tracing::debug!(id = %req.migration_id, applied, "batch majority-committed");
     failpoint::hit("migration.recipient_after_batch");
     Ok(())
