@@ -12,13 +12,19 @@
 //! - `apply` is atomic: it works on a copy and writes back only when every operator succeeded.
 //! - `_id` never changes once a document has one, and it stays the first field.
 //!
-//! Not yet: pipeline-style updates and the positional operators `$`, `$[]`, `$[<id>]` (all return
+//! Positional paths: `$[]` and `$[<identifier>]` (with `arrayFilters`) are expanded against the
+//! document into concrete paths before the operators run (`positional`).
+//!
+//! Not yet: pipeline-style updates and the query-dependent positional `$` (both return
 //! `NotImplemented`), and arithmetic on Decimal128 (bson 3 has no decimal arithmetic).
 
 mod apply;
 mod arith;
 mod arrays;
 mod parse;
+mod positional;
+
+pub use positional::ArrayFilters;
 
 use bson::{Bson, DateTime, Document};
 use shoal_proto::ErrorCode;
@@ -38,8 +44,9 @@ pub struct UpdateContext {
 
 #[derive(Debug)]
 pub enum UpdateSpec {
-    /// `{$set: ..., $inc: ...}`; field updates sorted into application order.
-    Operators(Vec<FieldUpdate>),
+    /// `{$set: ..., $inc: ...}`; field updates sorted into application order, with the
+    /// statement's `arrayFilters` for `$[<identifier>]` paths.
+    Operators(Vec<FieldUpdate>, ArrayFilters),
     /// A whole new document; `_id` may be absent (the old one is kept) but not different.
     Replacement(Document),
 }
@@ -139,9 +146,24 @@ impl UpdateSpec {
     /// Parses an update document. A first field starting with `$` makes it operator style;
     /// anything else (including `{}`) is a replacement.
     pub fn parse(u: &Document) -> Result<UpdateSpec> {
+        Self::parse_with_filters(u, &[])
+    }
+
+    /// [`UpdateSpec::parse`] with the statement's `arrayFilters`, checked against the paths that
+    /// use them (each identifier used has one filter, each filter is used).
+    pub fn parse_with_filters(u: &Document, array_filters: &[Document]) -> Result<UpdateSpec> {
         match u.keys().next() {
-            Some(k) if k.starts_with('$') => Ok(UpdateSpec::Operators(parse::operators(u)?)),
+            Some(k) if k.starts_with('$') => {
+                let ops = parse::operators(u)?;
+                let filters = ArrayFilters::parse(array_filters, &ops)?;
+                Ok(UpdateSpec::Operators(ops, filters))
+            }
             _ => {
+                if !array_filters.is_empty() {
+                    return Err(QueryError::failed_to_parse(
+                        "arrayFilters may not be specified for replacement-style updates",
+                    ));
+                }
                 if let Some(k) = u.keys().find(|k| k.starts_with('$')) {
                     return Err(QueryError::new(
                         ErrorCode::DollarPrefixedFieldName,
@@ -175,7 +197,7 @@ impl UpdateSpec {
     /// to tell whether indexed or shard-key fields may change. Empty for a replacement.
     pub fn modified_paths(&self) -> Vec<&str> {
         match self {
-            UpdateSpec::Operators(ops) => ops.iter().map(FieldUpdate::path).collect(),
+            UpdateSpec::Operators(ops, _) => ops.iter().map(FieldUpdate::path).collect(),
             UpdateSpec::Replacement(_) => Vec::new(),
         }
     }
@@ -184,9 +206,9 @@ impl UpdateSpec {
     /// as it was.
     pub fn apply(&self, doc: &mut Document, ctx: &UpdateContext) -> Result<bool> {
         match self {
-            UpdateSpec::Operators(ops) => {
+            UpdateSpec::Operators(ops, filters) => {
                 let mut work = doc.clone();
-                let changed = apply::apply_all(ops, &mut work, ctx)?;
+                let changed = apply::apply_all(ops, filters, &mut work, ctx)?;
                 if changed {
                     *doc = work;
                 }
@@ -214,8 +236,8 @@ pub fn upsert_document(query_equalities: &Document, spec: &UpdateSpec, ctx: &Upd
     }
     let insert_ctx = UpdateContext { is_upsert_insert: true, ..*ctx };
     let mut doc = match spec {
-        UpdateSpec::Operators(ops) => {
-            apply::apply_all(ops, &mut seed, &insert_ctx)?;
+        UpdateSpec::Operators(ops, filters) => {
+            apply::apply_all(ops, filters, &mut seed, &insert_ctx)?;
             seed
         }
         UpdateSpec::Replacement(replacement) => {

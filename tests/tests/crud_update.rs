@@ -423,3 +423,60 @@ async fn replace_one_replaces_everything_but_id() {
     assert_eq!((result.matched_count, result.modified_count), (0, 0));
     assert_eq!(c.count_documents(doc! {}).await.unwrap(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn positional_all_and_filtered_updates_with_array_filters() {
+    let ctx = TestContext::shared(DB).await;
+    let c = ctx.coll("positional");
+    seed(
+        &c,
+        [
+            doc! {"_id": 1, "grades": [95, 80, 100], "items": [{"k": "a", "n": 1}, {"k": "b", "n": 2}]},
+            doc! {"_id": 2, "grades": [50, 92], "items": []},
+        ],
+    )
+    .await;
+    modify(&c, 1, doc! {"$inc": {"grades.$[]": 1}}).await;
+    assert_eq!(
+        get(&c, 1).await.get_array("grades").unwrap(),
+        &vec![Bson::Int32(96), Bson::Int32(81), Bson::Int32(101)]
+    );
+    // update_many with arrayFilters: every document, only the selected elements.
+    let r = c
+        .update_many(doc! {}, doc! {"$set": {"grades.$[high]": 100}})
+        .array_filters(vec![doc! {"high": {"$gte": 90}}])
+        .await
+        .expect("update_many with arrayFilters");
+    assert_eq!((r.matched_count, r.modified_count), (2, 2));
+    assert_eq!(get(&c, 2).await.get_array("grades").unwrap(), &vec![Bson::Int32(50), Bson::Int32(100)]);
+    let r = c
+        .update_one(doc! {"_id": 1}, doc! {"$mul": {"items.$[it].n": 10}})
+        .array_filters(vec![doc! {"it.k": "b"}])
+        .await
+        .expect("update_one");
+    assert_eq!(r.modified_count, 1);
+    let items = get(&c, 1).await.get_array("items").unwrap().clone();
+    assert_eq!(items, vec![Bson::Document(doc! {"k": "a", "n": 1}), Bson::Document(doc! {"k": "b", "n": 20})]);
+    // findAndModify too.
+    let after = c
+        .find_one_and_update(doc! {"_id": 1}, doc! {"$set": {"items.$[x].k": "z"}})
+        .array_filters(vec![doc! {"x.n": {"$gt": 5}}])
+        .return_document(mongodb::options::ReturnDocument::After)
+        .await
+        .expect("findAndModify")
+        .expect("a document");
+    assert_eq!(after.get_array("items").unwrap()[1], Bson::Document(doc! {"k": "z", "n": 20}));
+    // Bad input: an unused filter, a missing one, a non-array target — MongoDB's codes.
+    let code = |e: mongodb::error::Error| match *e.kind {
+        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => w.code,
+        mongodb::error::ErrorKind::Command(c) => c.code,
+        other => panic!("unexpected {other:?}"),
+    };
+    let unused =
+        c.update_one(doc! {"_id": 1}, doc! {"$set": {"grades.$[]": 0}}).array_filters(vec![doc! {"u": 1}]).await;
+    assert_eq!(unused.map_err(code).err(), Some(9), "FailedToParse");
+    let missing = c.update_one(doc! {"_id": 1}, doc! {"$set": {"grades.$[m]": 0}}).await;
+    assert_eq!(missing.map_err(code).err(), Some(2), "BadValue");
+    let not_array = c.update_one(doc! {"_id": 1}, doc! {"$set": {"items.0.k.$[]": 0}}).await;
+    assert_eq!(not_array.map_err(code).err(), Some(2), "BadValue");
+}

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use bson::{Bson, Document, Timestamp};
 use shoal_proto::ErrorCode;
 
-use super::{FieldPath, FieldUpdate, Op, UpdateContext, arith, arrays, parse};
+use super::{FieldPath, FieldUpdate, Op, UpdateContext, arith, arrays, parse, positional};
 use crate::display;
 use crate::error::{QueryError, Result};
 use crate::order::{compare_values, values_equal};
@@ -19,12 +19,26 @@ use crate::order::{compare_values, values_equal};
 /// MongoDB refuses to pad an array past this many elements when a write names a far index.
 pub(crate) const ARRAY_PAD_ELEMENTS_MAX: usize = 1_500_000;
 
-pub(super) fn apply_all(ops: &[FieldUpdate], doc: &mut Document, ctx: &UpdateContext) -> Result<bool> {
+pub(super) fn apply_all(
+    ops: &[FieldUpdate],
+    filters: &positional::ArrayFilters,
+    doc: &mut Document,
+    ctx: &UpdateContext,
+) -> Result<bool> {
     let original_id = doc.get("_id").cloned();
     let moved = read_renames(ops, doc, original_id.as_ref())?;
-    let mut changed = false;
+    // Positional paths name elements of the document as it was before this update.
+    let mut concrete: Vec<(&FieldUpdate, FieldPath)> = Vec::with_capacity(ops.len());
     for fu in ops {
-        changed |= apply_one(fu, doc, ctx, &moved, original_id.as_ref())?;
+        for parts in positional::expand(&fu.path.parts, doc, filters)? {
+            let path =
+                if parts == fu.path.parts { fu.path.clone() } else { FieldPath { dotted: parts.join("."), parts } };
+            concrete.push((fu, path));
+        }
+    }
+    let mut changed = false;
+    for (fu, path) in &concrete {
+        changed |= apply_one(fu, path, doc, ctx, &moved, original_id.as_ref())?;
     }
     match (&original_id, doc.get("_id")) {
         (Some(before), after) if !after.is_some_and(|a| values_equal(before, a)) => {
@@ -47,12 +61,12 @@ pub(super) fn apply_all(ops: &[FieldUpdate], doc: &mut Document, ctx: &UpdateCon
 
 fn apply_one(
     fu: &FieldUpdate,
+    path: &FieldPath,
     doc: &mut Document,
     ctx: &UpdateContext,
     moved: &HashMap<&str, Bson>,
     id: Option<&Bson>,
 ) -> Result<bool> {
-    let path = &fu.path;
     match &fu.op {
         Op::Set(v) => set(doc, path, v.clone()),
         Op::SetOnInsert(v) if ctx.is_upsert_insert => set(doc, path, v.clone()),

@@ -151,14 +151,23 @@ pub(super) fn parse_path(dotted: &str) -> Result<FieldPath> {
                 "The update path '{dotted}' contains an empty field name, which is not allowed."
             )));
         }
-        if part == "$" || (part.starts_with("$[") && part.ends_with(']')) {
+        if part == "$" {
             return Err(QueryError::new(
                 ErrorCode::NotImplemented,
                 format!(
-                    "positional update operators ('$', '$[]', '$[<identifier>]') are not \
-                     supported yet: '{dotted}'"
+                    "the positional update operator '$' is not supported yet ('$[]' and '$[<identifier>]' are): '{dotted}'"
                 ),
             ));
+        }
+        match super::positional::positional(part) {
+            Some(super::positional::Positional::Filtered(id)) if !super::positional::valid_identifier(id) => {
+                return Err(QueryError::bad_value(format!(
+                    "The array filter identifier '{id}' in '{dotted}' must be an alphanumeric string beginning with \
+                     a lowercase letter"
+                )));
+            }
+            Some(_) => continue,
+            None => {}
         }
         if part.starts_with('$') {
             return Err(QueryError::new(

@@ -306,7 +306,7 @@ fn parse_errors() {
     assert_eq!(parse_err(doc! {"$set": {"": 1}}).code, ErrorCode::BadValue);
     assert_eq!(parse_err(doc! {"$set": {"a..b": 1}}).code, ErrorCode::BadValue);
     assert_eq!(parse_err(doc! {"$set": {"a.$": 1}}).code, ErrorCode::NotImplemented);
-    assert_eq!(parse_err(doc! {"$set": {"a.$[]": 1}}).code, ErrorCode::NotImplemented);
+    assert_eq!(parse_err(doc! {"$set": {"a.$[B]": 1}}).code, ErrorCode::BadValue, "identifiers start lowercase");
     assert_eq!(parse_err(doc! {"$set": {"a.$b": 1}}).code, ErrorCode::DollarPrefixedFieldName);
     assert_eq!(UpdateSpec::parse_value(&bson!([{"$set": {"a": 1}}])).unwrap_err().code, ErrorCode::NotImplemented);
     assert_eq!(UpdateSpec::parse_value(&bson!(1)).unwrap_err().code, ErrorCode::FailedToParse);
@@ -387,4 +387,70 @@ fn upserts() {
 fn modified_paths_list_both_rename_sides() {
     let spec = UpdateSpec::parse(&doc! {"$rename": {"a": "z"}, "$set": {"m.n": 1}}).unwrap();
     assert_eq!(spec.modified_paths(), vec!["a", "m.n", "z"]);
+}
+
+fn with_filters(doc: Document, u: Document, filters: Vec<Document>) -> Result<Document> {
+    let mut doc = doc;
+    UpdateSpec::parse_with_filters(&u, &filters)?.apply(&mut doc, &ctx())?;
+    Ok(doc)
+}
+
+#[test]
+fn all_positional_updates_every_element() {
+    let d = upd(doc! {"_id": 1, "a": [1, 2, 3]}, doc! {"$inc": {"a.$[]": 10}});
+    assert_eq!(d, doc! {"_id": 1, "a": [11, 12, 13]});
+    let d = upd(
+        doc! {"_id": 1, "g": [{"s": 1, "t": [1, 2]}, {"s": 2, "t": [3]}]},
+        doc! {"$set": {"g.$[].new": true}, "$inc": {"g.$[].t.$[]": 1}},
+    );
+    assert_eq!(d, doc! {"_id": 1, "g": [{"s": 1, "t": [2, 3], "new": true}, {"s": 2, "t": [4], "new": true}]});
+    // An empty array: nothing to do.
+    let (d, changed) = run(doc! {"_id": 1, "a": []}, doc! {"$set": {"a.$[]": 0}});
+    assert_eq!((d, changed), (doc! {"_id": 1, "a": []}, false));
+    // Not an array, or missing: MongoDB's BadValue.
+    let err = apply_err(doc! {"_id": 1, "a": 5}, doc! {"$set": {"a.$[]": 0}});
+    assert_eq!(err.code, ErrorCode::BadValue);
+    assert!(err.message.contains("must exist in the document"), "{}", err.message);
+    assert_eq!(apply_err(doc! {"_id": 1}, doc! {"$set": {"a.$[]": 0}}).code, ErrorCode::BadValue);
+}
+
+#[test]
+fn filtered_positional_updates_what_array_filters_select() {
+    let d = with_filters(
+        doc! {"_id": 1, "grades": [95, 80, 100, 70]},
+        doc! {"$set": {"grades.$[high]": 100}},
+        vec![doc! {"high": {"$gte": 90}}],
+    )
+    .unwrap();
+    assert_eq!(d, doc! {"_id": 1, "grades": [100, 80, 100, 70]});
+    let d = with_filters(
+        doc! {"_id": 1, "items": [{"k": "a", "n": 1}, {"k": "b", "n": 2}, {"k": "a", "n": 3}]},
+        doc! {"$mul": {"items.$[it].n": 10}},
+        vec![doc! {"it.k": "a"}],
+    )
+    .unwrap();
+    assert_eq!(d, doc! {"_id": 1, "items": [{"k": "a", "n": 10}, {"k": "b", "n": 2}, {"k": "a", "n": 30}]});
+    // Nested identifiers, each with its filter.
+    let d = with_filters(
+        doc! {"_id": 1, "m": [{"x": 1, "v": [1, 5]}, {"x": 2, "v": [5, 6]}]},
+        doc! {"$set": {"m.$[o].v.$[i]": 0}},
+        vec![doc! {"o.x": 2}, doc! {"i": 5}],
+    )
+    .unwrap();
+    assert_eq!(d, doc! {"_id": 1, "m": [{"x": 1, "v": [1, 5]}, {"x": 2, "v": [0, 6]}]});
+}
+
+#[test]
+fn array_filters_are_checked_against_the_paths() {
+    let parse = |u: Document, f: Vec<Document>| UpdateSpec::parse_with_filters(&u, &f).map(|_| ()).unwrap_err().code;
+    assert_eq!(parse(doc! {"$set": {"a.$[x]": 1}}, vec![]), ErrorCode::BadValue, "no filter for x");
+    assert_eq!(parse(doc! {"$set": {"a.$[]": 1}}, vec![doc! {"x": 1}]), ErrorCode::FailedToParse, "x unused");
+    assert_eq!(
+        parse(doc! {"$set": {"a.$[x]": 1}}, vec![doc! {"x": 1}, doc! {"x": 2}]),
+        ErrorCode::FailedToParse,
+        "x twice"
+    );
+    assert_eq!(parse(doc! {"$set": {"a.$[x]": 1}}, vec![doc! {"x": 1, "y": 2}]), ErrorCode::FailedToParse);
+    assert_eq!(parse(doc! {"a": 1}, vec![doc! {"x": 1}]), ErrorCode::FailedToParse, "replacement");
+    assert_eq!(parse(doc! {"$rename": {"a.$[]": "b"}}, vec![]), ErrorCode::BadValue);
 }

@@ -50,12 +50,10 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let return_new = args::opt_bool(body, CMD, "new")?.unwrap_or(false);
     let upsert = args::opt_bool(body, CMD, "upsert")?.unwrap_or(false);
     args::check_collation(body, CMD)?;
-    if body.contains_key("arrayFilters") {
-        return Err(ExecError::new(ErrorCode::NotImplemented, "arrayFilters are not supported yet"));
-    }
+    let array_filters = crate::exec::update::array_filters(body, CMD)?;
     let update = match body.get("update") {
         None | Some(Bson::Null) => None,
-        Some(Bson::Document(u)) => Some(UpdateSpec::parse(u)?),
+        Some(Bson::Document(u)) => Some(UpdateSpec::parse_with_filters(u, &array_filters)?),
         Some(Bson::Array(_)) => {
             return Err(ExecError::new(ErrorCode::NotImplemented, "pipeline-style updates are not supported yet"));
         }

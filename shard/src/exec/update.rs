@@ -38,8 +38,9 @@ impl UpdateStatement {
                 ));
             }
         };
+        let array_filters = array_filters(stmt, "update.updates")?;
         let spec = match stmt.get("u") {
-            Some(Bson::Document(d)) => UpdateSpec::parse(d)?,
+            Some(Bson::Document(d)) => UpdateSpec::parse_with_filters(d, &array_filters)?,
             Some(Bson::Array(_)) => {
                 return Err(ExecError::new(ErrorCode::NotImplemented, "pipeline-style updates are not supported yet"));
             }
@@ -53,9 +54,6 @@ impl UpdateStatement {
         };
         let multi = args::opt_bool(stmt, "update.updates", "multi")?.unwrap_or(false);
         let upsert = args::opt_bool(stmt, "update.updates", "upsert")?.unwrap_or(false);
-        if stmt.contains_key("arrayFilters") {
-            return Err(ExecError::new(ErrorCode::NotImplemented, "arrayFilters are not supported yet"));
-        }
         args::check_collation(stmt, "update.updates")?;
         if multi && spec.is_replacement() {
             return Err(ExecError::new(
@@ -65,6 +63,21 @@ impl UpdateStatement {
         }
         let filter = Filter::parse(&filter_doc)?;
         Ok(Self { filter_doc, filter, spec, multi, upsert })
+    }
+}
+
+/// A statement's (or findAndModify's) `arrayFilters`: an array of documents, absent = none.
+pub fn array_filters(body: &Document, cmd: &str) -> ExecResult<Vec<Document>> {
+    match body.get("arrayFilters") {
+        None | Some(Bson::Null) => Ok(Vec::new()),
+        Some(Bson::Array(items)) => items
+            .iter()
+            .map(|f| match f {
+                Bson::Document(d) => Ok(d.clone()),
+                other => Err(args::wrong_type(cmd, "arrayFilters", other, "object")),
+            })
+            .collect(),
+        Some(other) => Err(args::wrong_type(cmd, "arrayFilters", other, "array")),
     }
 }
 
