@@ -12,11 +12,13 @@
 //! - `apply` is atomic: it works on a copy and writes back only when every operator succeeded.
 //! - `_id` never changes once a document has one, and it stays the first field.
 //!
-//! Positional paths: `$[]` and `$[<identifier>]` (with `arrayFilters`) are expanded against the
-//! document into concrete paths before the operators run (`positional`).
+//! Positional paths: `$`, `$[]` and `$[<identifier>]` (with `arrayFilters`) are expanded against
+//! the document into concrete paths before the operators run (`positional`).
 //!
-//! Not yet: pipeline-style updates and the query-dependent positional `$` (both return
-//! `NotImplemented`), and arithmetic on Decimal128 (bson 3 has no decimal arithmetic).
+//! The positional `$` needs the query that matched the document ([`UpdateSpec::apply_matched`]).
+//!
+//! Not yet: pipeline-style updates (`NotImplemented`), and arithmetic on Decimal128 (bson 3 has
+//! no decimal arithmetic).
 
 mod apply;
 mod arith;
@@ -205,10 +207,15 @@ impl UpdateSpec {
     /// Applies the update to `doc`. Returns whether the document changed; on error `doc` is left
     /// as it was.
     pub fn apply(&self, doc: &mut Document, ctx: &UpdateContext) -> Result<bool> {
+        self.apply_matched(doc, ctx, None)
+    }
+
+    /// [`UpdateSpec::apply`] to a document `query` matched, which the positional `$` refers to.
+    pub fn apply_matched(&self, doc: &mut Document, ctx: &UpdateContext, query: Option<&Filter>) -> Result<bool> {
         match self {
             UpdateSpec::Operators(ops, filters) => {
                 let mut work = doc.clone();
-                let changed = apply::apply_all(ops, filters, &mut work, ctx)?;
+                let changed = apply::apply_all(ops, filters, query, &mut work, ctx)?;
                 if changed {
                     *doc = work;
                 }
@@ -237,7 +244,7 @@ pub fn upsert_document(query_equalities: &Document, spec: &UpdateSpec, ctx: &Upd
     let insert_ctx = UpdateContext { is_upsert_insert: true, ..*ctx };
     let mut doc = match spec {
         UpdateSpec::Operators(ops, filters) => {
-            apply::apply_all(ops, filters, &mut seed, &insert_ctx)?;
+            apply::apply_all(ops, filters, None, &mut seed, &insert_ctx)?;
             seed
         }
         UpdateSpec::Replacement(replacement) => {

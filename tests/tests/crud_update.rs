@@ -466,6 +466,12 @@ async fn positional_all_and_filtered_updates_with_array_filters() {
         .expect("findAndModify")
         .expect("a document");
     assert_eq!(after.get_array("items").unwrap()[1], Bson::Document(doc! {"k": "z", "n": 20}));
+    // The positional `$`: the element the query matched.
+    let r = c.update_one(doc! {"_id": 2, "grades": 100}, doc! {"$set": {"grades.$": 99}}).await.expect("$ update");
+    assert_eq!(r.modified_count, 1);
+    assert_eq!(get(&c, 2).await.get_array("grades").unwrap(), &vec![Bson::Int32(50), Bson::Int32(99)]);
+    let no_position = c.update_one(doc! {"_id": 2}, doc! {"$set": {"grades.$": 0}}).await;
+    assert!(no_position.is_err(), "a query without the array gives `$` no position");
     // Bad input: an unused filter, a missing one, a non-array target — MongoDB's codes.
     let code = |e: mongodb::error::Error| match *e.kind {
         mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => w.code,

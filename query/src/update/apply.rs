@@ -22,6 +22,7 @@ pub(crate) const ARRAY_PAD_ELEMENTS_MAX: usize = 1_500_000;
 pub(super) fn apply_all(
     ops: &[FieldUpdate],
     filters: &positional::ArrayFilters,
+    query: Option<&crate::filter::Filter>,
     doc: &mut Document,
     ctx: &UpdateContext,
 ) -> Result<bool> {
@@ -30,7 +31,7 @@ pub(super) fn apply_all(
     // Positional paths name elements of the document as it was before this update.
     let mut concrete: Vec<(&FieldUpdate, FieldPath)> = Vec::with_capacity(ops.len());
     for fu in ops {
-        for parts in positional::expand(&fu.path.parts, doc, filters)? {
+        for parts in positional::expand(&fu.path.parts, doc, filters, query)? {
             let path =
                 if parts == fu.path.parts { fu.path.clone() } else { FieldPath { dotted: parts.join("."), parts } };
             concrete.push((fu, path));

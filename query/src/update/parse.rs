@@ -151,14 +151,6 @@ pub(super) fn parse_path(dotted: &str) -> Result<FieldPath> {
                 "The update path '{dotted}' contains an empty field name, which is not allowed."
             )));
         }
-        if part == "$" {
-            return Err(QueryError::new(
-                ErrorCode::NotImplemented,
-                format!(
-                    "the positional update operator '$' is not supported yet ('$[]' and '$[<identifier>]' are): '{dotted}'"
-                ),
-            ));
-        }
         match super::positional::positional(part) {
             Some(super::positional::Positional::Filtered(id)) if !super::positional::valid_identifier(id) => {
                 return Err(QueryError::bad_value(format!(
@@ -175,6 +167,9 @@ pub(super) fn parse_path(dotted: &str) -> Result<FieldPath> {
                 format!("The dollar ($) prefixed field '{part}' in '{dotted}' is not valid for storage."),
             ));
         }
+    }
+    if parts.iter().filter(|p| *p == "$").count() > 1 {
+        return Err(QueryError::bad_value(format!("Too many positional (i.e. '$') elements found in path '{dotted}'")));
     }
     Ok(FieldPath { dotted: dotted.to_string(), parts })
 }

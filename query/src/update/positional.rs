@@ -7,7 +7,10 @@
 //! (anything else is BadValue, MongoDB's "must exist in the document in order to apply array
 //! updates"). Expansion reads the document before the update writes anything.
 //!
-//! Must not: handle the query-dependent `$` operator (refused at parse time, NotImplemented).
+//! The positional `$` names the first element of its array that the update's query matched:
+//! the first index `i` for which the query matches the document with that array replaced by its
+//! element `i` alone, provided the query does not already match with the array empty (then the
+//! query says nothing about the array and there is no position, as MongoDB reports).
 
 use std::collections::HashMap;
 
@@ -21,6 +24,8 @@ use crate::filter::Filter;
 /// A positional path component.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Positional<'p> {
+    /// `$`: the element the query matched.
+    Matched,
     /// `$[]`: every element.
     All,
     /// `$[x]`: the elements `arrayFilters` entry `x` matches.
@@ -29,6 +34,9 @@ pub(crate) enum Positional<'p> {
 
 /// What a path component is, for positional purposes.
 pub(crate) fn positional(part: &str) -> Option<Positional<'_>> {
+    if part == "$" {
+        return Some(Positional::Matched);
+    }
     let inner = part.strip_prefix("$[")?.strip_suffix(']')?;
     Some(if inner.is_empty() { Positional::All } else { Positional::Filtered(inner) })
 }
@@ -117,7 +125,12 @@ impl ArrayFilters {
 
 /// The concrete paths (components) `parts` names in `doc`: positional components replaced by the
 /// indexes of the elements they select. A path without positional components is itself.
-pub(crate) fn expand(parts: &[String], doc: &Document, filters: &ArrayFilters) -> Result<Vec<Vec<String>>> {
+pub(crate) fn expand(
+    parts: &[String],
+    doc: &Document,
+    filters: &ArrayFilters,
+    query: Option<&Filter>,
+) -> Result<Vec<Vec<String>>> {
     if !parts.iter().any(|p| positional(p).is_some()) {
         return Ok(vec![parts.to_vec()]);
     }
@@ -128,6 +141,21 @@ pub(crate) fn expand(parts: &[String], doc: &Document, filters: &ArrayFilters) -
         let mut next = Vec::new();
         for (prefix, value) in branches {
             match positional(part) {
+                Some(Positional::Matched) => {
+                    let no_match = || {
+                        QueryError::bad_value("The positional operator did not find the match needed from the query.")
+                    };
+                    let (Some(Bson::Array(elements)), Some(query)) = (value, query) else { return Err(no_match()) };
+                    if query.matches(&with_value_at(doc, &prefix, Bson::Array(Vec::new()))) {
+                        return Err(no_match());
+                    }
+                    let i = (0..elements.len())
+                        .find(|i| query.matches(&with_value_at(doc, &prefix, Bson::Array(vec![elements[*i].clone()]))))
+                        .ok_or_else(no_match)?;
+                    let mut p = prefix.clone();
+                    p.push(i.to_string());
+                    next.push((p, Some(&elements[i])));
+                }
                 Some(which) => {
                     let Some(Bson::Array(elements)) = value else {
                         return Err(QueryError::new(
@@ -140,7 +168,7 @@ pub(crate) fn expand(parts: &[String], doc: &Document, filters: &ArrayFilters) -
                     };
                     for (i, element) in elements.iter().enumerate() {
                         let selected = match which {
-                            Positional::All => true,
+                            Positional::All | Positional::Matched => true,
                             Positional::Filtered(id) => filters.matches(id, element),
                         };
                         if selected {
@@ -165,4 +193,26 @@ pub(crate) fn expand(parts: &[String], doc: &Document, filters: &ArrayFilters) -
         branches = next;
     }
     Ok(branches.into_iter().map(|(p, _)| p).collect())
+}
+
+/// A copy of `doc` with the value at the concrete path `parts` (which exists) replaced.
+fn with_value_at(doc: &Document, parts: &[String], value: Bson) -> Document {
+    let mut out = doc.clone();
+    let mut slot: Option<&mut Bson> = None;
+    for (depth, part) in parts.iter().enumerate() {
+        let next = match (depth, slot) {
+            (0, _) => out.get_mut(part),
+            (_, Some(Bson::Document(d))) => d.get_mut(part),
+            (_, Some(Bson::Array(a))) => part.parse::<usize>().ok().and_then(|i| a.get_mut(i)),
+            _ => None,
+        };
+        slot = next;
+        if slot.is_none() {
+            return out;
+        }
+    }
+    if let Some(s) = slot {
+        *s = value;
+    }
+    out
 }

@@ -305,7 +305,7 @@ fn parse_errors() {
     assert_eq!(parse_err(doc! {"$set": 1}).code, ErrorCode::FailedToParse);
     assert_eq!(parse_err(doc! {"$set": {"": 1}}).code, ErrorCode::BadValue);
     assert_eq!(parse_err(doc! {"$set": {"a..b": 1}}).code, ErrorCode::BadValue);
-    assert_eq!(parse_err(doc! {"$set": {"a.$": 1}}).code, ErrorCode::NotImplemented);
+    assert_eq!(parse_err(doc! {"$set": {"a.$.b.$": 1}}).code, ErrorCode::BadValue, "one $ per path");
     assert_eq!(parse_err(doc! {"$set": {"a.$[B]": 1}}).code, ErrorCode::BadValue, "identifiers start lowercase");
     assert_eq!(parse_err(doc! {"$set": {"a.$b": 1}}).code, ErrorCode::DollarPrefixedFieldName);
     assert_eq!(UpdateSpec::parse_value(&bson!([{"$set": {"a": 1}}])).unwrap_err().code, ErrorCode::NotImplemented);
@@ -453,4 +453,36 @@ fn array_filters_are_checked_against_the_paths() {
     assert_eq!(parse(doc! {"$set": {"a.$[x]": 1}}, vec![doc! {"x": 1, "y": 2}]), ErrorCode::FailedToParse);
     assert_eq!(parse(doc! {"a": 1}, vec![doc! {"x": 1}]), ErrorCode::FailedToParse, "replacement");
     assert_eq!(parse(doc! {"$rename": {"a.$[]": "b"}}, vec![]), ErrorCode::BadValue);
+}
+
+#[test]
+fn the_positional_operator_takes_the_element_the_query_matched() {
+    let matched = |d: Document, q: Document, u: Document| -> Result<Document> {
+        let mut d = d;
+        let filter = Filter::parse(&q)?;
+        UpdateSpec::parse(&u)?.apply_matched(&mut d, &ctx(), Some(&filter))?;
+        Ok(d)
+    };
+    let d = matched(doc! {"_id": 1, "g": [80, 90, 100]}, doc! {"g": 90}, doc! {"$set": {"g.$": 0}}).unwrap();
+    assert_eq!(d, doc! {"_id": 1, "g": [80, 0, 100]});
+    let d = matched(
+        doc! {"_id": 1, "items": [{"k": "a", "n": 1}, {"k": "b", "n": 2}]},
+        doc! {"items.k": "b"},
+        doc! {"$inc": {"items.$.n": 5}},
+    )
+    .unwrap();
+    assert_eq!(d, doc! {"_id": 1, "items": [{"k": "a", "n": 1}, {"k": "b", "n": 7}]});
+    let d =
+        matched(doc! {"_id": 1, "g": [1, 5, 9]}, doc! {"_id": 1, "g": {"$gt": 4}}, doc! {"$set": {"g.$": 4}}).unwrap();
+    assert_eq!(d, doc! {"_id": 1, "g": [1, 4, 9]}, "the first element that matched");
+    // A query that says nothing about the array has no position.
+    let err = matched(doc! {"_id": 1, "g": [1]}, doc! {"_id": 1}, doc! {"$set": {"g.$": 0}}).unwrap_err();
+    assert_eq!(err.code, ErrorCode::BadValue);
+    assert!(err.message.contains("did not find the match"), "{}", err.message);
+    // Without a query (an upsert's insert), neither.
+    let mut d = doc! {"_id": 1, "g": [1]};
+    assert_eq!(
+        UpdateSpec::parse(&doc! {"$set": {"g.$": 0}}).unwrap().apply(&mut d, &ctx()).unwrap_err().code,
+        ErrorCode::BadValue
+    );
 }

@@ -209,7 +209,10 @@ pub fn apply(
             let pre_image = keep_pre_image.then(|| old.doc.clone());
             let key_before = owned.map(|o| (o, o.key_values(&old.doc)));
             let mut new = old.doc;
-            let changed = stmt.spec.apply(&mut new, &ctx).map_err(|e| StatementError::Exec(e.into(), None))?;
+            let changed = stmt
+                .spec
+                .apply_matched(&mut new, &ctx, Some(&stmt.filter))
+                .map_err(|e| StatementError::Exec(e.into(), None))?;
             applied.matched += 1;
             if changed {
                 if new.get("_id") != Some(&id) {
