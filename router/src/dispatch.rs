@@ -18,8 +18,13 @@ pub async fn dispatch(state: &RouterState, conn: &ConnContext, cmd: &Command) ->
     state.counters.commands_total.fetch_add(1, Ordering::Relaxed);
     let span =
         tracing::debug_span!("command", request_id = cmd.request_id, conn = conn.id, name = %cmd.name, db = %cmd.db);
-    let result = match retryable::refuse_transactions(cmd) {
-        Ok(()) => route(state, conn, cmd).instrument(span).await,
+    let result = match retryable::refuse_transactions(cmd).and_then(|()| max_time(cmd)) {
+        Ok(None) => route(state, conn, cmd).instrument(span).await,
+        // The shards stop their part at the same limit (they read maxTimeMS from the body too).
+        Ok(Some(limit)) => match tokio::time::timeout(limit, route(state, conn, cmd).instrument(span)).await {
+            Ok(result) => result,
+            Err(_) => Err(CommandError::new(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit")),
+        },
         Err(e) => Err(e),
     };
     let mut reply = match result {
@@ -35,6 +40,25 @@ pub async fn dispatch(state: &RouterState, conn: &ConnContext, cmd: &Command) ->
     };
     retryable::label(cmd, &mut reply);
     reply
+}
+
+/// The command's `maxTimeMS` (absent or 0: none), validated as MongoDB does. A `getMore`'s
+/// `maxTimeMS` is its await time on tailable cursors, not a limit on the command.
+fn max_time(cmd: &Command) -> Result<Option<std::time::Duration>, CommandError> {
+    if cmd.name == "getMore" {
+        return Ok(None);
+    }
+    let ms = match cmd.body.get("maxTimeMS")? {
+        None | Some(bson::RawBsonRef::Null) => return Ok(None),
+        Some(bson::RawBsonRef::Int32(n)) => i64::from(n),
+        Some(bson::RawBsonRef::Int64(n)) => n,
+        Some(bson::RawBsonRef::Double(f)) if f.fract() == 0.0 && f.abs() <= f64::from(i32::MAX) => f as i64,
+        Some(_) => return Err(CommandError::bad_value("maxTimeMS must be a non-negative integer")),
+    };
+    if !(0..=i64::from(i32::MAX)).contains(&ms) {
+        return Err(CommandError::bad_value(format!("{ms} value for maxTimeMS is out of range [0, {}]", i32::MAX)));
+    }
+    Ok((ms > 0).then(|| std::time::Duration::from_millis(ms as u64)))
 }
 
 /// `{ok: 0, errmsg, code, codeName}` as raw BSON.

@@ -176,11 +176,17 @@ impl ShardService {
         let span = tracing::debug_span!("shard_command", request_id = %req.request_id, db = %req.db);
         // Requests on sharded collections are counted for the balancer's load statistics.
         let sampled = ownership.as_ref().and_then(|o| engine.sharding.load.begin(&o.ns));
+        let received = std::time::Instant::now();
         tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
             let recording = sampled.map(|t| (t, load::Recording::start()));
             let mut parsed = match exec::Request::parse(&req) {
                 Ok(p) => p,
+                Err(e) => return (Err(e), None),
+            };
+            // The operation's maxTimeMS counts from its arrival here, queueing included.
+            let _deadline = match exec::deadline::parse(&parsed.body) {
+                Ok(limit) => exec::deadline::set(limit.map(|l| received + l)),
                 Err(e) => return (Err(e), None),
             };
             parsed.ownership = ownership;

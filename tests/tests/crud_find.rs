@@ -323,3 +323,35 @@ async fn find_accepts_the_options_drivers_send() {
     .await;
     assert_eq!(found, [5, 6, 7, 8, 9]);
 }
+
+/// maxTimeMS stops an operation that runs past it, on the router and on the shard itself, with
+/// MaxTimeMSExpired (50); a bad value is refused (2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_time_ms_stops_long_operations_with_50() {
+    let ctx = TestContext::shared(DB).await;
+    let c = ctx.coll("max_time");
+    let docs: Vec<Document> = (0..20_000).map(|i| doc! {"_id": i, "v": i % 7, "pad": "x".repeat(100)}).collect();
+    c.insert_many(docs).await.expect("seed");
+    let code = |e: mongodb::error::Error| match *e.kind {
+        mongodb::error::ErrorKind::Command(c) => c.code,
+        other => panic!("unexpected {other:?}"),
+    };
+    // A full scan of 20,000 documents cannot finish in a millisecond.
+    let slow = ctx.db().run_command(doc! {"count": "max_time", "query": {"v": 99}, "maxTimeMS": 1}).await;
+    assert_eq!(slow.map_err(code).err(), Some(50), "through the router");
+    let direct = shoal_tests::repl::member_command(
+        &ctx.cluster().shard_addr().to_string(),
+        DB,
+        doc! {"count": "max_time", "query": {"v": 99}, "maxTimeMS": 1},
+        false,
+    )
+    .await;
+    let err = direct.expect_err("the shard stops its own scan").to_string();
+    assert!(err.contains("(50)"), "{err}");
+    let bad = ctx.db().run_command(doc! {"count": "max_time", "maxTimeMS": -5}).await;
+    assert_eq!(bad.map_err(code).err(), Some(2));
+    // A generous limit changes nothing.
+    let n =
+        ctx.db().run_command(doc! {"count": "max_time", "query": {"v": 3}, "maxTimeMS": 600_000}).await.expect("count");
+    assert_eq!(n.get_i32("n").ok(), Some(2857));
+}

@@ -8,6 +8,7 @@ pub mod args;
 pub mod chunk_stats;
 pub mod count;
 pub mod ddl;
+pub mod deadline;
 pub mod delete;
 pub mod find;
 pub mod find_and_modify;

@@ -1,6 +1,7 @@
 //! Reading the documents an access path yields and keeping those the filter matches and, for a
 //! versioned request on a sharded collection, this shard owns (orphans are skipped; see
-//! `sharding::ownership`). Unversioned requests pass no ownership and pay nothing for it.
+//! `sharding::ownership`). Unversioned requests pass no ownership and pay nothing for it. Scans
+//! stop with MaxTimeMSExpired once the operation's `maxTimeMS` passed (`deadline`).
 
 use std::ops::{Bound, ControlFlow};
 
@@ -9,6 +10,7 @@ use bytes::Bytes;
 use shoal_query::filter::Filter;
 
 use crate::error::ExecResult;
+use crate::exec::deadline;
 use crate::exec::plan::AccessPath;
 use crate::sharding::Ownership;
 use crate::store::catalog::CollectionInfo;
@@ -62,7 +64,10 @@ pub fn for_each_match(
             Ok(())
         }
         AccessPath::Range { lower, upper } => {
-            for kv in store.scan(coll, lower.clone(), upper.clone(), reverse) {
+            for (examined, kv) in store.scan(coll, lower.clone(), upper.clone(), reverse).enumerate() {
+                if (examined as u64).is_multiple_of(deadline::CHECK_EVERY) {
+                    deadline::check()?;
+                }
                 let (key, raw) = kv?;
                 let doc = decode(&raw)?;
                 if keep(&doc, filter, owned) && f(Matched { key, raw, doc })?.is_break() {
@@ -114,9 +119,17 @@ pub fn iter_matches<'a>(
         AccessPath::Range { lower, upper } => Box::new(
             store
                 .scan(coll, lower.clone(), upper.clone(), false)
-                .map_while(move |kv| match kv {
-                    Ok((_, raw)) => decode(&raw).map_or_else(fail, Some),
-                    Err(e) => fail(e.into()),
+                .enumerate()
+                .map_while(move |(examined, kv)| {
+                    if (examined as u64).is_multiple_of(deadline::CHECK_EVERY)
+                        && let Err(e) = deadline::check()
+                    {
+                        return fail(e);
+                    }
+                    match kv {
+                        Ok((_, raw)) => decode(&raw).map_or_else(fail, Some),
+                        Err(e) => fail(e.into()),
+                    }
                 })
                 .filter(move |d| keep(d, filter, owned)),
         ),
