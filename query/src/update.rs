@@ -17,8 +17,11 @@
 //!
 //! The positional `$` needs the query that matched the document ([`UpdateSpec::apply_matched`]).
 //!
-//! Not yet: pipeline-style updates (`NotImplemented`), and arithmetic on Decimal128 (bson 3 has
-//! no decimal arithmetic).
+//! Pipeline-style updates run the document through `$addFields`/`$set`, `$project` and `$unset`
+//! stages (the aggregation module's); `_id` may not change.
+//!
+//! Not yet: `$replaceRoot`/`$replaceWith` in update pipelines, and arithmetic on Decimal128
+//! (bson 3 has no decimal arithmetic).
 
 mod apply;
 mod arith;
@@ -51,7 +54,14 @@ pub enum UpdateSpec {
     Operators(Vec<FieldUpdate>, ArrayFilters),
     /// A whole new document; `_id` may be absent (the old one is kept) but not different.
     Replacement(Document),
+    /// An aggregation pipeline of `$addFields`/`$set`, `$project` and `$unset` stages run on the
+    /// document; `_id` may not change.
+    Pipeline(crate::aggregate::Pipeline),
 }
+
+/// The stages MongoDB allows in an update pipeline that Shoal has (`$replaceRoot` and
+/// `$replaceWith` are not stages here yet).
+const PIPELINE_UPDATE_STAGES: &[&str] = &["$addFields", "$set", "$project", "$unset"];
 
 /// One operator on one path, e.g. the `a.b` of `{$inc: {"a.b": 1}}`.
 #[derive(Debug)]
@@ -181,14 +191,27 @@ impl UpdateSpec {
     pub fn parse_value(u: &Bson) -> Result<UpdateSpec> {
         match u {
             Bson::Document(d) => Self::parse(d),
-            Bson::Array(_) => {
-                Err(QueryError::new(ErrorCode::NotImplemented, "pipeline-style updates are not supported yet"))
-            }
+            Bson::Array(stages) => Self::parse_pipeline(stages),
             other => Err(QueryError::failed_to_parse(format!(
                 "Update argument must be either an object or an array, not {}",
                 crate::display::type_name(other)
             ))),
         }
+    }
+
+    /// An update given as an aggregation pipeline.
+    pub fn parse_pipeline(stages: &[Bson]) -> Result<UpdateSpec> {
+        let pipeline = crate::aggregate::Pipeline::parse(stages)?;
+        if let Some(other) = pipeline.stage_names().into_iter().find(|n| !PIPELINE_UPDATE_STAGES.contains(n)) {
+            return Err(QueryError::new(
+                ErrorCode::InvalidOptions,
+                format!(
+                    "{other} is not allowed to be used within an update (Shoal's update pipelines take {})",
+                    PIPELINE_UPDATE_STAGES.join(", ")
+                ),
+            ));
+        }
+        Ok(UpdateSpec::Pipeline(pipeline))
     }
 
     pub fn is_replacement(&self) -> bool {
@@ -200,7 +223,7 @@ impl UpdateSpec {
     pub fn modified_paths(&self) -> Vec<&str> {
         match self {
             UpdateSpec::Operators(ops, _) => ops.iter().map(FieldUpdate::path).collect(),
-            UpdateSpec::Replacement(_) => Vec::new(),
+            UpdateSpec::Replacement(_) | UpdateSpec::Pipeline(_) => Vec::new(),
         }
     }
 
@@ -229,8 +252,39 @@ impl UpdateSpec {
                 }
                 Ok(changed)
             }
+            UpdateSpec::Pipeline(pipeline) => {
+                let new = run_pipeline(pipeline, doc)?;
+                let changed = !apply::identical_docs(doc, &new);
+                if changed {
+                    *doc = new;
+                }
+                Ok(changed)
+            }
         }
     }
+}
+
+/// `doc` through an update pipeline: one document out, with the same `_id`, first.
+fn run_pipeline(pipeline: &crate::aggregate::Pipeline, doc: &Document) -> Result<Document> {
+    let mut out = pipeline.run(std::iter::once(doc.clone()))?;
+    let Some(mut new) = out.pop() else {
+        return Err(QueryError::new(ErrorCode::InternalError, "an update pipeline produced no document"));
+    };
+    match (doc.get("_id"), new.get("_id")) {
+        (Some(before), Some(after)) if !crate::order::values_equal(before, after) => {
+            return Err(QueryError::new(
+                ErrorCode::ImmutableField,
+                "Performing an update on the path '_id' would modify the immutable field '_id'",
+            ));
+        }
+        (Some(before), None) => {
+            new.insert("_id", before.clone());
+        }
+        _ => {}
+    }
+    apply::check_id_value(&new)?;
+    apply::move_id_first(&mut new);
+    Ok(new)
 }
 
 /// Builds the document an upsert inserts: the equality fields of the query (dotted paths
@@ -254,6 +308,7 @@ pub fn upsert_document(query_equalities: &Document, spec: &UpdateSpec, ctx: &Upd
             }
             replace(&id_only, replacement)?
         }
+        UpdateSpec::Pipeline(pipeline) => run_pipeline(pipeline, &seed)?,
     };
     apply::check_id_value(&doc)?;
     apply::move_id_first(&mut doc);

@@ -486,3 +486,35 @@ async fn positional_all_and_filtered_updates_with_array_filters() {
     let not_array = c.update_one(doc! {"_id": 1}, doc! {"$set": {"items.0.k.$[]": 0}}).await;
     assert_eq!(not_array.map_err(code).err(), Some(2), "BadValue");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_given_as_a_pipeline() {
+    let ctx = TestContext::shared(DB).await;
+    let c = ctx.coll("pipeline");
+    seed(&c, [doc! {"_id": 1, "a": 2, "b": 3}, doc! {"_id": 2, "a": 10, "b": 1}]).await;
+    let pipeline = vec![doc! {"$set": {"total": {"$add": ["$a", "$b"]}}}, doc! {"$unset": "b"}];
+    let r = c.update_many(doc! {}, pipeline).await.expect("pipeline update_many");
+    assert_eq!((r.matched_count, r.modified_count), (2, 2));
+    assert_eq!(get(&c, 1).await, doc! {"_id": 1, "a": 2, "total": 5});
+    assert_eq!(get(&c, 2).await, doc! {"_id": 2, "a": 10, "total": 11});
+    // findAndModify and upserts take pipelines too.
+    let after = c
+        .find_one_and_update(doc! {"_id": 1}, vec![doc! {"$set": {"a": {"$multiply": ["$a", 100]}}}])
+        .return_document(mongodb::options::ReturnDocument::After)
+        .await
+        .expect("findAndModify")
+        .expect("a document");
+    assert_eq!(after.get_i32("a").ok(), Some(200));
+    c.update_one(doc! {"_id": 3}, vec![doc! {"$set": {"new": true}}]).upsert(true).await.expect("upsert");
+    assert_eq!(get(&c, 3).await, doc! {"_id": 3, "new": true});
+    // Stages an update may not use, and `_id` changes, are refused with MongoDB's codes.
+    let code = |e: mongodb::error::Error| match *e.kind {
+        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => w.code,
+        mongodb::error::ErrorKind::Command(c) => c.code,
+        other => panic!("unexpected {other:?}"),
+    };
+    let group = c.update_one(doc! {"_id": 1}, vec![doc! {"$group": {"_id": "$a"}}]).await;
+    assert_eq!(group.map_err(code).err(), Some(72));
+    let id = c.update_one(doc! {"_id": 1}, vec![doc! {"$set": {"_id": 9}}]).await;
+    assert_eq!(id.map_err(code).err(), Some(66));
+}

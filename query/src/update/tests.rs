@@ -308,7 +308,8 @@ fn parse_errors() {
     assert_eq!(parse_err(doc! {"$set": {"a.$.b.$": 1}}).code, ErrorCode::BadValue, "one $ per path");
     assert_eq!(parse_err(doc! {"$set": {"a.$[B]": 1}}).code, ErrorCode::BadValue, "identifiers start lowercase");
     assert_eq!(parse_err(doc! {"$set": {"a.$b": 1}}).code, ErrorCode::DollarPrefixedFieldName);
-    assert_eq!(UpdateSpec::parse_value(&bson!([{"$set": {"a": 1}}])).unwrap_err().code, ErrorCode::NotImplemented);
+    assert!(UpdateSpec::parse_value(&bson!([{"$set": {"a": 1}}])).is_ok(), "a pipeline update");
+    assert_eq!(UpdateSpec::parse_value(&bson!([{"$group": {"_id": 1}}])).unwrap_err().code, ErrorCode::InvalidOptions);
     assert_eq!(UpdateSpec::parse_value(&bson!(1)).unwrap_err().code, ErrorCode::FailedToParse);
     // Empty operator documents are accepted (MongoDB 5.0+).
     assert!(UpdateSpec::parse(&doc! {"$set": {}}).is_ok());
@@ -485,4 +486,28 @@ fn the_positional_operator_takes_the_element_the_query_matched() {
         UpdateSpec::parse(&doc! {"$set": {"g.$": 0}}).unwrap().apply(&mut d, &ctx()).unwrap_err().code,
         ErrorCode::BadValue
     );
+}
+
+#[test]
+fn pipeline_updates_run_the_stages_and_keep_the_id() {
+    let spec = UpdateSpec::parse_value(&bson!([
+        {"$set": {"total": {"$add": ["$a", "$b"]}, "tag": "x"}},
+        {"$unset": "b"},
+    ]))
+    .unwrap();
+    let mut d = doc! {"_id": 1, "a": 2, "b": 3};
+    assert!(spec.apply(&mut d, &ctx()).unwrap());
+    assert_eq!(d, doc! {"_id": 1, "a": 2, "total": 5, "tag": "x"});
+    let same = UpdateSpec::parse_value(&bson!([{"$set": {"tag": "x"}}])).unwrap();
+    assert!(!same.apply(&mut d.clone(), &ctx()).unwrap(), "an update that changes nothing reports so");
+    // `_id` may not change; a $project that drops it keeps it.
+    let change_id = UpdateSpec::parse_value(&bson!([{"$set": {"_id": 2}}])).unwrap();
+    assert_eq!(change_id.apply(&mut doc! {"_id": 1}, &ctx()).unwrap_err().code, ErrorCode::ImmutableField);
+    let project = UpdateSpec::parse_value(&bson!([{"$project": {"a": 1, "_id": 0}}])).unwrap();
+    let mut d = doc! {"_id": 1, "a": 1, "b": 2};
+    project.apply(&mut d, &ctx()).unwrap();
+    assert_eq!(d, doc! {"_id": 1, "a": 1});
+    // An upsert seeds the document from the query, then runs the pipeline.
+    let up = upsert_document(&doc! {"_id": 7, "k": 1}, &spec, &ctx()).unwrap();
+    assert_eq!(up, doc! {"_id": 7, "k": 1, "total": Bson::Null, "tag": "x"}, "$add of missing fields is null");
 }

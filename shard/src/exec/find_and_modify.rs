@@ -54,9 +54,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let update = match body.get("update") {
         None | Some(Bson::Null) => None,
         Some(Bson::Document(u)) => Some(UpdateSpec::parse_with_filters(u, &array_filters)?),
-        Some(Bson::Array(_)) => {
-            return Err(ExecError::new(ErrorCode::NotImplemented, "pipeline-style updates are not supported yet"));
-        }
+        Some(Bson::Array(stages)) => Some(crate::exec::update::pipeline_update(stages, &array_filters)?),
         Some(other) => return Err(args::wrong_type(CMD, "update", other, "object")),
     };
     match (&update, remove) {

@@ -41,9 +41,7 @@ impl UpdateStatement {
         let array_filters = array_filters(stmt, "update.updates")?;
         let spec = match stmt.get("u") {
             Some(Bson::Document(d)) => UpdateSpec::parse_with_filters(d, &array_filters)?,
-            Some(Bson::Array(_)) => {
-                return Err(ExecError::new(ErrorCode::NotImplemented, "pipeline-style updates are not supported yet"));
-            }
+            Some(Bson::Array(stages)) => pipeline_update(stages, &array_filters)?,
             Some(other) => return Err(args::wrong_type("update.updates", "u", other, "object")),
             None => {
                 return Err(ExecError::new(
@@ -64,6 +62,17 @@ impl UpdateStatement {
         let filter = Filter::parse(&filter_doc)?;
         Ok(Self { filter_doc, filter, spec, multi, upsert })
     }
+}
+
+/// An update given as a pipeline (no `arrayFilters` with it, as MongoDB requires).
+pub fn pipeline_update(stages: &[Bson], array_filters: &[Document]) -> ExecResult<UpdateSpec> {
+    if !array_filters.is_empty() {
+        return Err(ExecError::new(
+            ErrorCode::FailedToParse,
+            "arrayFilters may not be specified for pipeline-style updates",
+        ));
+    }
+    Ok(UpdateSpec::parse_pipeline(stages)?)
 }
 
 /// A statement's (or findAndModify's) `arrayFilters`: an array of documents, absent = none.
