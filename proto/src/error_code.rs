@@ -107,6 +107,11 @@ codes! {
     Location31253 = 31253,
     Location31254 = 31254,
     Location40415 = 40415,
+    ConversionFailure = 241,
+    Location16006 = 16006,
+    Location18535 = 18535,
+    Location18536 = 18536,
+    Location40228 = 40228,
 }
 
 impl std::fmt::Display for ErrorCode {

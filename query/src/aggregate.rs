@@ -19,6 +19,7 @@
 //!   `allow_disk_use` simply lifts the limit.
 //! - `$sort` directly followed by `$limit` (or `$skip` then `$limit`) keeps only the top k.
 
+mod convert;
 pub(crate) mod expr;
 mod group;
 pub(crate) mod operators;
@@ -60,6 +61,11 @@ enum Stage {
     Count(String),
     Unwind(Unwind),
     Group(Group),
+    /// `$replaceRoot: {newRoot}` / `$replaceWith`: the document becomes the expression's value.
+    ReplaceRoot {
+        name: &'static str,
+        new_root: expr::Expr,
+    },
 }
 
 impl Stage {
@@ -73,6 +79,7 @@ impl Stage {
             Stage::Count(_) => "$count",
             Stage::Unwind(_) => "$unwind",
             Stage::Group(_) => "$group",
+            Stage::ReplaceRoot { name, .. } => name,
         }
     }
 }
@@ -87,7 +94,7 @@ type DocStream<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
 
 impl Pipeline {
     pub fn parse(stages: &[Bson]) -> Result<Pipeline> {
-        let stages = stages.iter().map(parse_stage).collect::<Result<Vec<_>>>()?;
+        let stages = stages.iter().map(parse_stage).collect::<Result<Vec<_>>>()?.into_iter().flatten().collect();
         Ok(Pipeline { stages, allow_disk_use: false, memory_limit_bytes: BLOCKING_STAGE_MEMORY_BYTES_MAX })
     }
 
@@ -152,6 +159,21 @@ impl Pipeline {
                     Box::new(s.filter(move |r| r.as_ref().map_or(true, |d| filter.matches(d))))
                 }
                 Stage::Reshape { projection, .. } => Box::new(s.map(move |r| r.and_then(|d| projection.apply(&d)))),
+                Stage::ReplaceRoot { name, new_root } => Box::new(s.map(move |r| {
+                    r.and_then(|d| match new_root.eval(&d)? {
+                        Some(Bson::Document(root)) => Ok(root),
+                        other => Err(QueryError::new(
+                            ErrorCode::Location40228,
+                            format!(
+                                "'newRoot' expression must evaluate to an object, but resulting value was: {}. Type \
+                                 of resulting value: '{}'. Input document: {} ({name})",
+                                other.as_ref().map_or("MISSING".to_owned(), |v| v.to_string()),
+                                other.as_ref().map_or("missing", crate::display::type_name),
+                                crate::display::document(&d)
+                            ),
+                        )),
+                    })
+                })),
                 Stage::Limit(n) => Box::new(s.take(usize::try_from(*n).unwrap_or(usize::MAX))),
                 Stage::Skip(n) => {
                     let mut left = *n;
@@ -246,7 +268,8 @@ fn blocking<'a>(
     }))
 }
 
-fn parse_stage(stage: &Bson) -> Result<Stage> {
+/// One stage as written; `$sortByCount` expands to two.
+fn parse_stage(stage: &Bson) -> Result<Vec<Stage>> {
     let Bson::Document(d) = stage else {
         return Err(QueryError::type_mismatch("Each element of the 'pipeline' array must be an object"));
     };
@@ -266,7 +289,7 @@ fn parse_stage(stage: &Bson) -> Result<Stage> {
             ))),
         }
     };
-    Ok(match name.as_str() {
+    Ok(vec![match name.as_str() {
         "$match" => {
             let spec = object("$match")?;
             Stage::Match { filter: Filter::parse(spec)?, spec: spec.clone() }
@@ -293,13 +316,35 @@ fn parse_stage(stage: &Bson) -> Result<Stage> {
         "$count" => Stage::Count(stages::parse_count(arg)?),
         "$unwind" => Stage::Unwind(Unwind::parse(arg)?),
         "$group" => Stage::Group(Group::parse(arg)?),
+        "$replaceRoot" => {
+            let spec = object("$replaceRoot")?;
+            let (Some(new_root), 1) = (spec.get("newRoot"), spec.len()) else {
+                // MongoDB: Location40231 / 40415.
+                return Err(QueryError::failed_to_parse("$replaceRoot takes exactly one field, 'newRoot'"));
+            };
+            Stage::ReplaceRoot { name: "$replaceRoot", new_root: expr::Expr::parse(new_root)? }
+        }
+        "$replaceWith" => Stage::ReplaceRoot { name: "$replaceWith", new_root: expr::Expr::parse(arg)? },
+        "$sortByCount" => {
+            // `{$group: {_id: <expr>, count: {$sum: 1}}}, {$sort: {count: -1}}`, as MongoDB expands it.
+            let is_expression = matches!(arg, Bson::String(s) if s.starts_with('$'))
+                || matches!(arg, Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')));
+            if !is_expression {
+                // MongoDB: Location40148.
+                return Err(QueryError::bad_value(
+                    "the sortByCount field must be defined as a $-prefixed path or an expression",
+                ));
+            }
+            let group = Group::parse(&Bson::Document(bson::doc! { "_id": arg.clone(), "count": { "$sum": 1 } }))?;
+            return Ok(vec![Stage::Group(group), Stage::Sort(SortSpec::parse(&bson::doc! { "count": -1 })?)]);
+        }
         other => {
             return Err(QueryError::new(
                 ErrorCode::Location40324,
                 format!("Unrecognized pipeline stage name: '{other}'"),
             ));
         }
-    })
+    }])
 }
 
 /// Estimated BSON size of a document, for memory bounds; exact for most types.

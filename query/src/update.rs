@@ -17,11 +17,10 @@
 //!
 //! The positional `$` needs the query that matched the document ([`UpdateSpec::apply_matched`]).
 //!
-//! Pipeline-style updates run the document through `$addFields`/`$set`, `$project` and `$unset`
-//! stages (the aggregation module's); `_id` may not change.
+//! Pipeline-style updates run the document through `$addFields`/`$set`, `$project`, `$unset`,
+//! `$replaceRoot`/`$replaceWith` stages (the aggregation module's); `_id` may not change.
 //!
-//! Not yet: `$replaceRoot`/`$replaceWith` in update pipelines, and arithmetic on Decimal128
-//! (bson 3 has no decimal arithmetic).
+//! Not yet: arithmetic on Decimal128 (bson 3 has no decimal arithmetic).
 
 mod apply;
 mod arith;
@@ -54,14 +53,13 @@ pub enum UpdateSpec {
     Operators(Vec<FieldUpdate>, ArrayFilters),
     /// A whole new document; `_id` may be absent (the old one is kept) but not different.
     Replacement(Document),
-    /// An aggregation pipeline of `$addFields`/`$set`, `$project` and `$unset` stages run on the
-    /// document; `_id` may not change.
+    /// An aggregation pipeline of `$addFields`/`$set`, `$project`, `$unset`, `$replaceRoot` and
+    /// `$replaceWith` stages run on the document; `_id` may not change.
     Pipeline(crate::aggregate::Pipeline),
 }
 
-/// The stages MongoDB allows in an update pipeline that Shoal has (`$replaceRoot` and
-/// `$replaceWith` are not stages here yet).
-const PIPELINE_UPDATE_STAGES: &[&str] = &["$addFields", "$set", "$project", "$unset"];
+/// The stages MongoDB allows in an update pipeline.
+const PIPELINE_UPDATE_STAGES: &[&str] = &["$addFields", "$set", "$project", "$unset", "$replaceRoot", "$replaceWith"];
 
 /// One operator on one path, e.g. the `a.b` of `{$inc: {"a.b": 1}}`.
 #[derive(Debug)]

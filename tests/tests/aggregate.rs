@@ -360,3 +360,56 @@ async fn unknown_stage_is_error_40324() {
     // The client and the router keep serving.
     assert_eq!(run(&c, vec![doc! {"$count": "n"}]).await.len(), 1);
 }
+
+/// The stages and expressions added for issue 8 so far, through the driver: `$replaceRoot`,
+/// `$replaceWith`, `$sortByCount`, `$stdDevPop`, `$mergeObjects`, `$switch`, `$dateToString`,
+/// `$toString`, `$mod`, `$substr`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_root_sort_by_count_and_more_expressions() {
+    let ctx = TestContext::shared(DB).await;
+    let c = ctx.coll("more_stages");
+    let at = bson::DateTime::from_millis(1_709_251_199_123);
+    seed(
+        &c,
+        [
+            doc! {"_id": 1, "k": "a", "v": 2, "o": {"x": 1}, "t": at},
+            doc! {"_id": 2, "k": "b", "v": 4, "o": {"y": 2}, "t": at},
+            doc! {"_id": 3, "k": "a", "v": 4, "o": {"x": 3}, "t": at},
+        ],
+    )
+    .await;
+    let roots = run(&c, vec![doc! {"$sort": {"_id": 1}}, doc! {"$replaceRoot": {"newRoot": "$o"}}]).await;
+    assert_eq!(roots, vec![doc! {"x": 1}, doc! {"y": 2}, doc! {"x": 3}]);
+    let counts = run(&c, vec![doc! {"$sortByCount": "$k"}]).await;
+    assert_eq!(counts, vec![doc! {"_id": "a", "count": 2}, doc! {"_id": "b", "count": 1}]);
+    let g = run(
+        &c,
+        vec![
+            doc! {"$sort": {"_id": 1}},
+            doc! {"$group": {"_id": null, "sd": {"$stdDevPop": "$v"}, "m": {"$mergeObjects": "$o"}}},
+        ],
+    )
+    .await;
+    assert!((g[0].get_f64("sd").expect("sd") - 0.942_809_041_582_063_4).abs() < 1e-9);
+    assert_eq!(g[0].get_document("m").expect("m"), &doc! {"x": 3, "y": 2});
+    let shaped = run(
+        &c,
+        vec![
+            doc! {"$match": {"_id": 2}},
+            doc! {"$replaceWith": {
+                "size": {"$switch": {"branches": [{"case": {"$gte": ["$v", 4]}, "then": "big"}], "default": "small"}},
+                "day": {"$dateToString": {"date": "$t", "format": "%Y-%m-%d"}},
+                "label": {"$concat": [{"$toString": "$v"}, "-", {"$substr": ["$k", 0, 1]}]},
+                "odd": {"$mod": ["$v", 3]},
+            }},
+        ],
+    )
+    .await;
+    assert_eq!(shaped, vec![doc! {"size": "big", "day": "2024-02-29", "label": "4-b", "odd": 1}]);
+    let bad = c.aggregate(vec![doc! {"$replaceWith": "$k"}]).await;
+    let code = match bad.map(|_| ()).map_err(|e| *e.kind) {
+        Err(mongodb::error::ErrorKind::Command(c)) => c.code,
+        other => panic!("expected a command error, got {other:?}"),
+    };
+    assert_eq!(code, 40228);
+}

@@ -65,6 +65,65 @@ impl Expr {
     }
 }
 
+/// `{$dateToString: {date, format, onNull, timezone}}` as `[date, format, onNull]`.
+fn parse_date_to_string(named: &Document) -> Result<Expr> {
+    for k in named.keys() {
+        if !matches!(k.as_str(), "date" | "format" | "onNull" | "timezone") {
+            return Err(QueryError::failed_to_parse(format!("Unrecognized argument to $dateToString: {k}")));
+        }
+    }
+    let Some(date) = named.get("date") else {
+        return Err(QueryError::failed_to_parse("Missing 'date' parameter to $dateToString"));
+    };
+    if let Some(tz) = named.get("timezone") {
+        super::convert::check_utc(Some(tz.clone()), "$dateToString")?;
+    }
+    let format = match named.get("format") {
+        Some(f) => Expr::parse(f)?,
+        None => Expr::Literal(Bson::String(super::convert::DEFAULT_DATE_FORMAT.to_owned())),
+    };
+    let on_null = named.get("onNull").map_or(Ok(Expr::Literal(Bson::Null)), Expr::parse)?;
+    Ok(Expr::Op(Operator::DateToString, vec![Expr::parse(date)?, format, on_null]))
+}
+
+/// `{$switch: {branches: [{case, then}, …], default}}` as `[case, then, …, default?]`.
+fn parse_switch(named: &Document) -> Result<Expr> {
+    let mut args = Vec::new();
+    for (k, v) in named {
+        match (k.as_str(), v) {
+            ("branches", Bson::Array(branches)) => {
+                for b in branches {
+                    let Bson::Document(b) = b else {
+                        return Err(QueryError::failed_to_parse("$switch expected each branch to be an object"));
+                    };
+                    let (Some(case), Some(then)) = (b.get("case"), b.get("then")) else {
+                        return Err(QueryError::failed_to_parse(
+                            "$switch requires each branch have a 'case' and 'then'",
+                        ));
+                    };
+                    if b.len() != 2 {
+                        return Err(QueryError::failed_to_parse("$switch found an unknown argument to a branch"));
+                    }
+                    args.push(Expr::parse(case)?);
+                    args.push(Expr::parse(then)?);
+                }
+            }
+            ("branches", _) => return Err(QueryError::failed_to_parse("$switch expected an array for 'branches'")),
+            ("default", _) => {}
+            (other, _) => {
+                return Err(QueryError::failed_to_parse(format!("$switch found an unknown argument: {other}")));
+            }
+        }
+    }
+    if args.is_empty() {
+        return Err(QueryError::failed_to_parse("$switch requires at least one branch."));
+    }
+    if let Some(d) = named.get("default") {
+        args.push(Expr::parse(d)?);
+    }
+    Ok(Expr::Op(Operator::Switch, args))
+}
+
 /// `a.b.c` after the `$`, checked as MongoDB's `FieldPath` does.
 pub(crate) fn parse_field_path(path: &str) -> Result<Vec<String>> {
     if path.is_empty() {
@@ -150,6 +209,30 @@ fn parse_operator(d: &Document) -> Result<Expr> {
         && let Bson::Document(named) = arg
     {
         return parse_cond_object(named);
+    }
+    match (op, arg) {
+        (Operator::DateToString, Bson::Document(named)) => return parse_date_to_string(named),
+        (Operator::DateToString, _) => {
+            return Err(QueryError::failed_to_parse("$dateToString only supports an object as its argument"));
+        }
+        (Operator::Switch, Bson::Document(named)) => return parse_switch(named),
+        (Operator::Switch, _) => {
+            return Err(QueryError::failed_to_parse("$switch requires an object as an argument"));
+        }
+        (Operator::Year | Operator::Month | Operator::DayOfMonth, Bson::Document(named))
+            if named.contains_key("date") =>
+        {
+            for k in named.keys() {
+                if k != "date" && k != "timezone" {
+                    return Err(QueryError::failed_to_parse(format!("unrecognized option to {name}: \"{k}\"")));
+                }
+            }
+            if let Some(tz) = named.get("timezone") {
+                super::convert::check_utc(Some(tz.clone()), name)?;
+            }
+            return Ok(Expr::Op(op, vec![Expr::parse(named.get("date").unwrap_or(&Bson::Null))?]));
+        }
+        _ => {}
     }
     let args = match arg {
         Bson::Array(items) => items.iter().map(Expr::parse).collect::<Result<Vec<_>>>()?,

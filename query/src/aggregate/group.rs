@@ -36,6 +36,9 @@ enum Accumulator {
     Push,
     AddToSet,
     Count,
+    StdDevPop,
+    StdDevSamp,
+    MergeObjects,
 }
 
 /// A value ordered by MongoDB's comparison, so maps group `1` with `1.0`.
@@ -60,13 +63,24 @@ impl Ord for OrdBson {
 
 enum State {
     Sum(Num),
-    Avg { sum: Num, count: u64 },
+    Avg {
+        sum: Num,
+        count: u64,
+    },
     Min(Option<Bson>),
     Max(Option<Bson>),
     First(Option<Bson>),
     Last(Bson),
     Push(Vec<Bson>),
     AddToSet(Vec<Bson>, BTreeSet<OrdBson>),
+    /// Welford's running mean and sum of squared deviations; `sample` picks the divisor.
+    StdDev {
+        count: u64,
+        mean: f64,
+        m2: f64,
+        sample: bool,
+    },
+    MergeObjects(Document),
 }
 
 impl Group {
@@ -177,6 +191,9 @@ fn accumulator(op: &str) -> Result<Accumulator> {
         "$push" => Push,
         "$addToSet" => AddToSet,
         "$count" => Count,
+        "$stdDevPop" => StdDevPop,
+        "$stdDevSamp" => StdDevSamp,
+        "$mergeObjects" => MergeObjects,
         // MongoDB: Location15952, which proto lacks; InvalidPipelineOperator is the nearest.
         other => {
             return Err(QueryError::new(
@@ -198,6 +215,9 @@ impl State {
             Accumulator::Last => State::Last(Bson::Null),
             Accumulator::Push => State::Push(Vec::new()),
             Accumulator::AddToSet => State::AddToSet(Vec::new(), BTreeSet::new()),
+            Accumulator::StdDevPop => State::StdDev { count: 0, mean: 0.0, m2: 0.0, sample: false },
+            Accumulator::StdDevSamp => State::StdDev { count: 0, mean: 0.0, m2: 0.0, sample: true },
+            Accumulator::MergeObjects => State::MergeObjects(Document::new()),
         }
     }
 
@@ -249,6 +269,32 @@ impl State {
                 }
                 _ => 0,
             }),
+            // Non-numeric values are ignored, as by $avg.
+            State::StdDev { count, mean, m2, .. } => {
+                if let Some(n) = v.as_ref().and_then(Num::of) {
+                    let x = n?.as_f64();
+                    *count += 1;
+                    let delta = x - *mean;
+                    *mean += delta / *count as f64;
+                    *m2 += delta * (x - *mean);
+                }
+                Ok(0)
+            }
+            State::MergeObjects(out) => match v {
+                None | Some(Bson::Null | Bson::Undefined) => Ok(0),
+                Some(Bson::Document(d)) => {
+                    let size = super::doc_size(&d);
+                    for (k, v) in d {
+                        out.insert(k, v);
+                    }
+                    Ok(size)
+                }
+                // MongoDB: Location40400.
+                Some(other) => Err(QueryError::type_mismatch(format!(
+                    "$mergeObjects requires object inputs, but input {other} is of type {}",
+                    crate::display::type_name(&other)
+                ))),
+            },
         }
     }
 
@@ -260,6 +306,12 @@ impl State {
             State::Min(v) | State::Max(v) | State::First(v) => v.unwrap_or(Bson::Null),
             State::Last(v) => v,
             State::Push(items) | State::AddToSet(items, _) => Bson::Array(items),
+            State::StdDev { count: 0, .. } | State::StdDev { count: 1, sample: true, .. } => Bson::Null,
+            State::StdDev { count, m2, sample, .. } => {
+                let divisor = if sample { count - 1 } else { count };
+                Bson::Double((m2 / divisor as f64).sqrt())
+            }
+            State::MergeObjects(d) => Bson::Document(d),
         }
     }
 }

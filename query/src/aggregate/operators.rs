@@ -1,4 +1,5 @@
-//! The operator expressions Shoal evaluates so far, with MongoDB's null, type and overflow rules.
+//! The operator expressions Shoal evaluates so far (conversions, `$mod`, `$substr` and dates
+//! in `convert`), with MongoDB's null, type and overflow rules.
 //!
 //! Arithmetic: int32 widens to int64 and int64 to double on overflow (unlike `$inc`, which
 //! refuses); any double makes a double; Decimal128 is refused as `NotImplemented` until bson has
@@ -10,6 +11,7 @@ use std::cmp::Ordering;
 use bson::{Bson, DateTime, Document};
 use shoal_proto::ErrorCode;
 
+use super::convert;
 use super::expr::Expr;
 use crate::display::type_name;
 use crate::error::{QueryError, Result};
@@ -39,6 +41,17 @@ pub(crate) enum Operator {
     ArrayElemAt,
     In,
     Type,
+    Mod,
+    Substr,
+    ToString,
+    ToInt,
+    Year,
+    Month,
+    DayOfMonth,
+    /// `{$dateToString: {date, format, onNull, timezone}}`: arguments `[date, format, onNull]`.
+    DateToString,
+    /// `{$switch: {branches: [{case, then}], default}}`: arguments `case, then, …, [default]`.
+    Switch,
 }
 
 impl Operator {
@@ -67,6 +80,15 @@ impl Operator {
             "$arrayElemAt" => ArrayElemAt,
             "$in" => In,
             "$type" => Type,
+            "$mod" => Mod,
+            "$substr" | "$substrBytes" => Substr,
+            "$toString" => ToString,
+            "$toInt" => ToInt,
+            "$year" => Year,
+            "$month" => Month,
+            "$dayOfMonth" => DayOfMonth,
+            "$dateToString" => DateToString,
+            "$switch" => Switch,
             _ => return None,
         })
     }
@@ -96,6 +118,15 @@ impl Operator {
             ArrayElemAt => "$arrayElemAt",
             In => "$in",
             Type => "$type",
+            Mod => "$mod",
+            Substr => "$substrBytes",
+            ToString => "$toString",
+            ToInt => "$toInt",
+            Year => "$year",
+            Month => "$month",
+            DayOfMonth => "$dayOfMonth",
+            DateToString => "$dateToString",
+            Switch => "$switch",
         }
     }
 }
@@ -108,9 +139,11 @@ pub(crate) fn check_arity(op: Operator, n: usize) -> Result<()> {
         IfNull => {
             return Err(QueryError::bad_value(format!("$ifNull needs at least two arguments, had: {n}")));
         }
-        ToUpper | ToLower | Not | Size | Type => 1,
-        Subtract | Divide | Eq | Ne | Gt | Gte | Lt | Lte | ArrayElemAt | In => 2,
-        Cond => 3,
+        // Built from their object forms by `expr` (already checked there).
+        DateToString | Switch => return Ok(()),
+        ToUpper | ToLower | Not | Size | Type | ToString | ToInt | Year | Month | DayOfMonth => 1,
+        Subtract | Divide | Eq | Ne | Gt | Gte | Lt | Lte | ArrayElemAt | In | Mod => 2,
+        Cond | Substr => 3,
     };
     if n == exact {
         return Ok(());
@@ -250,6 +283,29 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Optio
             }
         }
         Type => Ok(Some(Bson::String(type_of(&arg(0)?).to_string()))),
+        Mod => convert::modulo(arg(0)?, arg(1)?),
+        Substr => convert::substr(arg(0)?, arg(1)?, arg(2)?),
+        ToString => convert::to_string(arg(0)?),
+        ToInt => convert::to_int(arg(0)?),
+        Year => convert::date_part(convert::DatePart::Year, arg(0)?, "$year"),
+        Month => convert::date_part(convert::DatePart::Month, arg(0)?, "$month"),
+        DayOfMonth => convert::date_part(convert::DatePart::DayOfMonth, arg(0)?, "$dayOfMonth"),
+        DateToString => convert::date_to_string(arg(0)?, arg(1)?, arg(2)?),
+        Switch => {
+            let pairs = args.len() / 2;
+            for i in 0..pairs {
+                if truthy(args[2 * i].eval(root)?.as_ref()) {
+                    return args[2 * i + 1].eval(root);
+                }
+            }
+            if args.len() % 2 == 1 {
+                return arg(args.len() - 1);
+            }
+            // MongoDB: Location40066.
+            Err(QueryError::bad_value(
+                "$switch could not find a matching branch for an input, and no default was specified.",
+            ))
+        }
     }
 }
 

@@ -400,3 +400,69 @@ fn errors_after_skip_are_not_swallowed() {
     let stages = bson!([{"$project": {"v": {"$size": "$a"}}}, {"$skip": 1}]);
     assert_eq!(run_err(stages, vec![doc! {"a": 1}, doc! {"a": [1]}]).code, ErrorCode::TypeMismatch);
 }
+
+#[test]
+fn replace_root_sort_by_count_and_new_accumulators() {
+    let docs = vec![
+        doc! {"_id": 1, "k": "a", "v": 2, "o": {"x": 1}},
+        doc! {"_id": 2, "k": "b", "v": 4, "o": {"y": 2}},
+        doc! {"_id": 3, "k": "a", "v": 4, "o": {"x": 3}},
+    ];
+    assert_eq!(
+        run(bson!([{"$replaceRoot": {"newRoot": "$o"}}]), docs.clone()),
+        vec![doc! {"x": 1}, doc! {"y": 2}, doc! {"x": 3}]
+    );
+    assert_eq!(run(bson!([{"$replaceWith": {"id": "$_id"}}, {"$limit": 1}]), docs.clone()), vec![doc! {"id": 1}]);
+    assert_eq!(run_err(bson!([{"$replaceWith": "$k"}]), docs.clone()).code, ErrorCode::Location40228);
+    assert_eq!(
+        run(bson!([{"$sortByCount": "$k"}]), docs.clone()),
+        vec![doc! {"_id": "a", "count": 2}, doc! {"_id": "b", "count": 1}]
+    );
+    assert_eq!(parse_err(bson!([{"$sortByCount": "k"}])).code, ErrorCode::BadValue);
+    let out = run(
+        bson!([{"$group": {"_id": null, "pop": {"$stdDevPop": "$v"}, "samp": {"$stdDevSamp": "$v"}, "m": {"$mergeObjects": "$o"}}}]),
+        docs,
+    );
+    let g = &out[0];
+    assert!((g.get_f64("pop").unwrap() - 0.942_809_041_582_063_4).abs() < 1e-12);
+    assert!((g.get_f64("samp").unwrap() - 1.154_700_538_379_251_5).abs() < 1e-12);
+    assert_eq!(g.get_document("m").unwrap(), &doc! {"x": 3, "y": 2});
+    let one = run(bson!([{"$group": {"_id": null, "s": {"$stdDevSamp": "$v"}}}]), vec![doc! {"v": 1}]);
+    assert_eq!(one[0].get("s"), Some(&Bson::Null), "one value has no sample deviation");
+}
+
+#[test]
+fn conversion_string_date_and_switch_expressions() {
+    let d = doc! {"n": 7, "s": "Shoal", "t": DateTime::from_millis(1_709_251_199_123), "x": 2.5};
+    assert_eq!(eval(bson!({"$mod": ["$n", 4]}), d.clone()), Some(Bson::Int32(3)));
+    assert_eq!(eval(bson!({"$substr": ["$s", 1, 3]}), d.clone()), Some(Bson::String("hoa".into())));
+    assert_eq!(eval(bson!({"$toString": "$n"}), d.clone()), Some(Bson::String("7".into())));
+    assert_eq!(eval(bson!({"$toInt": "$x"}), d.clone()), Some(Bson::Int32(2)));
+    assert_eq!(eval(bson!({"$year": "$t"}), d.clone()), Some(Bson::Int32(2024)));
+    assert_eq!(eval(bson!({"$month": "$t"}), d.clone()), Some(Bson::Int32(2)));
+    assert_eq!(eval(bson!({"$dayOfMonth": {"date": "$t", "timezone": "UTC"}}), d.clone()), Some(Bson::Int32(29)));
+    assert_eq!(
+        eval(bson!({"$dateToString": {"date": "$t", "format": "%Y-%m-%d"}}), d.clone()),
+        Some(Bson::String("2024-02-29".into()))
+    );
+    assert_eq!(
+        eval(bson!({"$dateToString": {"date": "$t"}}), d.clone()),
+        Some(Bson::String("2024-02-29T23:59:59.123Z".into()))
+    );
+    assert_eq!(
+        eval(
+            bson!({"$switch": {"branches": [{"case": {"$gt": ["$n", 10]}, "then": "big"}, {"case": {"$gt": ["$n", 5]}, "then": "mid"}], "default": "small"}}),
+            d.clone()
+        ),
+        Some(Bson::String("mid".into()))
+    );
+    assert_eq!(
+        eval_err(bson!({"$switch": {"branches": [{"case": false, "then": 1}]}}), d.clone()).code,
+        ErrorCode::BadValue
+    );
+    assert_eq!(
+        parse_err(bson!([{"$project": {"a": {"$dateToString": {"date": "$t", "timezone": "Europe/Paris"}}}}])).code,
+        ErrorCode::NotImplemented
+    );
+    assert_eq!(parse_err(bson!([{"$project": {"a": {"$switch": {"branches": []}}}}])).code, ErrorCode::FailedToParse);
+}
