@@ -19,6 +19,7 @@
 //!   `allow_disk_use` simply lifts the limit.
 //! - `$sort` directly followed by `$limit` (or `$skip` then `$limit`) keeps only the top k.
 
+mod composite;
 mod convert;
 pub(crate) mod expr;
 mod group;
@@ -66,6 +67,8 @@ enum Stage {
         name: &'static str,
         new_root: expr::Expr,
     },
+    Facet(Vec<(String, Pipeline)>),
+    Sample(u64),
 }
 
 impl Stage {
@@ -80,6 +83,8 @@ impl Stage {
             Stage::Unwind(_) => "$unwind",
             Stage::Group(_) => "$group",
             Stage::ReplaceRoot { name, .. } => name,
+            Stage::Facet(_) => "$facet",
+            Stage::Sample(_) => "$sample",
         }
     }
 }
@@ -196,6 +201,8 @@ impl Pipeline {
                 }
                 Stage::Group(g) => blocking(s, move |up| g.run(up, self.memory_budget())),
                 Stage::Count(field) => blocking(s, move |up| stages::count(field, up)),
+                Stage::Facet(facets) => blocking(s, move |up| composite::run_facet(facets, up, self.memory_budget())),
+                Stage::Sample(size) => blocking(s, move |up| composite::run_sample(*size, up, self.memory_budget())),
             };
         }
         s
@@ -325,6 +332,12 @@ fn parse_stage(stage: &Bson) -> Result<Vec<Stage>> {
             Stage::ReplaceRoot { name: "$replaceRoot", new_root: expr::Expr::parse(new_root)? }
         }
         "$replaceWith" => Stage::ReplaceRoot { name: "$replaceWith", new_root: expr::Expr::parse(arg)? },
+        "$facet" => Stage::Facet(composite::parse_facet(object("$facet")?)?),
+        "$sample" => Stage::Sample(composite::parse_sample(arg)?),
+        "$bucket" => {
+            let (group, sort) = composite::bucket_as_group(arg)?;
+            return Ok(vec![Stage::Group(Group::parse(&group)?), Stage::Sort(SortSpec::parse(&sort)?)]);
+        }
         "$sortByCount" => {
             // `{$group: {_id: <expr>, count: {$sum: 1}}}, {$sort: {count: -1}}`, as MongoDB expands it.
             let is_expression = matches!(arg, Bson::String(s) if s.starts_with('$'))

@@ -406,6 +406,23 @@ async fn replace_root_sort_by_count_and_more_expressions() {
     )
     .await;
     assert_eq!(shaped, vec![doc! {"size": "big", "day": "2024-02-29", "label": "4-b", "odd": 1}]);
+    let facets = run(
+        &c,
+        vec![doc! {"$facet": {
+            "byKey": [{"$sortByCount": "$k"}],
+            "buckets": [{"$bucket": {"groupBy": "$v", "boundaries": [0, 3, 10]}}],
+            "some": [{"$sample": {"size": 2}}, {"$count": "n"}],
+        }}],
+    )
+    .await;
+    assert_eq!(
+        facets,
+        vec![doc! {
+            "byKey": [{"_id": "a", "count": 2}, {"_id": "b", "count": 1}],
+            "buckets": [{"_id": 0, "count": 1}, {"_id": 3, "count": 2}],
+            "some": [{"n": 2}],
+        }]
+    );
     let bad = c.aggregate(vec![doc! {"$replaceWith": "$k"}]).await;
     let code = match bad.map(|_| ()).map_err(|e| *e.kind) {
         Err(mongodb::error::ErrorKind::Command(c)) => c.code,

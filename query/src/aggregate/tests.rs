@@ -466,3 +466,52 @@ fn conversion_string_date_and_switch_expressions() {
     );
     assert_eq!(parse_err(bson!([{"$project": {"a": {"$switch": {"branches": []}}}}])).code, ErrorCode::FailedToParse);
 }
+
+#[test]
+fn facet_bucket_and_sample() {
+    let docs: Vec<Document> = (1..=10).map(|i| doc! {"_id": i, "v": i * 10}).collect();
+    let out = run(
+        bson!([{"$facet": {
+            "small": [{"$match": {"v": {"$lt": 30}}}, {"$project": {"_id": 1}}],
+            "total": [{"$count": "n"}],
+        }}]),
+        docs.clone(),
+    );
+    assert_eq!(out, vec![doc! {"small": [{"_id": 1}, {"_id": 2}], "total": [{"n": 10}]}]);
+    assert_eq!(parse_err(bson!([{"$facet": {"x": [{"$facet": {"y": []}}]}}])).code, ErrorCode::BadValue);
+    assert_eq!(parse_err(bson!([{"$facet": {}}])).code, ErrorCode::BadValue);
+
+    let out = run(
+        bson!([{"$bucket": {"groupBy": "$v", "boundaries": [0, 25, 60], "default": "other", "output": {"n": {"$sum": 1}, "ids": {"$push": "$_id"}}}}]),
+        docs.clone(),
+    );
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": 0, "n": 2, "ids": [1, 2]},
+            doc! {"_id": 25, "n": 3, "ids": [3, 4, 5]},
+            doc! {"_id": "other", "n": 5, "ids": [6, 7, 8, 9, 10]},
+        ]
+    );
+    let counts = run(bson!([{"$bucket": {"groupBy": "$v", "boundaries": [0, 1000]}}]), docs.clone());
+    assert_eq!(counts, vec![doc! {"_id": 0, "count": 10}]);
+    // No default and a value outside the boundaries: MongoDB's $switch error.
+    assert_eq!(
+        run_err(bson!([{"$bucket": {"groupBy": "$v", "boundaries": [0, 50]}}]), docs.clone()).code,
+        ErrorCode::BadValue
+    );
+    assert_eq!(parse_err(bson!([{"$bucket": {"groupBy": "$v", "boundaries": [5, 1]}}])).code, ErrorCode::BadValue);
+    assert_eq!(
+        parse_err(bson!([{"$bucket": {"groupBy": "$v", "boundaries": [0, 10], "default": 5}}])).code,
+        ErrorCode::BadValue
+    );
+
+    let sample = run(bson!([{"$sample": {"size": 3}}]), docs.clone());
+    assert_eq!(sample.len(), 3);
+    let mut ids: Vec<i32> = sample.iter().map(|d| d.get_i32("_id").unwrap()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "without replacement");
+    assert_eq!(run(bson!([{"$sample": {"size": 50}}]), docs).len(), 10);
+    assert_eq!(parse_err(bson!([{"$sample": {"size": -1}}])).code, ErrorCode::BadValue);
+}
