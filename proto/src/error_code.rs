@@ -112,6 +112,7 @@ codes! {
     Location18535 = 18535,
     Location18536 = 18536,
     Location40228 = 40228,
+    Location17276 = 17276,
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -24,6 +24,7 @@ mod convert;
 pub(crate) mod expr;
 mod group;
 pub(crate) mod operators;
+mod scoped;
 mod stages;
 
 use bson::{Bson, Document};

@@ -4,8 +4,9 @@
 //!
 //! Invariants: evaluation yields `None` for "missing" (distinct from null, as in MongoDB, where
 //! missing sorts before null and is dropped from objects); a field path over an array of
-//! documents maps over the documents and skips the rest; `CURRENT` is always `ROOT` (no `$let`,
-//! `$map` or `$filter` yet).
+//! documents maps over the documents and skips the rest; `CURRENT` is always `ROOT`. Variables
+//! bound by `$let`, `$map` and `$filter` (`scoped`) are looked up in a [`Scope`] chain; a name
+//! no enclosing expression binds fails at evaluation (Location17276).
 
 use bson::{Bson, Document};
 use shoal_proto::ErrorCode;
@@ -25,6 +26,23 @@ pub(crate) enum Expr {
     Object(Vec<(String, Expr)>),
     Array(Vec<Expr>),
     Op(Operator, Vec<Expr>),
+    /// `$$name.a.b`: a variable bound by an enclosing `$let`, `$map` or `$filter`.
+    Var(String, Vec<String>),
+    /// `$let`, `$map`, `$filter`: expressions that bind variables.
+    Scoped(Box<super::scoped::Scoped>),
+}
+
+/// Variables in scope during evaluation, innermost first.
+pub(crate) struct Scope<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) value: &'a Bson,
+    pub(crate) parent: Option<&'a Scope<'a>>,
+}
+
+impl Scope<'_> {
+    fn get(&self, name: &str) -> Option<&Bson> {
+        if self.name == name { Some(self.value) } else { self.parent.and_then(|p| p.get(name)) }
+    }
 }
 
 impl Expr {
@@ -43,6 +61,11 @@ impl Expr {
 
     /// The value of the expression for `root`, `None` when missing.
     pub(crate) fn eval(&self, root: &Document) -> Result<Option<Bson>> {
+        self.eval_in(root, None)
+    }
+
+    /// [`Expr::eval`] with the variables of enclosing expressions.
+    pub(crate) fn eval_in(&self, root: &Document, scope: Option<&Scope<'_>>) -> Result<Option<Bson>> {
         match self {
             Expr::Literal(v) => Ok(Some(v.clone())),
             Expr::Field(parts) | Expr::Root(parts) => Ok(lookup(root, parts)),
@@ -50,7 +73,7 @@ impl Expr {
             Expr::Object(fields) => {
                 let mut out = Document::new();
                 for (k, e) in fields {
-                    if let Some(v) = e.eval(root)? {
+                    if let Some(v) = e.eval_in(root, scope)? {
                         out.insert(k.clone(), v);
                     }
                 }
@@ -58,9 +81,22 @@ impl Expr {
             }
             // A missing element of an array literal becomes null: arrays cannot have holes.
             Expr::Array(items) => Ok(Some(Bson::Array(
-                items.iter().map(|e| Ok(e.eval(root)?.unwrap_or(Bson::Null))).collect::<Result<_>>()?,
+                items.iter().map(|e| Ok(e.eval_in(root, scope)?.unwrap_or(Bson::Null))).collect::<Result<_>>()?,
             ))),
-            Expr::Op(op, args) => operators::eval(*op, args, root),
+            Expr::Op(op, args) => operators::eval(*op, args, root, scope),
+            Expr::Var(name, path) => match scope.and_then(|s| s.get(name)) {
+                Some(v) if path.is_empty() => Ok(Some(v.clone())),
+                Some(Bson::Document(d)) => Ok(lookup(d, path)),
+                Some(Bson::Array(a)) => {
+                    let wrapped = bson::doc! { "v": Bson::Array(a.clone()) };
+                    let mut full = vec!["v".to_owned()];
+                    full.extend(path.iter().cloned());
+                    Ok(lookup(&wrapped, &full))
+                }
+                Some(_) => Ok(None),
+                None => Err(QueryError::new(ErrorCode::Location17276, format!("Use of undefined variable: {name}"))),
+            },
+            Expr::Scoped(s) => s.eval(root, scope),
         }
     }
 }
@@ -158,8 +194,9 @@ fn parse_variable(s: &str) -> Result<Expr> {
         "ROOT" | "CURRENT" => Ok(Expr::Root(path)),
         "REMOVE" => Ok(Expr::Remove),
         "" => Err(QueryError::bad_value("empty variable names are not allowed")),
-        // MongoDB: Location17276. $$NOW and user variables need a variables scope we lack.
-        other => Err(QueryError::failed_to_parse(format!("Use of undefined variable: {other}"))),
+        user if user.starts_with(|c: char| c.is_ascii_lowercase()) => Ok(Expr::Var(user.to_owned(), path)),
+        // MongoDB: Location17276. $$NOW, $$CLUSTER_TIME and the like are not provided yet.
+        other => Err(QueryError::new(ErrorCode::Location17276, format!("Use of undefined variable: {other}"))),
     }
 }
 
@@ -201,6 +238,9 @@ fn parse_operator(d: &Document) -> Result<Expr> {
     };
     if name == "$literal" {
         return Ok(Expr::Literal(arg.clone()));
+    }
+    if let Some(scoped) = super::scoped::parse(name, arg)? {
+        return Ok(Expr::Scoped(Box::new(scoped)));
     }
     let op = Operator::from_name(name).ok_or_else(|| {
         QueryError::new(ErrorCode::InvalidPipelineOperator, format!("Unrecognized expression '{name}'"))
@@ -332,7 +372,7 @@ mod tests {
         assert_eq!(err.message, "Unrecognized expression '$foo'");
         assert_eq!(code(bson!("$")), ErrorCode::BadValue);
         assert_eq!(code(bson!("$a..b")), ErrorCode::Location15998);
-        assert_eq!(code(bson!("$$NOPE")), ErrorCode::FailedToParse);
+        assert_eq!(code(bson!("$$NOPE")), ErrorCode::Location17276);
         assert_eq!(code(bson!({"$add": [1], "x": 1})), ErrorCode::BadValue);
         assert_eq!(code(bson!({"a": 1, "$b": 1})), ErrorCode::BadValue);
         assert_eq!(code(bson!({"a.b": 1})), ErrorCode::BadValue);

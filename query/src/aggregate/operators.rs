@@ -12,7 +12,7 @@ use bson::{Bson, DateTime, Document};
 use shoal_proto::ErrorCode;
 
 use super::convert;
-use super::expr::Expr;
+use super::expr::{Expr, Scope};
 use crate::display::type_name;
 use crate::error::{QueryError, Result};
 use crate::order::{compare_values, values_equal};
@@ -173,16 +173,16 @@ fn compare_opt(a: &Option<Bson>, b: &Option<Bson>) -> Ordering {
     compare_values(a.as_ref().unwrap_or(&Bson::Undefined), b.as_ref().unwrap_or(&Bson::Undefined))
 }
 
-pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Option<Bson>> {
+pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document, scope: Option<&Scope<'_>>) -> Result<Option<Bson>> {
     use Operator::*;
-    let arg = |i: usize| -> Result<Option<Bson>> { args.get(i).map_or(Ok(None), |e| e.eval(root)) };
+    let arg = |i: usize| -> Result<Option<Bson>> { args.get(i).map_or(Ok(None), |e| e.eval_in(root, scope)) };
     let yes = |b: bool| Ok(Some(Bson::Boolean(b)));
     match op {
-        Add => add(args, root),
+        Add => add(args, root, scope),
         Multiply => {
             let mut acc = Num::I32(1);
             for e in args {
-                let v = e.eval(root)?;
+                let v = e.eval_in(root, scope)?;
                 if nullish(&v) {
                     return Ok(Some(Bson::Null));
                 }
@@ -217,7 +217,7 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Optio
         Concat => {
             let mut out = String::new();
             for e in args {
-                match e.eval(root)? {
+                match e.eval_in(root, scope)? {
                     Some(Bson::String(s)) => out.push_str(&s),
                     v if nullish(&v) => return Ok(Some(Bson::Null)),
                     v => {
@@ -238,7 +238,7 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Optio
         }
         IfNull => {
             for e in &args[..args.len().saturating_sub(1)] {
-                let v = e.eval(root)?;
+                let v = e.eval_in(root, scope)?;
                 if !nullish(&v) {
                     return Ok(v);
                 }
@@ -253,7 +253,7 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Optio
         Lte => yes(compare_opt(&arg(0)?, &arg(1)?) != Ordering::Greater),
         And => {
             for e in args {
-                if !truthy(e.eval(root)?.as_ref()) {
+                if !truthy(e.eval_in(root, scope)?.as_ref()) {
                     return yes(false);
                 }
             }
@@ -261,7 +261,7 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Optio
         }
         Or => {
             for e in args {
-                if truthy(e.eval(root)?.as_ref()) {
+                if truthy(e.eval_in(root, scope)?.as_ref()) {
                     return yes(true);
                 }
             }
@@ -294,8 +294,8 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document) -> Result<Optio
         Switch => {
             let pairs = args.len() / 2;
             for i in 0..pairs {
-                if truthy(args[2 * i].eval(root)?.as_ref()) {
-                    return args[2 * i + 1].eval(root);
+                if truthy(args[2 * i].eval_in(root, scope)?.as_ref()) {
+                    return args[2 * i + 1].eval_in(root, scope);
                 }
             }
             if args.len() % 2 == 1 {
@@ -399,11 +399,11 @@ impl From<Num> for Bson {
     }
 }
 
-fn add(args: &[Expr], root: &Document) -> Result<Option<Bson>> {
+fn add(args: &[Expr], root: &Document, scope: Option<&Scope<'_>>) -> Result<Option<Bson>> {
     let mut sum = Num::I32(0);
     let mut date: Option<i64> = None;
     for e in args {
-        let v = e.eval(root)?;
+        let v = e.eval_in(root, scope)?;
         match &v {
             _ if nullish(&v) => return Ok(Some(Bson::Null)),
             Some(Bson::DateTime(d)) => {

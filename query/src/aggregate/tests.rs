@@ -515,3 +515,40 @@ fn facet_bucket_and_sample() {
     assert_eq!(run(bson!([{"$sample": {"size": 50}}]), docs).len(), 10);
     assert_eq!(parse_err(bson!([{"$sample": {"size": -1}}])).code, ErrorCode::BadValue);
 }
+
+#[test]
+fn let_map_and_filter_bind_variables() {
+    let d = doc! {"xs": [1, 2, 3, 4], "k": 10, "items": [{"n": 1}, {"n": 5}]};
+    assert_eq!(
+        eval(bson!({"$map": {"input": "$xs", "as": "x", "in": {"$multiply": ["$$x", "$k"]}}}), d.clone()),
+        Some(bson!([10, 20, 30, 40]))
+    );
+    assert_eq!(eval(bson!({"$map": {"input": "$items", "in": "$$this.n"}}), d.clone()), Some(bson!([1, 5])));
+    assert_eq!(
+        eval(bson!({"$filter": {"input": "$xs", "cond": {"$gt": ["$$this", 2]}}}), d.clone()),
+        Some(bson!([3, 4]))
+    );
+    assert_eq!(
+        eval(bson!({"$filter": {"input": "$xs", "as": "v", "cond": {"$gt": ["$$v", 1]}, "limit": 2}}), d.clone()),
+        Some(bson!([2, 3]))
+    );
+    assert_eq!(eval(bson!({"$filter": {"input": "$missing", "cond": true}}), d.clone()), Some(Bson::Null));
+    assert_eq!(
+        eval(bson!({"$let": {"vars": {"a": "$k", "b": 5}, "in": {"$add": ["$$a", "$$b"]}}}), d.clone()),
+        Some(Bson::Int32(15))
+    );
+    // Nested scopes see outer variables; an unbound name fails (17276).
+    assert_eq!(
+        eval(
+            bson!({"$let": {"vars": {"m": 100}, "in": {"$map": {"input": "$xs", "in": {"$add": ["$$this", "$$m"]}}}}}),
+            d.clone()
+        ),
+        Some(bson!([101, 102, 103, 104]))
+    );
+    assert_eq!(eval_err(bson!({"$add": ["$$nope", 1]}), d.clone()).code, ErrorCode::Location17276);
+    assert_eq!(eval_err(bson!({"$map": {"input": "$k", "in": 1}}), d.clone()).code, ErrorCode::TypeMismatch);
+    assert_eq!(
+        parse_err(bson!([{"$project": {"a": {"$map": {"input": "$xs", "as": "Bad", "in": 1}}}}])).code,
+        ErrorCode::FailedToParse
+    );
+}
