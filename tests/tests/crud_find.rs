@@ -322,6 +322,26 @@ async fn find_accepts_the_options_drivers_send() {
     )
     .await;
     assert_eq!(found, [5, 6, 7, 8, 9]);
+    // A hint naming an index the collection does not have is refused, never ignored.
+    let natural = find_ids(c.find(doc! {}).hint(mongodb::options::Hint::Keys(doc! {"$natural": 1}))).await;
+    assert_eq!(natural.len(), 10);
+    let by_name = find_ids(c.find(doc! {}).hint(mongodb::options::Hint::Name("_id_".into()))).await;
+    assert_eq!(by_name.len(), 10);
+    let code = |e: mongodb::error::Error| match *e.kind {
+        mongodb::error::ErrorKind::Command(c) => c.code,
+        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => w.code,
+        other => panic!("unexpected {other:?}"),
+    };
+    let missing = c.find(doc! {}).hint(mongodb::options::Hint::Keys(doc! {"a": 1})).await.map(|_| ());
+    assert_eq!(missing.map_err(code).err(), Some(2));
+    let update = c
+        .update_one(doc! {"_id": 1}, doc! {"$set": {"x": 1}})
+        .hint(mongodb::options::Hint::Name("a_1".into()))
+        .await
+        .map(|_| ());
+    assert_eq!(update.map_err(code).err(), Some(2));
+    let count = c.count_documents(doc! {}).hint(mongodb::options::Hint::Keys(doc! {"b": -1})).await.map(|_| ());
+    assert_eq!(count.map_err(code).err(), Some(2));
 }
 
 /// maxTimeMS stops an operation that runs past it, on the router and on the shard itself, with

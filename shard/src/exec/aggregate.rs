@@ -108,6 +108,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
         }
     };
     args::check_collation(body, "aggregate")?;
+    args::check_hint(body, "aggregate")?;
     if body.contains_key("let") {
         return Err(ExecError::new(ErrorCode::NotImplemented, "aggregate option 'let' is not supported yet"));
     }

@@ -28,6 +28,7 @@ pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
         },
     };
     args::check_collation(body, "count")?;
+    args::check_hint(body, "count")?;
     let filter = Filter::parse(&query)?;
     let Some(coll) = engine.store.collection(&ns.to_string()) else {
         return Ok(doc! { "n": 0_i32 });
@@ -66,6 +67,7 @@ pub fn distinct(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     };
     let query = args::opt_document(body, "distinct", "query")?.cloned().unwrap_or_default();
     args::check_collation(body, "distinct")?;
+    args::check_hint(body, "distinct")?;
     let filter = Filter::parse(&query)?;
     let mut values = Vec::new();
     let mut seen = HashSet::new();

@@ -48,6 +48,7 @@ fn parse(stmt: &Document) -> ExecResult<DeleteStatement> {
         }
     };
     args::check_collation(stmt, "delete.deletes")?;
+    args::check_hint(stmt, "delete.deletes")?;
     let filter = Filter::parse(&filter_doc)?;
     Ok(DeleteStatement { filter_doc, filter, single })
 }

@@ -81,6 +81,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let single_batch = args::opt_bool(body, cmd, "singleBatch")?.unwrap_or(false);
     let allow_disk_use = args::opt_bool(body, cmd, "allowDiskUse")?.unwrap_or(false);
     args::check_collation(body, cmd)?;
+    args::check_hint(body, cmd)?;
     for unsupported in ["returnKey", "showRecordId", "tailable", "awaitData"] {
         if args::opt_bool(body, cmd, unsupported)?.unwrap_or(false) {
             return Err(ExecError::new(

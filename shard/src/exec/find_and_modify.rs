@@ -50,6 +50,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let return_new = args::opt_bool(body, CMD, "new")?.unwrap_or(false);
     let upsert = args::opt_bool(body, CMD, "upsert")?.unwrap_or(false);
     args::check_collation(body, CMD)?;
+    args::check_hint(body, CMD)?;
     let array_filters = crate::exec::update::array_filters(body, CMD)?;
     let update = match body.get("update") {
         None | Some(Bson::Null) => None,

@@ -53,6 +53,7 @@ impl UpdateStatement {
         let multi = args::opt_bool(stmt, "update.updates", "multi")?.unwrap_or(false);
         let upsert = args::opt_bool(stmt, "update.updates", "upsert")?.unwrap_or(false);
         args::check_collation(stmt, "update.updates")?;
+        args::check_hint(stmt, "update.updates")?;
         if multi && spec.is_replacement() {
             return Err(ExecError::new(
                 ErrorCode::FailedToParse,
