@@ -6,7 +6,7 @@ use shoal_proto::ErrorCode;
 use std::sync::atomic::Ordering;
 use tracing::Instrument;
 
-use crate::cmd::{crud, cursor, ddl, explain, handshake, info, retryable, sharding};
+use crate::cmd::{crud, cursor, ddl, explain, handshake, info, retryable, sharding, stats};
 use crate::command::Command;
 use crate::error::CommandError;
 use crate::state::{ConnContext, RouterState};
@@ -106,6 +106,8 @@ async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Handle
         "drop" => ddl::drop(state, conn, cmd).await,
         "dropDatabase" => ddl::drop_database(state, conn, cmd).await,
         "listDatabases" => ddl::list_databases(state, conn, cmd).await,
+        "dbStats" | "dbstats" => stats::db_stats(state, conn, cmd).await,
+        "collStats" | "collstats" => stats::coll_stats(state, conn, cmd).await,
         "listCollections" => ddl::list_collections(state, conn, cmd).await,
         "listIndexes" => ddl::list_indexes(state, conn, cmd).await,
 
@@ -194,6 +196,8 @@ pub const COMMAND_NAMES: &[&str] = &[
     "listIndexes",
     "createIndexes",
     "listCommands",
+    "dbStats",
+    "collStats",
     "listDatabases",
     "ping",
     "serverStatus",

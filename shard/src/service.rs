@@ -410,7 +410,10 @@ impl Shard for ShardService {
             };
             return Ok(Response::new(command_reply(result)));
         }
-        let reads = matches!(name.as_str(), "count" | "distinct" | "listCollections" | "listIndexes" | "listDatabases");
+        let reads = matches!(
+            name.as_str(),
+            "count" | "distinct" | "listCollections" | "listIndexes" | "listDatabases" | "collStats" | "dbStats"
+        );
         if reads && let Err(e) = self.check_readable(&req) {
             return Ok(Response::new(command_reply(Err(e))));
         }
@@ -437,6 +440,8 @@ impl Shard for ShardService {
                     "listCollections" => exec::ddl::list_collections(engine, r).map(|d| (d, 0)),
                     "listDatabases" => exec::ddl::list_databases(engine, r).map(|d| (d, 0)),
                     "listIndexes" => exec::ddl::list_indexes(engine, r).map(|d| (d, 0)),
+                    "collStats" => exec::stats::coll_stats(engine, r).map(|d| (d, 0)),
+                    "dbStats" => exec::stats::db_stats(engine, r).map(|d| (d, 0)),
                     "createIndexes" => exec::ddl::create_indexes(engine, r),
                     "shardingState" => Ok((engine.sharding.status(), 0)),
                     "replSetGetStatus" => Ok((engine.repl.status(), 0)),

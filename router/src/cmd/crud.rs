@@ -208,6 +208,16 @@ pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &Command) -
     {
         return config_db::aggregate(state, conn, cmd, coll).await;
     }
+    if let Ok(coll) = cmd.collection()
+        && let Ok(Some(bson::RawBsonRef::Array(stages))) = cmd.body.get("pipeline")
+        && let Some(Ok(bson::RawBsonRef::Document(first))) = stages.into_iter().next()
+        && let Ok(Some(bson::RawBsonRef::Document(spec))) = first.get("$collStats")
+    {
+        let spec = Document::try_from(spec)?;
+        let all: Vec<bson::Bson> =
+            Document::try_from(cmd.body.as_ref())?.get_array("pipeline").cloned().unwrap_or_default();
+        return crate::cmd::stats::coll_stats_stage(state, cmd, coll, &spec, &all[1..]).await;
+    }
     match cmd.collection() {
         Ok(coll) => routed_read(state, cmd, coll, ReadKind::Aggregate).await,
         // `aggregate: 1` (database-level): the database's primary.

@@ -18,7 +18,7 @@ use crate::routing::{self, Placement, pool::LEGACY_SHARD};
 use crate::state::{ConnContext, RouterState};
 
 /// Every shard of the cluster (the legacy one without config servers).
-async fn every_shard(state: &RouterState) -> Result<Vec<String>, CommandError> {
+pub(crate) async fn every_shard(state: &RouterState) -> Result<Vec<String>, CommandError> {
     if !state.catalog.is_configured() {
         return Ok(vec![LEGACY_SHARD.to_owned()]);
     }
@@ -27,7 +27,7 @@ async fn every_shard(state: &RouterState) -> Result<Vec<String>, CommandError> {
 
 /// `cmd` sent unchanged to each of `shards`, replies in shard order (a shard's
 /// `writeConcernError` inside its reply).
-async fn broadcast(
+pub(crate) async fn broadcast(
     state: &RouterState,
     cmd: &Command,
     placement: &Placement,
@@ -155,7 +155,7 @@ pub async fn list_databases(state: &RouterState, _conn: &ConnContext, cmd: &Comm
     Ok(RawDocumentBuf::try_from(&out)?)
 }
 
-fn num(v: Option<&Bson>) -> i64 {
+pub(crate) fn num(v: Option<&Bson>) -> i64 {
     match v {
         Some(Bson::Int32(n)) => i64::from(*n),
         Some(Bson::Int64(n)) => *n,

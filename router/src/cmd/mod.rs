@@ -20,3 +20,4 @@ pub mod routed_write;
 pub mod shard_call;
 pub mod shard_read;
 pub mod sharding;
+pub mod stats;

@@ -20,6 +20,7 @@ mod retry_tests;
 pub mod scan;
 pub mod split_vector;
 pub mod statements;
+pub mod stats;
 #[cfg(test)]
 mod tests;
 pub mod update;
