@@ -82,6 +82,18 @@ impl ShardedCluster {
         Ok(cluster)
     }
 
+    /// `db` on shard0, `db.coll` sharded on `{k: 1}` and split at `k: middle`, the upper chunk
+    /// moved to shard1: a collection whose documents live on both shards.
+    pub async fn shard_in_two(&self, db: &str, coll: &str, middle: i64) -> anyhow::Result<()> {
+        let admin = self.client().await?.database("admin");
+        let ns = format!("{db}.{coll}");
+        admin.run_command(doc! { "enableSharding": db, "primaryShard": Self::shard_name(0) }).await?;
+        admin.run_command(doc! { "shardCollection": &ns, "key": { "k": 1 } }).await?;
+        admin.run_command(doc! { "split": &ns, "middle": { "k": middle } }).await?;
+        admin.run_command(doc! { "moveChunk": &ns, "find": { "k": middle }, "to": Self::shard_name(1) }).await?;
+        Ok(())
+    }
+
     /// Starts spare shard `i` and adds it to the cluster (`addShard` through the router).
     pub async fn add_shard(&mut self, i: usize) -> anyhow::Result<()> {
         self.start_shard(i, "").await?;

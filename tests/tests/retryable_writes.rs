@@ -113,14 +113,8 @@ async fn split_batches_and_moved_chunks_keep_statements_once() {
     let cluster = ShardedCluster::start().await.expect("cluster starts");
     let client = cluster.client().await.expect("client");
     let admin = client.database("admin");
-    admin
-        .run_command(doc! { "enableSharding": "rw", "primaryShard": ShardedCluster::shard_name(0) })
-        .await
-        .expect("db");
-    admin.run_command(doc! { "shardCollection": "rw.c", "key": { "k": 1 } }).await.expect("shard");
-    admin.run_command(doc! { "split": "rw.c", "middle": { "k": 100 } }).await.expect("split");
+    cluster.shard_in_two("rw", "c", 100).await.expect("rw.c on both shards");
     let other = ShardedCluster::shard_name(1);
-    admin.run_command(doc! { "moveChunk": "rw.c", "find": { "k": 100 }, "to": &other }).await.expect("move");
     let router = cluster.router.addr();
 
     // One batch, two shards: statements keep their client ids, so the resend inserts nothing twice.

@@ -18,15 +18,7 @@ fn int(d: &Document, k: &str) -> i64 {
 async fn stats_add_up_the_shards() {
     let cluster = ShardedCluster::start().await.expect("cluster starts");
     let client = cluster.client().await.expect("client");
-    let admin = client.database("admin");
-    admin
-        .run_command(doc! { "enableSharding": "st", "primaryShard": ShardedCluster::shard_name(0) })
-        .await
-        .expect("db");
-    admin.run_command(doc! { "shardCollection": "st.c", "key": { "k": 1 } }).await.expect("shard");
-    admin.run_command(doc! { "split": "st.c", "middle": { "k": 50 } }).await.expect("split");
-    let to = ShardedCluster::shard_name(1);
-    admin.run_command(doc! { "moveChunk": "st.c", "find": { "k": 50 }, "to": &to }).await.expect("move");
+    cluster.shard_in_two("st", "c", 50).await.expect("st.c on both shards");
     let db = client.database("st");
     let docs: Vec<Document> = (0..100).map(|k| doc! { "_id": k, "k": k, "pad": "x".repeat(50) }).collect();
     db.collection::<Document>("c").insert_many(docs).await.expect("insert");

@@ -149,6 +149,19 @@ pub async fn write(
     .await
 }
 
+/// One `Command` call on `pool`'s member: the reply document and its `writeConcernError`.
+pub async fn one_command(
+    pool: Arc<crate::shard_client::ShardPool>,
+    req: CommandRequest,
+) -> Result<(bson::Document, Option<CommandError>), CommandError> {
+    let reply = pool.client().command(req).await.map_err(|s| pool.status_error(&s))?.into_inner();
+    if let Some(e) = reply.error {
+        return Err(e.into());
+    }
+    let doc = bson::Document::from_reader(&mut reply.body.as_ref())?;
+    Ok((doc, reply.write_concern_error.map(Into::into)))
+}
+
 /// A command whose reply is one document (with the shard's `writeConcernError`, if any).
 pub async fn command_with_wc(
     state: &RouterState,
@@ -157,18 +170,7 @@ pub async fn command_with_wc(
     read: bool,
 ) -> Result<(bson::Document, Option<CommandError>), CommandError> {
     let read = read || idempotent(&req);
-    on_primary(state, shard, read, |pool| {
-        let req = req.clone();
-        async move {
-            let reply = pool.client().command(req).await.map_err(|s| pool.status_error(&s))?.into_inner();
-            if let Some(e) = reply.error {
-                return Err(e.into());
-            }
-            let doc = bson::Document::from_reader(&mut reply.body.as_ref())?;
-            Ok((doc, reply.write_concern_error.map(Into::into)))
-        }
-    })
-    .await
+    on_primary(state, shard, read, |pool| one_command(pool, req.clone())).await
 }
 
 /// A command whose reply is one document.

@@ -47,14 +47,7 @@ pub async fn command_with_wc(
     let call = |pool: Arc<ShardPool>| {
         let mut req = req.clone();
         req.secondary_ok = true;
-        async move {
-            let reply = pool.client().command(req).await.map_err(|s| pool.status_error(&s))?.into_inner();
-            if let Some(e) = reply.error {
-                return Err(e.into());
-            }
-            let doc = bson::Document::from_reader(&mut reply.body.as_ref())?;
-            Ok((doc, reply.write_concern_error.map(Into::into)))
-        }
+        shard_call::one_command(pool, req)
     };
     on_member(state, shard, &pref, call).await.map(|(v, _)| v)
 }
