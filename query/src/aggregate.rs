@@ -45,6 +45,8 @@ pub struct Pipeline {
     stages: Vec<Stage>,
     allow_disk_use: bool,
     memory_limit_bytes: usize,
+    /// The command's `let` variables, evaluated once; every stage's expressions see them.
+    vars: Vec<(String, Bson)>,
 }
 
 enum Stage {
@@ -101,7 +103,44 @@ type DocStream<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
 impl Pipeline {
     pub fn parse(stages: &[Bson]) -> Result<Pipeline> {
         let stages = stages.iter().map(parse_stage).collect::<Result<Vec<_>>>()?.into_iter().flatten().collect();
-        Ok(Pipeline { stages, allow_disk_use: false, memory_limit_bytes: BLOCKING_STAGE_MEMORY_BYTES_MAX })
+        Ok(Pipeline {
+            stages,
+            allow_disk_use: false,
+            memory_limit_bytes: BLOCKING_STAGE_MEMORY_BYTES_MAX,
+            vars: Vec::new(),
+        })
+    }
+
+    /// The command's `let`: each value is an expression evaluated once (it sees no document), and
+    /// every stage (`$facet` sub-pipelines included) sees the results as `$$name`.
+    pub fn with_let(mut self, lets: Option<&Document>) -> Result<Pipeline> {
+        let Some(lets) = lets else { return Ok(self) };
+        let mut vars = Vec::with_capacity(lets.len());
+        for (name, v) in lets {
+            let mut chars = name.chars();
+            let valid = chars.next().is_some_and(|c| c.is_ascii_lowercase())
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(QueryError::failed_to_parse(format!(
+                    "'{name}' starts with an invalid character for a user variable name"
+                )));
+            }
+            let value = expr::Expr::parse(v)?.eval(&Document::new())?.unwrap_or(Bson::Undefined);
+            vars.push((name.clone(), value));
+        }
+        self.set_vars(vars);
+        Ok(self)
+    }
+
+    fn set_vars(&mut self, vars: Vec<(String, Bson)>) {
+        for stage in &mut self.stages {
+            if let Stage::Facet(facets) = stage {
+                for (_, p) in facets.iter_mut() {
+                    p.set_vars(vars.clone());
+                }
+            }
+        }
+        self.vars = vars;
     }
 
     /// `allowDiskUse: true`: lifts the memory bound of `$sort` and `$group` (no spilling yet).
@@ -164,9 +203,11 @@ impl Pipeline {
                 Stage::Match { filter, .. } => {
                     Box::new(s.filter(move |r| r.as_ref().map_or(true, |d| filter.matches(d))))
                 }
-                Stage::Reshape { projection, .. } => Box::new(s.map(move |r| r.and_then(|d| projection.apply(&d)))),
+                Stage::Reshape { projection, .. } => Box::new(
+                    s.map(move |r| r.and_then(|d| projection.apply_in(&d, Some(&expr::Scope::Many(&self.vars))))),
+                ),
                 Stage::ReplaceRoot { name, new_root } => Box::new(s.map(move |r| {
-                    r.and_then(|d| match new_root.eval(&d)? {
+                    r.and_then(|d| match new_root.eval_in(&d, Some(&expr::Scope::Many(&self.vars)))? {
                         Some(Bson::Document(root)) => Ok(root),
                         other => Err(QueryError::new(
                             ErrorCode::Location40228,
@@ -200,7 +241,9 @@ impl Pipeline {
                     let keep = self.top_k_after(i);
                     blocking(s, move |up| self.sort(spec, up, keep))
                 }
-                Stage::Group(g) => blocking(s, move |up| g.run(up, self.memory_budget())),
+                Stage::Group(g) => {
+                    blocking(s, move |up| g.run(up, self.memory_budget(), Some(&expr::Scope::Many(&self.vars))))
+                }
                 Stage::Count(field) => blocking(s, move |up| stages::count(field, up)),
                 Stage::Facet(facets) => blocking(s, move |up| composite::run_facet(facets, up, self.memory_budget())),
                 Stage::Sample(size) => blocking(s, move |up| composite::run_sample(*size, up, self.memory_budget())),

@@ -20,7 +20,7 @@
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
 
-use crate::aggregate::expr::Expr;
+use crate::aggregate::expr::{Expr, Scope};
 use crate::error::{QueryError, Result};
 use crate::filter::Filter;
 
@@ -108,10 +108,15 @@ impl Projection {
     }
 
     pub fn apply(&self, doc: &Document) -> Result<Document> {
+        self.apply_in(doc, None)
+    }
+
+    /// [`Projection::apply`] with variables in scope (a pipeline's `let`).
+    pub(crate) fn apply_in(&self, doc: &Document, scope: Option<&Scope<'_>>) -> Result<Document> {
         match self.kind {
-            Kind::Inclusion => include_doc(&self.tree, doc, doc),
+            Kind::Inclusion => include_doc(&self.tree, doc, doc, scope),
             Kind::Exclusion => exclude_doc(&self.tree, doc),
-            Kind::AddFields => add_doc(&self.tree, doc, doc),
+            Kind::AddFields => add_doc(&self.tree, doc, doc, scope),
         }
     }
 }
@@ -332,7 +337,7 @@ fn elem_match(filter: &Filter, v: &Bson) -> Option<Bson> {
     a.iter().find(|e| filter.matches(&doc! { "v": [ (*e).clone() ] })).map(|e| Bson::Array(vec![e.clone()]))
 }
 
-fn include_doc(tree: &Tree, d: &Document, root: &Document) -> Result<Document> {
+fn include_doc(tree: &Tree, d: &Document, root: &Document, scope: Option<&Scope<'_>>) -> Result<Document> {
     let mut out = Document::new();
     for (k, v) in d {
         match tree.get(k) {
@@ -349,7 +354,7 @@ fn include_doc(tree: &Tree, d: &Document, root: &Document) -> Result<Document> {
                 }
             }
             Some(Node::Sub(t)) => {
-                if let Some(r) = include_value(t, v, root)? {
+                if let Some(r) = include_value(t, v, root, scope)? {
                     out.insert(k.clone(), r);
                 }
             }
@@ -359,12 +364,12 @@ fn include_doc(tree: &Tree, d: &Document, root: &Document) -> Result<Document> {
         for (k, node) in &tree.fields {
             match node {
                 Node::Expr(e) => {
-                    if let Some(v) = e.eval(root)? {
+                    if let Some(v) = e.eval_in(root, scope)? {
                         out.insert(k.clone(), v);
                     }
                 }
                 Node::Sub(t) if t.computed && !d.contains_key(k) => {
-                    out.insert(k.clone(), Bson::Document(include_doc(t, &Document::new(), root)?));
+                    out.insert(k.clone(), Bson::Document(include_doc(t, &Document::new(), root, scope)?));
                 }
                 _ => {}
             }
@@ -373,19 +378,19 @@ fn include_doc(tree: &Tree, d: &Document, root: &Document) -> Result<Document> {
     Ok(out)
 }
 
-fn include_value(tree: &Tree, v: &Bson, root: &Document) -> Result<Option<Bson>> {
+fn include_value(tree: &Tree, v: &Bson, root: &Document, scope: Option<&Scope<'_>>) -> Result<Option<Bson>> {
     match v {
-        Bson::Document(d) => Ok(Some(Bson::Document(include_doc(tree, d, root)?))),
+        Bson::Document(d) => Ok(Some(Bson::Document(include_doc(tree, d, root, scope)?))),
         Bson::Array(a) => {
             let mut out = Vec::with_capacity(a.len());
             for e in a {
-                if let Some(r) = include_value(tree, e, root)? {
+                if let Some(r) = include_value(tree, e, root, scope)? {
                     out.push(r);
                 }
             }
             Ok(Some(Bson::Array(out)))
         }
-        _ if tree.computed => Ok(Some(Bson::Document(include_doc(tree, &Document::new(), root)?))),
+        _ if tree.computed => Ok(Some(Bson::Document(include_doc(tree, &Document::new(), root, scope)?))),
         _ => Ok(None),
     }
 }
@@ -422,12 +427,12 @@ fn exclude_value(tree: &Tree, v: &Bson) -> Result<Bson> {
     }
 }
 
-fn add_doc(tree: &Tree, d: &Document, root: &Document) -> Result<Document> {
+fn add_doc(tree: &Tree, d: &Document, root: &Document, scope: Option<&Scope<'_>>) -> Result<Document> {
     let mut out = d.clone();
     for (k, node) in &tree.fields {
         match node {
             // Inserting over an existing key keeps its position, as MongoDB's `setField` does.
-            Node::Expr(e) => match e.eval(root)? {
+            Node::Expr(e) => match e.eval_in(root, scope)? {
                 Some(v) => {
                     out.insert(k.clone(), v);
                 }
@@ -437,8 +442,8 @@ fn add_doc(tree: &Tree, d: &Document, root: &Document) -> Result<Document> {
             },
             Node::Sub(t) => {
                 let new = match out.get(k) {
-                    Some(v) => add_value(t, v, root)?,
-                    None => Bson::Document(add_doc(t, &Document::new(), root)?),
+                    Some(v) => add_value(t, v, root, scope)?,
+                    None => Bson::Document(add_doc(t, &Document::new(), root, scope)?),
                 };
                 out.insert(k.clone(), new);
             }
@@ -448,11 +453,11 @@ fn add_doc(tree: &Tree, d: &Document, root: &Document) -> Result<Document> {
     Ok(out)
 }
 
-fn add_value(tree: &Tree, v: &Bson, root: &Document) -> Result<Bson> {
+fn add_value(tree: &Tree, v: &Bson, root: &Document, scope: Option<&Scope<'_>>) -> Result<Bson> {
     match v {
-        Bson::Document(d) => Ok(Bson::Document(add_doc(tree, d, root)?)),
-        Bson::Array(a) => Ok(Bson::Array(a.iter().map(|e| add_value(tree, e, root)).collect::<Result<_>>()?)),
-        _ => Ok(Bson::Document(add_doc(tree, &Document::new(), root)?)),
+        Bson::Document(d) => Ok(Bson::Document(add_doc(tree, d, root, scope)?)),
+        Bson::Array(a) => Ok(Bson::Array(a.iter().map(|e| add_value(tree, e, root, scope)).collect::<Result<_>>()?)),
+        _ => Ok(Bson::Document(add_doc(tree, &Document::new(), root, scope)?)),
     }
 }
 

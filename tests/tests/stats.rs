@@ -51,6 +51,20 @@ async fn stats_add_up_the_shards() {
         .await
         .expect("docs");
     assert_eq!(per_shard.len(), 2);
+    // A `let` variable reaches the shards' stages and the router's merge stages alike.
+    let summed: Vec<Document> = db
+        .collection::<Document>("c")
+        .aggregate(vec![
+            doc! { "$set": { "w": { "$multiply": ["$k", "$$factor"] } } },
+            doc! { "$group": { "_id": "$$tag", "total": { "$sum": "$w" } } },
+        ])
+        .let_vars(doc! { "factor": 2, "tag": "all" })
+        .await
+        .expect("aggregate with let")
+        .try_collect()
+        .await
+        .expect("docs");
+    assert_eq!(summed, vec![doc! { "_id": "all", "total": 9900 }]);
     let counted: i64 =
         per_shard.iter().map(|d| int(d.get_document("storageStats").expect("storageStats"), "count")).sum();
     assert_eq!(counted, 100);

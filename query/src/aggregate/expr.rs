@@ -33,15 +33,25 @@ pub(crate) enum Expr {
 }
 
 /// Variables in scope during evaluation, innermost first.
-pub(crate) struct Scope<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) value: &'a Bson,
-    pub(crate) parent: Option<&'a Scope<'a>>,
+pub(crate) enum Scope<'a> {
+    /// One variable bound by `$let`, `$map` or `$filter`, then the enclosing scope.
+    One { name: &'a str, value: &'a Bson, parent: Option<&'a Scope<'a>> },
+    /// A command's `let` variables: the outermost scope of a pipeline.
+    Many(&'a [(String, Bson)]),
 }
 
 impl Scope<'_> {
     fn get(&self, name: &str) -> Option<&Bson> {
-        if self.name == name { Some(self.value) } else { self.parent.and_then(|p| p.get(name)) }
+        match self {
+            Scope::One { name: n, value, parent } => {
+                if *n == name {
+                    Some(value)
+                } else {
+                    parent.and_then(|p| p.get(name))
+                }
+            }
+            Scope::Many(vars) => vars.iter().find(|(n, _)| n == name).map(|(_, v)| v),
+        }
     }
 }
 

@@ -135,13 +135,18 @@ impl Group {
         Ok(Group { id, fields })
     }
 
-    pub(crate) fn run(&self, input: DocStream<'_>, budget: Option<usize>) -> Result<Vec<Document>> {
+    pub(crate) fn run(
+        &self,
+        input: DocStream<'_>,
+        budget: Option<usize>,
+        scope: Option<&super::expr::Scope<'_>>,
+    ) -> Result<Vec<Document>> {
         let mut index: BTreeMap<OrdBson, usize> = BTreeMap::new();
         let mut groups: Vec<(Bson, Vec<State>)> = Vec::new();
         let mut bytes = 0usize;
         for r in input {
             let doc = r?;
-            let key = self.id.eval(&doc)?.unwrap_or(Bson::Null);
+            let key = self.id.eval_in(&doc, scope)?.unwrap_or(Bson::Null);
             let g = match index.get(&OrdBson(key.clone())) {
                 Some(&g) => g,
                 None => {
@@ -154,7 +159,7 @@ impl Group {
                 }
             };
             for ((_, _, expr), state) in self.fields.iter().zip(groups[g].1.iter_mut()) {
-                let v = expr.eval(&doc)?;
+                let v = expr.eval_in(&doc, scope)?;
                 bytes = bytes.saturating_add(state.add(v)?);
             }
             if budget.is_some_and(|max| bytes > max) {

@@ -116,7 +116,7 @@ impl Scoped {
                 };
                 let mut out = Vec::with_capacity(items.len());
                 for item in &items {
-                    let s = Scope { name, value: item, parent: scope };
+                    let s = Scope::One { name, value: item, parent: scope };
                     out.push(body.eval_in(root, Some(&s))?.unwrap_or(Bson::Null));
                 }
                 Ok(Some(Bson::Array(out)))
@@ -142,7 +142,7 @@ impl Scoped {
                     if out.len() >= limit {
                         break;
                     }
-                    let s = Scope { name, value: &item, parent: scope };
+                    let s = Scope::One { name, value: &item, parent: scope };
                     if truthy(cond.eval_in(root, Some(&s))?.as_ref()) {
                         out.push(item);
                     }
@@ -175,7 +175,7 @@ fn bind<'a>(
     match bindings.next() {
         None => f(scope),
         Some((name, value)) => {
-            let s = Scope { name, value, parent: scope };
+            let s = Scope::One { name, value, parent: scope };
             bind(bindings, Some(&s), f)
         }
     }

@@ -552,3 +552,24 @@ fn let_map_and_filter_bind_variables() {
         ErrorCode::FailedToParse
     );
 }
+
+#[test]
+fn let_variables_reach_every_stage() {
+    let lets = doc! {"two": 2, "label": {"$concat": ["a", "b"]}};
+    let p = Pipeline::parse(
+        bson!([
+            {"$set": {"d": {"$multiply": ["$v", "$$two"]}}},
+            {"$group": {"_id": "$$label", "s": {"$sum": "$d"}}},
+            {"$facet": {"f": [{"$replaceWith": {"tag": "$$label", "s": "$s"}}]}},
+        ])
+        .as_array()
+        .unwrap(),
+    )
+    .unwrap()
+    .with_let(Some(&lets))
+    .unwrap();
+    let out = p.run(vec![doc! {"v": 1}, doc! {"v": 4}].into_iter()).unwrap();
+    assert_eq!(out, vec![doc! {"f": [{"tag": "ab", "s": 10}]}]);
+    let bad = Pipeline::parse(&[]).unwrap().with_let(Some(&doc! {"Bad": 1}));
+    assert_eq!(bad.err().map(|e| e.code), Some(ErrorCode::FailedToParse));
+}

@@ -304,7 +304,10 @@ pub async fn aggregate(
         merged
     } else {
         let allow_disk = body.get_bool("allowDiskUse").unwrap_or(false);
-        Pipeline::parse(router_part)?.with_allow_disk_use(allow_disk).run(merged.into_iter())?
+        Pipeline::parse(router_part)?
+            .with_allow_disk_use(allow_disk)
+            .with_let(body.get_document("let").ok())?
+            .run(merged.into_iter())?
     };
     let ns = format!("{}.{coll}", cmd.db);
     reply_with(state, &ns, docs, batch)

@@ -109,11 +109,9 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     };
     args::check_collation(body, "aggregate")?;
     args::check_hint(body, "aggregate")?;
-    if body.contains_key("let") {
-        return Err(ExecError::new(ErrorCode::NotImplemented, "aggregate option 'let' is not supported yet"));
-    }
+    let lets = args::opt_document(body, "aggregate", "let")?;
     let allow_disk_use = args::opt_bool(body, "aggregate", "allowDiskUse")?.unwrap_or(false);
-    let pipeline = Pipeline::parse(&stages)?.with_allow_disk_use(allow_disk_use);
+    let pipeline = Pipeline::parse(&stages)?.with_allow_disk_use(allow_disk_use).with_let(lets)?;
     let ns_string = ns.to_string();
 
     let limit = if allow_disk_use { RESULTS_MAX_BYTES_DISK_USE } else { RESULTS_MAX_BYTES };
