@@ -327,11 +327,8 @@ async fn find_accepts_the_options_drivers_send() {
     assert_eq!(natural.len(), 10);
     let by_name = find_ids(c.find(doc! {}).hint(mongodb::options::Hint::Name("_id_".into()))).await;
     assert_eq!(by_name.len(), 10);
-    let code = |e: mongodb::error::Error| match *e.kind {
-        mongodb::error::ErrorKind::Command(c) => c.code,
-        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => w.code,
-        other => panic!("unexpected {other:?}"),
-    };
+    let code =
+        |e: mongodb::error::Error| expect::server_code(&e).unwrap_or_else(|| panic!("not a server error: {e:?}"));
     let missing = c.find(doc! {}).hint(mongodb::options::Hint::Keys(doc! {"a": 1})).await.map(|_| ());
     assert_eq!(missing.map_err(code).err(), Some(2));
     let update = c
@@ -352,10 +349,8 @@ async fn max_time_ms_stops_long_operations_with_50() {
     let c = ctx.coll("max_time");
     let docs: Vec<Document> = (0..20_000).map(|i| doc! {"_id": i, "v": i % 7, "pad": "x".repeat(100)}).collect();
     c.insert_many(docs).await.expect("seed");
-    let code = |e: mongodb::error::Error| match *e.kind {
-        mongodb::error::ErrorKind::Command(c) => c.code,
-        other => panic!("unexpected {other:?}"),
-    };
+    let code =
+        |e: mongodb::error::Error| expect::server_code(&e).unwrap_or_else(|| panic!("not a server error: {e:?}"));
     // A full scan of 20,000 documents cannot finish in a millisecond.
     let slow = ctx.db().run_command(doc! {"count": "max_time", "query": {"v": 99}, "maxTimeMS": 1}).await;
     assert_eq!(slow.map_err(code).err(), Some(50), "through the router");

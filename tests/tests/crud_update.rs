@@ -7,6 +7,7 @@ use bson::{Bson, Document, doc};
 use mongodb::Collection;
 use mongodb::results::UpdateResult;
 use shoal_tests::TestContext;
+use shoal_tests::expect;
 use shoal_tests::fixtures::{get, ids, keys, seed};
 
 const DB: &str = "crud_update";
@@ -473,11 +474,8 @@ async fn positional_all_and_filtered_updates_with_array_filters() {
     let no_position = c.update_one(doc! {"_id": 2}, doc! {"$set": {"grades.$": 0}}).await;
     assert!(no_position.is_err(), "a query without the array gives `$` no position");
     // Bad input: an unused filter, a missing one, a non-array target — MongoDB's codes.
-    let code = |e: mongodb::error::Error| match *e.kind {
-        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => w.code,
-        mongodb::error::ErrorKind::Command(c) => c.code,
-        other => panic!("unexpected {other:?}"),
-    };
+    let code =
+        |e: mongodb::error::Error| expect::server_code(&e).unwrap_or_else(|| panic!("not a server error: {e:?}"));
     let unused =
         c.update_one(doc! {"_id": 1}, doc! {"$set": {"grades.$[]": 0}}).array_filters(vec![doc! {"u": 1}]).await;
     assert_eq!(unused.map_err(code).err(), Some(9), "FailedToParse");
@@ -508,11 +506,8 @@ async fn updates_given_as_a_pipeline() {
     c.update_one(doc! {"_id": 3}, vec![doc! {"$set": {"new": true}}]).upsert(true).await.expect("upsert");
     assert_eq!(get(&c, 3).await, doc! {"_id": 3, "new": true});
     // Stages an update may not use, and `_id` changes, are refused with MongoDB's codes.
-    let code = |e: mongodb::error::Error| match *e.kind {
-        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => w.code,
-        mongodb::error::ErrorKind::Command(c) => c.code,
-        other => panic!("unexpected {other:?}"),
-    };
+    let code =
+        |e: mongodb::error::Error| expect::server_code(&e).unwrap_or_else(|| panic!("not a server error: {e:?}"));
     let group = c.update_one(doc! {"_id": 1}, vec![doc! {"$group": {"_id": "$a"}}]).await;
     assert_eq!(group.map_err(code).err(), Some(72));
     let id = c.update_one(doc! {"_id": 1}, vec![doc! {"$set": {"_id": 9}}]).await;

@@ -27,6 +27,7 @@ async fn stats_add_up_the_shards() {
     let coll = db.run_command(doc! { "collStats": "c" }).await.expect("collStats");
     assert_eq!(int(&coll, "count"), 100);
     assert_eq!(coll.get_bool("sharded").ok(), Some(true));
+    assert_eq!(int(&coll, "nchunks"), 2, "the catalog's chunks of st.c");
     let shards = coll.get_document("shards").expect("shards");
     assert_eq!(shards.len(), 2, "{coll}");
     let per: i64 = shards.values().map(|s| int(s.as_document().expect("doc"), "count")).sum();

@@ -149,6 +149,22 @@ pub async fn write(
     .await
 }
 
+/// One `find` (`aggregate: false`) or `aggregate` call on `pool`'s member: its first batch.
+pub async fn open_cursor(
+    pool: Arc<crate::shard_client::ShardPool>,
+    req: CommandRequest,
+    aggregate: bool,
+) -> Result<CursorReply, CommandError> {
+    let mut client = pool.client();
+    let reply = if aggregate { client.aggregate(req).await } else { client.find(req).await }
+        .map_err(|s| pool.status_error(&s))?
+        .into_inner();
+    match reply.error {
+        Some(e) => Err(e.into()),
+        None => Ok(reply),
+    }
+}
+
 /// One `Command` call on `pool`'s member: the reply document and its `writeConcernError`.
 pub async fn one_command(
     pool: Arc<crate::shard_client::ShardPool>,
@@ -185,20 +201,7 @@ pub async fn cursor(
     req: CommandRequest,
     aggregate: bool,
 ) -> Result<CursorReply, CommandError> {
-    on_primary(state, shard, true, |pool| {
-        let req = req.clone();
-        async move {
-            let mut client = pool.client();
-            let reply = if aggregate { client.aggregate(req).await } else { client.find(req).await }
-                .map_err(|s| pool.status_error(&s))?
-                .into_inner();
-            match reply.error {
-                Some(e) => Err(e.into()),
-                None => Ok(reply),
-            }
-        }
-    })
-    .await
+    on_primary(state, shard, true, |pool| open_cursor(pool, req.clone(), aggregate)).await
 }
 
 /// Every document of a shard cursor, starting with its first batch.

@@ -178,18 +178,7 @@ pub async fn read_cursor(
     on_member(state, shard, &pref, |pool| {
         let mut req = req.clone();
         req.secondary_ok = true;
-        open_cursor(pool, req, aggregate)
+        shard_call::open_cursor(pool, req, aggregate)
     })
     .await
-}
-
-async fn open_cursor(pool: Arc<ShardPool>, req: CommandRequest, aggregate: bool) -> Result<CursorReply, CommandError> {
-    let mut client = pool.client();
-    let reply = if aggregate { client.aggregate(req).await } else { client.find(req).await }
-        .map_err(|s| pool.status_error(&s))?
-        .into_inner();
-    match reply.error {
-        Some(e) => Err(e.into()),
-        None => Ok(reply),
-    }
 }

@@ -56,7 +56,13 @@ pub async fn db_stats(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
 
 pub async fn coll_stats(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    let sharded = matches!(routing::placement(state, &cmd.db, coll, false).await?, Placement::Sharded(_));
+    let placement = routing::placement(state, &cmd.db, coll, false).await?;
+    let (sharded, nchunks) = match &placement {
+        Placement::Sharded(t) => (true, t.chunks.len() as i64),
+        _ => (false, 1),
+    };
+    // The shards that own chunks (a sharded collection) or the database's primary.
+    let owners = placement.all_shards();
     let replies = per_shard(state, cmd).await?;
     let totals = sums(&replies, COLL_SUMS);
     let mut out = doc! { "sharded": sharded, "ns": format!("{}.{coll}", cmd.db) };
@@ -65,15 +71,14 @@ pub async fn coll_stats(state: &RouterState, _conn: &ConnContext, cmd: &Command)
     out.insert("nindexes", 1);
     out.insert("indexSizes", doc! { "_id_": 0_i64 });
     out.insert("scaleFactor", replies.first().map_or(1, |(_, r)| num(r.get("scaleFactor")).max(1)));
-    out.insert("nchunks", 1);
-    out.insert(
-        "shards",
-        replies
-            .iter()
-            .filter(|(_, r)| num(r.get("count")) > 0 || !sharded)
-            .map(|(s, r)| (s.clone(), Bson::Document(r.clone())))
-            .collect::<Document>(),
-    );
+    out.insert("nchunks", nchunks);
+    // Every shard's documents are counted (orphans too); `shards` lists the owners, as mongos does.
+    let per: Document = replies
+        .iter()
+        .filter(|(s, _)| owners.contains(s) || owners.is_empty())
+        .map(|(s, r)| (s.clone(), Bson::Document(r.clone())))
+        .collect();
+    out.insert("shards", per);
     Ok(RawDocumentBuf::try_from(&out)?)
 }
 
