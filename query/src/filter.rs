@@ -24,6 +24,7 @@
 
 mod expr;
 mod extract;
+mod index_bounds;
 mod parse;
 mod regex;
 mod types;
@@ -36,6 +37,7 @@ use bson::Document;
 use crate::error::QueryError;
 
 pub use extract::{KeyRange, equality_fields, field_equalities, field_range, id_equality, id_range};
+pub use index_bounds::field_key_intervals;
 
 /// A parsed query filter, ready to test documents.
 #[derive(Debug, Clone)]

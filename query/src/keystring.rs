@@ -154,7 +154,7 @@ pub fn encode_compound(values: &[&Bson], directions: &[bool]) -> Vec<u8> {
     out
 }
 
-pub(crate) fn invert(bytes: &mut [u8]) {
+pub fn invert(bytes: &mut [u8]) {
     for b in bytes {
         *b = !*b;
     }

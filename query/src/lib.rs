@@ -14,6 +14,7 @@ pub mod display;
 pub mod error;
 pub mod filter;
 pub mod hash;
+pub mod index_keys;
 pub mod keystring;
 pub mod order;
 pub mod path;

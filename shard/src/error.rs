@@ -39,6 +39,9 @@ impl From<StorageError> for ExecError {
         if let StorageError::NotWritable { reason } = &e {
             return Self::new(ErrorCode::NotWritablePrimary, format!("not primary: {reason}"));
         }
+        if let StorageError::Rejected { code, message, .. } = e {
+            return Self::new(code, message);
+        }
         // Storage failures are logged where they are handled: here, at the command boundary.
         tracing::error!(error = %e, "storage failure");
         Self::new(ErrorCode::InternalError, e.to_string())

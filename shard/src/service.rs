@@ -400,7 +400,7 @@ impl Shard for ShardService {
         let access = match name.as_str() {
             "findAndModify" | "findandmodify" => Access::Write,
             "count" | "distinct" => Access::Read,
-            "create" | "createIndexes" | "drop" => Access::Ddl,
+            "create" | "createIndexes" | "dropIndexes" | "deleteIndexes" | "drop" => Access::Ddl,
             _ => Access::Other,
         };
         if name == "replSetStepDown" {
@@ -412,7 +412,14 @@ impl Shard for ShardService {
         }
         let reads = matches!(
             name.as_str(),
-            "count" | "distinct" | "listCollections" | "listIndexes" | "listDatabases" | "collStats" | "dbStats"
+            "count"
+                | "distinct"
+                | "listCollections"
+                | "listIndexes"
+                | "listDatabases"
+                | "collStats"
+                | "dbStats"
+                | "explain"
         );
         if reads && let Err(e) = self.check_readable(&req) {
             return Ok(Response::new(command_reply(Err(e))));
@@ -439,10 +446,12 @@ impl Shard for ShardService {
                     "dropDatabase" => exec::ddl::drop_database(engine, r),
                     "listCollections" => exec::ddl::list_collections(engine, r).map(|d| (d, 0)),
                     "listDatabases" => exec::ddl::list_databases(engine, r).map(|d| (d, 0)),
-                    "listIndexes" => exec::ddl::list_indexes(engine, r).map(|d| (d, 0)),
+                    "listIndexes" => exec::indexes::list_indexes(engine, r).map(|d| (d, 0)),
                     "collStats" => exec::stats::coll_stats(engine, r).map(|d| (d, 0)),
+                    "explain" => exec::explain::explain(engine, r).map(|d| (d, 0)),
                     "dbStats" => exec::stats::db_stats(engine, r).map(|d| (d, 0)),
-                    "createIndexes" => exec::ddl::create_indexes(engine, r),
+                    "createIndexes" => exec::indexes::create_indexes(engine, r),
+                    "dropIndexes" | "deleteIndexes" => exec::indexes::drop_indexes(engine, r),
                     "shardingState" => Ok((engine.sharding.status(), 0)),
                     "replSetGetStatus" => Ok((engine.repl.status(), 0)),
                     "splitVector" => exec::split_vector::split_vector(engine, r).map(|d| (d, 0)),

@@ -102,7 +102,7 @@ impl KeyRange {
         above && below
     }
 
-    fn intersect(&mut self, lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>>) {
+    pub fn intersect(&mut self, lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>>) {
         self.lower = tighter(std::mem::replace(&mut self.lower, Bound::Unbounded), lower, true);
         self.upper = tighter(std::mem::replace(&mut self.upper, Bound::Unbounded), upper, false);
     }
@@ -263,7 +263,7 @@ fn set_path(doc: &mut Document, path: &str, value: Bson) {
 
 /// The `(key, value)` pairs a document must satisfy together: its own fields and, recursively,
 /// those of its `$and` clauses and single-clause `$or`s.
-fn conjuncts(filter: &Document) -> impl Iterator<Item = (&str, &Bson)> {
+pub(super) fn conjuncts(filter: &Document) -> impl Iterator<Item = (&str, &Bson)> {
     let mut out = Vec::new();
     collect_conjuncts(filter, &mut out, 0);
     out.into_iter()

@@ -118,7 +118,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let queue = match engine.store.collection(&ns_string) {
         Some(coll) => {
             let leading = pipeline.leading_match().cloned().unwrap_or_default();
-            let path = plan::choose(&coll, &leading);
+            let path = plan::plan(&coll, &leading, None, body.get("hint"))?.path;
             let scan_filter = if leading.is_empty() { None } else { Some(Filter::parse(&leading)?) };
             let failure: RefCell<Option<ExecError>> = RefCell::new(None);
             let owned = req.owned();

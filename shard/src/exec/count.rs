@@ -33,11 +33,12 @@ pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let Some(coll) = engine.store.collection(&ns.to_string()) else {
         return Ok(doc! { "n": 0_i32 });
     };
-    let path = plan::choose(&coll, &query);
+    let chosen = plan::plan(&coll, &query, None, body.get("hint"))?;
+    let path = chosen.path;
     let filter = if query.is_empty() || plan::path_implies_filter(&path, &query) { None } else { Some(&filter) };
     let mut seen = 0u64;
     let mut n = 0u64;
-    for_each_match(&engine.store, None, &coll, &path, filter, req.owned(), false, |_| {
+    for_each_match(&engine.store, None, &coll, &path, filter, req.owned(), chosen.reverse, |_| {
         seen += 1;
         if seen > skip {
             n += 1;
@@ -73,7 +74,7 @@ pub fn distinct(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let mut seen = HashSet::new();
     let mut bytes = 0usize;
     if let Some(coll) = engine.store.collection(&ns.to_string()) {
-        let path = plan::choose(&coll, &query);
+        let path = plan::plan(&coll, &query, None, body.get("hint"))?.path;
         let parts: Vec<&str> = key.split('.').collect();
         for_each_match(&engine.store, None, &coll, &path, Some(&filter), req.owned(), false, |m| {
             let mut found = Vec::new();

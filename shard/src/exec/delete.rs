@@ -8,13 +8,14 @@ use shoal_query::filter::Filter;
 use crate::error::{ExecError, ExecResult};
 use crate::exec::retry::{self, Outcome, Retryable};
 use crate::exec::statements::statements;
-use crate::exec::update::collect_matches;
+use crate::exec::update::{Query, collect_matches};
 use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, record};
 
 struct DeleteStatement {
     filter_doc: Document,
     filter: Filter,
     single: bool,
+    hint: Option<Bson>,
 }
 
 fn parse(stmt: &Document) -> ExecResult<DeleteStatement> {
@@ -50,7 +51,11 @@ fn parse(stmt: &Document) -> ExecResult<DeleteStatement> {
     args::check_collation(stmt, "delete.deletes")?;
     args::check_hint(stmt, "delete.deletes")?;
     let filter = Filter::parse(&filter_doc)?;
-    Ok(DeleteStatement { filter_doc, filter, single })
+    Ok(DeleteStatement { filter_doc, filter, single, hint: stmt.get("hint").cloned() })
+}
+
+fn query(s: &DeleteStatement) -> Query<'_> {
+    Query { filter_doc: &s.filter_doc, filter: &s.filter, hint: s.hint.as_ref() }
 }
 
 pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
@@ -94,8 +99,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
                 let Some(coll) = txn.collection(&ns) else {
                     return Ok(0);
                 };
-                let matches =
-                    collect_matches(engine, txn, &coll, &s.filter_doc, &s.filter, s.single, None, req.owned())?;
+                let matches = collect_matches(engine, txn, &coll, query(&s), s.single, None, req.owned())?;
                 for m in &matches {
                     let id = m.doc.get("_id").cloned().unwrap_or(Bson::Null);
                     txn.delete(&coll, &id).map_err(StatementError::Storage)?;

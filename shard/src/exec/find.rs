@@ -1,9 +1,9 @@
 //! `find` and `getMore`: plan the access path, apply filter, sort, skip, limit and projection,
 //! and return results batch by batch through a cursor.
 //!
-//! Unsorted finds (and finds sorted by `_id`, the storage order) stream: each batch resumes the
-//! scan after the last key returned, so memory stays bounded by one batch. Other sorts gather the
-//! matches first, bounded by [`SORT_MEMORY_MAX_BYTES`] unless the sort is top-k (with a limit) or
+//! Unsorted finds (and finds whose sort the access path yields: `_id` order, or an index read
+//! forwards or backwards) stream: each batch resumes the scan after the last key returned, so
+//! memory stays bounded by one batch. Other sorts gather the matches first, bounded by [`SORT_MEMORY_MAX_BYTES`] unless the sort is top-k (with a limit) or
 //! the client allowed disk use.
 
 use std::collections::VecDeque;
@@ -107,11 +107,12 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let Some(coll) = engine.store.collection(&ns_string) else {
         return Ok((Batch { documents: Vec::new(), cursor_id: 0 }, ns_string));
     };
-    let path = plan::choose(&coll, &filter_doc);
+    let chosen = plan::plan(&coll, &filter_doc, Some(&sort_doc), body.get("hint"))?;
+    let path = chosen.path;
     let filter = if plan::path_implies_filter(&path, &filter_doc) { None } else { Some(filter) };
     let first_batch = batch_size.unwrap_or(FIRST_BATCH_DEFAULT_DOCS);
 
-    let source = match id_order(&sort_doc) {
+    let source = match chosen.sorted.then_some(chosen.reverse) {
         Some(reverse) => CursorSource::Scan(Box::new(ScanCursor {
             coll: Arc::clone(&coll),
             path,
@@ -137,21 +138,6 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let (documents, exhausted) = next_batch(engine, &mut cursor.source, first_batch)?;
     let cursor_id = if exhausted || single_batch { 0 } else { engine.cursors.insert(cursor) };
     Ok((Batch { documents, cursor_id }, ns_string))
-}
-
-/// `Some(reverse)` when the sort is empty or exactly `_id` ascending/descending: storage order.
-fn id_order(sort: &Document) -> Option<bool> {
-    if sort.is_empty() {
-        return Some(false);
-    }
-    if sort.len() != 1 {
-        return None;
-    }
-    match sort.get("_id").and_then(args::as_f64) {
-        Some(1.0) => Some(false),
-        Some(-1.0) => Some(true),
-        _ => None,
-    }
 }
 
 /// What a sorted find scans.

@@ -11,7 +11,7 @@ use shoal_query::update::UpdateSpec;
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::retry::{self, Outcome, Retryable};
-use crate::exec::update::{UpdateStatement, apply, collect_matches};
+use crate::exec::update::{Query, UpdateStatement, apply, collect_matches};
 use crate::exec::{Engine, Request, StatementError, args};
 
 const CMD: &str = "findAndModify";
@@ -107,7 +107,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
                 let Some(coll) = txn.collection(&ns.to_string()) else {
                     return Ok(doc! { "lastErrorObject": { "n": 0 }, "value": Bson::Null });
                 };
-                let matches = collect_matches(engine, txn, &coll, &filter_doc, &filter, true, sort.as_ref(), req.owned())?;
+                let matches = collect_matches(engine, txn, &coll, Query { filter_doc: &filter_doc, filter: &filter, hint: body.get("hint") }, true, sort.as_ref(), req.owned())?;
                 let Some(m) = matches.into_iter().next() else {
                     return Ok(doc! { "lastErrorObject": { "n": 0 }, "value": Bson::Null });
                 };
@@ -115,7 +115,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
                 return Ok(doc! { "lastErrorObject": { "n": 1 }, "value": project(Some(m.doc))? });
             }
             let Some(spec) = update else { return Err(ExecError::new(ErrorCode::InternalError, "update expected").into()) };
-            let stmt = UpdateStatement { filter_doc: filter_doc.clone(), filter: Filter::parse(&filter_doc)?, spec, multi: false, upsert };
+            let stmt = UpdateStatement { filter_doc: filter_doc.clone(), filter: Filter::parse(&filter_doc)?, spec, multi: false, upsert, hint: None };
             let applied = apply(engine, txn, &ns, &stmt, sort.as_ref(), !return_new, req.owned())?;
             let mut last_error = doc! { "n": (applied.matched + applied.upserted_id.is_some() as i64) as i32, "updatedExisting": applied.matched > 0 };
             if let Some(id) = &applied.upserted_id {

@@ -10,8 +10,13 @@ pub mod count;
 pub mod ddl;
 pub mod deadline;
 pub mod delete;
+pub mod explain;
 pub mod find;
 pub mod find_and_modify;
+pub mod index_build;
+#[cfg(test)]
+mod index_tests;
+pub mod indexes;
 pub mod insert;
 pub mod plan;
 pub mod retry;
@@ -116,6 +121,10 @@ pub fn record(
         Ok(()) => Ok(std::ops::ControlFlow::Continue(())),
         Err(StatementError::Exec(e, extra)) => {
             out.write_errors.push(write_error(index, &e, extra));
+            Ok(if ordered { std::ops::ControlFlow::Break(()) } else { std::ops::ControlFlow::Continue(()) })
+        }
+        Err(StatementError::Storage(crate::storage::StorageError::Rejected { code, message, info })) => {
+            out.write_errors.push(write_error(index, &ExecError::new(code, message), info));
             Ok(if ordered { std::ops::ControlFlow::Break(()) } else { std::ops::ControlFlow::Continue(()) })
         }
         Err(StatementError::Storage(e)) => Err(e),

@@ -24,6 +24,7 @@ pub struct UpdateStatement {
     pub spec: UpdateSpec,
     pub multi: bool,
     pub upsert: bool,
+    pub hint: Option<Bson>,
 }
 
 impl UpdateStatement {
@@ -61,7 +62,8 @@ impl UpdateStatement {
             ));
         }
         let filter = Filter::parse(&filter_doc)?;
-        Ok(Self { filter_doc, filter, spec, multi, upsert })
+        let hint = stmt.get("hint").cloned();
+        Ok(Self { filter_doc, filter, spec, multi, upsert, hint })
     }
 }
 
@@ -212,7 +214,8 @@ pub fn apply(
     let ctx = UpdateContext { now: txn.now(), is_upsert_insert: false };
     let mut applied = Applied { matched: 0, modified: 0, last: None, upserted_id: None };
     if let Some(coll) = txn.collection(&ns.to_string()) {
-        let matches = collect_matches(engine, txn, &coll, &stmt.filter_doc, &stmt.filter, !stmt.multi, sort, owned)
+        let query = Query { filter_doc: &stmt.filter_doc, filter: &stmt.filter, hint: stmt.hint.as_ref() };
+        let matches = collect_matches(engine, txn, &coll, query, !stmt.multi, sort, owned)
             .map_err(|e| StatementError::Exec(e, None))?;
         for old in matches {
             let id = old.doc.get("_id").cloned().unwrap_or(Bson::Null);
@@ -277,23 +280,29 @@ pub fn apply(
     Ok(applied)
 }
 
-/// The documents `filter` selects (and this shard owns, with `owned`), in `sort` order when
-/// given; only the first when `single`.
-#[allow(clippy::too_many_arguments)]
+/// A write statement's query.
+pub struct Query<'a> {
+    pub filter_doc: &'a Document,
+    pub filter: &'a Filter,
+    pub hint: Option<&'a Bson>,
+}
+
+/// The documents the query selects (and this shard owns, with `owned`), in `sort` order when
+/// given; only the first when `single`. All are collected before any is written, so a write
+/// that moves a document within the index being scanned cannot make the scan meet it again.
 pub fn collect_matches(
     engine: &Engine,
     txn: &WriteTxn<'_>,
     coll: &crate::store::catalog::CollectionInfo,
-    filter_doc: &Document,
-    filter: &Filter,
+    query: Query<'_>,
     single: bool,
     sort: Option<&shoal_query::sort::SortSpec>,
     owned: Option<&Ownership>,
 ) -> ExecResult<Vec<Matched>> {
-    let path = plan::choose(coll, filter_doc);
+    let chosen = plan::plan(coll, query.filter_doc, None, query.hint)?;
     let mut out = Vec::new();
     let stop_after_first = single && sort.is_none();
-    for_each_match(&engine.store, Some(txn), coll, &path, Some(filter), owned, false, |m| {
+    for_each_match(&engine.store, Some(txn), coll, &chosen.path, Some(query.filter), owned, chosen.reverse, |m| {
         out.push(m);
         Ok(if stop_after_first { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;

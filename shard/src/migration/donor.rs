@@ -222,6 +222,7 @@ async fn phases(
         key_hashed: record.key.iter().map(|(_, h)| *h).collect(),
         min: Some(bound_to_wire(&record.min)),
         max: Some(bound_to_wire(&record.max)),
+        indexes: coll.as_ref().map(|c| crate::store::indexes::encode_listings(&c.indexes)).unwrap_or_default().into(),
     };
     let reply = peer.receive_start(start).await.map_err(|e| Abort(peer_err(&record.to, e)))?.into_inner();
     reply_ok(&record.to, reply.error).map_err(Abort)?;

@@ -213,6 +213,11 @@ async fn clone_all(
                 first,
                 documents,
                 sessions: Vec::new(),
+                indexes: if first {
+                    crate::store::indexes::encode_listings(&coll.indexes).into()
+                } else {
+                    Bytes::new()
+                },
             };
             let reply = peer.clone_primary_batch(batch).await.map_err(|e| peer_err(&req.to_shard, e))?.into_inner();
             reply_ok(&req.to_shard, reply.error)?;
@@ -233,6 +238,7 @@ async fn clone_all(
                 first: false,
                 documents: Vec::new(),
                 sessions,
+                indexes: Bytes::new(),
             };
             let reply = peer.clone_primary_batch(batch).await.map_err(|e| peer_err(&req.to_shard, e))?.into_inner();
             reply_ok(&req.to_shard, reply.error)?;
@@ -365,6 +371,7 @@ pub async fn clone_batch(mig: &Migrations, req: ClonePrimaryBatchRequest) -> Res
         docs.push((id, raw));
     }
     let sessions: Vec<(Bytes, Bytes)> = req.sessions.into_iter().map(|s| (s.key, s.value)).collect();
+    let indexes = crate::store::indexes::decode_listings(&req.indexes).map_err(ExecError::from)?;
     let (store, first, n) = (Arc::clone(&mig.engine.store), req.first, docs.len());
     let ((), seq) = tokio::task::spawn_blocking(move || {
         store.write(|txn| {
@@ -373,6 +380,7 @@ pub async fn clone_batch(mig: &Migrations, req: ClonePrimaryBatchRequest) -> Res
                 txn.drop_collection(&old)?;
             }
             let (coll, _) = txn.ensure_collection(&ns, options)?;
+            txn.ensure_indexes(&coll, indexes)?;
             for (id, doc) in &docs {
                 if txn.get(&coll, id)?.is_some() {
                     txn.update(&coll, id, doc)?;

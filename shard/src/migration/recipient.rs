@@ -62,7 +62,8 @@ pub async fn start(mig: &Migrations, req: ReceiveStartRequest) -> Result<(), Mig
         tracing::warn!(stale = %stale.record.id, "a new migration replaces an abandoned one; deleting what it received");
         abort_record(mig, &stale.record).await?;
     }
-    let result = prepare(mig, &record, &ns, options).await;
+    let indexes = crate::store::indexes::decode_listings(&req.indexes).map_err(ExecError::from)?;
+    let result = prepare(mig, &record, &ns, options, indexes).await;
     if let Err(e) = &result {
         tracing::warn!(id = %record.id, error = %e, "receive start failed");
         mig.release(&record.id);
@@ -70,7 +71,13 @@ pub async fn start(mig: &Migrations, req: ReceiveStartRequest) -> Result<(), Mig
     result
 }
 
-async fn prepare(mig: &Migrations, record: &Record, ns: &Namespace, options: Document) -> Result<(), MigrationError> {
+async fn prepare(
+    mig: &Migrations,
+    record: &Record,
+    ns: &Namespace,
+    options: Document,
+    indexes: Vec<crate::store::indexes::IndexSpec>,
+) -> Result<(), MigrationError> {
     let engine = &mig.engine;
     let sharding = &engine.sharding;
     sharding.refresh(&record.ns).await?;
@@ -97,7 +104,11 @@ async fn prepare(mig: &Migrations, record: &Record, ns: &Namespace, options: Doc
     let (store, rec, ns) = (Arc::clone(&engine.store), record.clone(), ns.clone());
     let removed = tokio::task::spawn_blocking(move || -> Result<u64, MigrationError> {
         rec.save(&store, Side::Recipient)?;
-        store.write(|txn| txn.ensure_collection(&ns, options).map(|_| ()))?;
+        // The donor's indexes exist before its documents arrive, so they arrive indexed.
+        store.write(|txn| {
+            let (coll, _) = txn.ensure_collection(&ns, options)?;
+            txn.ensure_indexes(&coll, indexes)
+        })?;
         let task = RangeDeletion {
             ns: rec.ns.clone(),
             uuid: rec.uuid,

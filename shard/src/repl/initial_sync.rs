@@ -58,6 +58,7 @@ pub fn produce_clone(
                 .to_vec()
                 .map_err(|e| StorageError::Corrupt { space: "meta", detail: e.to_string() })?
                 .into(),
+            indexes: crate::store::indexes::encode_listings(&coll.indexes).into(),
         };
         if tx.blocking_send(Ok(CloneChunk { collection: Some(header), ..Default::default() })).is_err() {
             return Ok(());
@@ -172,7 +173,11 @@ fn create(store: &Store, header: CloneCollection) -> Result<String, StorageError
     let ns = Namespace::new(db, coll).map_err(|e| corrupt(e.to_string()))?;
     let uuid = Uuid::from_bytes(header.uuid.as_ref().try_into().map_err(|_| corrupt("uuid".into()))?);
     let options = Document::from_reader(&mut &header.options[..]).map_err(|e| corrupt(e.to_string()))?;
-    store.write_unlogged(|txn| txn.create_collection(&ns, uuid, options).map(|_| ()))?;
+    let indexes = crate::store::indexes::decode_listings(&header.indexes).map_err(|e| corrupt(e.message))?;
+    store.write_unlogged(|txn| {
+        let coll = txn.create_collection(&ns, uuid, options)?;
+        txn.ensure_indexes(&coll, indexes)
+    })?;
     Ok(header.ns)
 }
 

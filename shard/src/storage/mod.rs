@@ -58,6 +58,10 @@ pub enum StorageError {
     /// Client writes are refused: this member is not the primary (or its lease lapsed).
     #[error("not writable: {reason}")]
     NotWritable { reason: String },
+    /// A document write an index refuses (duplicate key, unindexable value); nothing of it was
+    /// staged. `info` goes to the write error's `errInfo` (`keyPattern`, `keyValue`).
+    #[error("{message}")]
+    Rejected { code: shoal_proto::ErrorCode, message: String, info: Option<bson::Document> },
 }
 
 /// Writes applied together or not at all.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use bson::{Document, Uuid, doc};
 use shoal_proto::Namespace;
 
+use super::indexes::{self, IndexSpec};
 use crate::storage::StorageError;
 
 #[derive(Debug, Clone)]
@@ -17,6 +18,8 @@ pub struct CollectionInfo {
     pub ns: Namespace,
     pub uuid: Uuid,
     pub options: Document,
+    /// Secondary indexes (the `_id` index is implicit: documents are stored by `_id`).
+    pub indexes: Vec<Arc<IndexSpec>>,
 }
 
 impl CollectionInfo {
@@ -31,7 +34,17 @@ impl CollectionInfo {
             "coll": &self.ns.coll,
             "uuid": self.uuid,
             "options": self.options.clone(),
+            "indexes": self.indexes.iter().map(|i| i.to_record()).collect::<Vec<_>>(),
         }
+    }
+
+    pub fn index(&self, name: &str) -> Option<&Arc<IndexSpec>> {
+        self.indexes.iter().find(|i| i.name == name)
+    }
+
+    /// Indexes reads may use (built).
+    pub fn ready_indexes(&self) -> impl Iterator<Item = &Arc<IndexSpec>> {
+        self.indexes.iter().filter(|i| !i.building)
     }
 
     pub fn from_record(record: &Document) -> Result<Self, StorageError> {
@@ -48,7 +61,8 @@ impl CollectionInfo {
             _ => return Err(corrupt("uuid")),
         };
         let options = record.get_document("options").cloned().unwrap_or_default();
-        Ok(Self { id, ns, uuid, options })
+        let indexes = indexes::from_records(record.get("indexes"))?;
+        Ok(Self { id, ns, uuid, options, indexes })
     }
 }
 

@@ -2,9 +2,11 @@
 //!
 //! ```text
 //! Documents: collection id (u64 BE) ‖ keystring(_id)      -> BSON document
+//! Indexes:   index ident (u64 BE) ‖ key ‖ keystring(_id)  -> BSON {i: _id, k: [values]} (`indexes`)
 //! Oplog:     ts.time (u32 BE) ‖ ts.increment (u32 BE)     -> BSON oplog entry
 //! Meta:      "coll/" ‖ namespace                           -> BSON collection record
 //!            "dropped/" ‖ collection id (u64 BE)           -> "" (documents still to delete)
+//!            "droppedidx/" ‖ index ident (u64 BE)          -> "" (index entries still to delete)
 //!            "rangedel/" ‖ task id (u64 BE)                -> BSON range-deletion task
 //!            "migdonor/" ‖ migration id                   -> JSON donor migration record
 //!            "migrecv/" ‖ migration id                    -> JSON recipient migration record
@@ -21,6 +23,8 @@ use bson::{Bson, Timestamp};
 
 pub const COLLECTION_PREFIX: &[u8] = b"coll/";
 pub const DROPPED_PREFIX: &[u8] = b"dropped/";
+/// Indexes dropped (or abandoned while building) whose entries are still to delete.
+pub const DROPPED_INDEX_PREFIX: &[u8] = b"droppedidx/";
 pub const RANGE_DELETION_PREFIX: &[u8] = b"rangedel/";
 pub const MIGRATION_DONOR_PREFIX: &[u8] = b"migdonor/";
 pub const MIGRATION_RECIPIENT_PREFIX: &[u8] = b"migrecv/";
@@ -67,6 +71,10 @@ pub fn collection_record_key(ns: &str) -> Vec<u8> {
 
 pub fn dropped_key(coll_id: u64) -> Vec<u8> {
     [DROPPED_PREFIX, &coll_id.to_be_bytes()[..]].concat()
+}
+
+pub fn dropped_index_key(ident: u64) -> Vec<u8> {
+    [DROPPED_INDEX_PREFIX, &ident.to_be_bytes()[..]].concat()
 }
 
 pub fn range_deletion_key(task_id: u64) -> Vec<u8> {

@@ -16,6 +16,8 @@
 //! commit publishes the new [`Position`] (see [`Store::subscribe`]).
 
 pub mod catalog;
+mod index_write;
+pub mod indexes;
 pub mod keys;
 pub mod oplog;
 pub mod oplog_size;
@@ -132,6 +134,7 @@ impl Store {
             }
         }
         catalog.next_id = catalog.next_id.max(1);
+        abandon_unfinished_builds(engine.as_ref(), &mut catalog)?;
         let last = last_optime(engine.as_ref())?;
         let oplog_size = oplog_size::OplogSize::measure(engine.as_ref())?;
         let group = GroupCommit::start(Arc::clone(&engine));
@@ -268,6 +271,15 @@ impl Store {
             return Box::new(std::iter::empty());
         }
         self.engine.scan(Space::Documents, as_ref(&lower), as_ref(&upper), reverse)
+    }
+
+    /// Entries of secondary indexes within the bounds (keys from [`indexes`]).
+    pub fn index_scan(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvIter<'static> {
+        let (l, u) = (bound_vec(lower), bound_vec(upper));
+        if is_empty_range(&l, &u) {
+            return Box::new(std::iter::empty());
+        }
+        self.engine.scan(Space::Indexes, lower, upper, reverse)
     }
 
     /// Oplog entries after `after`, oldest first.
@@ -442,38 +454,47 @@ impl Store {
         self.group.wait_durable(seq).await
     }
 
-    /// Deletes the documents of collections dropped earlier, in bounded batches. Returns how many
-    /// keys it deleted; run it until it returns 0.
+    /// Deletes the documents of collections and the entries of indexes dropped earlier, in
+    /// bounded batches. Returns how many keys it deleted; run it until it returns 0.
     pub fn purge_dropped(&self) -> Result<usize, StorageError> {
-        let upper = prefix_upper_bound(keys::DROPPED_PREFIX);
+        let documents = self.purge_marked(keys::DROPPED_PREFIX, Space::Documents)?;
+        if documents > 0 {
+            return Ok(documents);
+        }
+        self.purge_marked(keys::DROPPED_INDEX_PREFIX, Space::Indexes)
+    }
+
+    /// One batch of deletions for the first marker under `marker_prefix` (its 8-byte suffix is
+    /// the key prefix of what to delete in `space`); the marker goes with the last batch.
+    fn purge_marked(&self, marker_prefix: &[u8], space: Space) -> Result<usize, StorageError> {
+        let upper = prefix_upper_bound(marker_prefix);
         let first = self
             .engine
             .scan(
                 Space::Meta,
-                Bound::Included(keys::DROPPED_PREFIX),
+                Bound::Included(marker_prefix),
                 upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
                 false,
             )
             .next();
         let Some(kv) = first else { return Ok(0) };
         let (marker, _) = kv?;
-        let Ok(raw) = <[u8; 8]>::try_from(&marker[keys::DROPPED_PREFIX.len()..]) else {
+        let Ok(prefix) = <[u8; 8]>::try_from(&marker[marker_prefix.len()..]) else {
             return Err(StorageError::Corrupt { space: "meta", detail: "dropped-collection marker".into() });
         };
-        let prefix = raw;
         let upper = prefix_upper_bound(&prefix);
         let mut batch = WriteBatch::new();
         for kv in self
             .engine
             .scan(
-                Space::Documents,
+                space,
                 Bound::Included(&prefix[..]),
                 upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
                 false,
             )
             .take(DROP_DELETE_BATCH_KEYS)
         {
-            batch.delete(Space::Documents, kv?.0);
+            batch.delete(space, kv?.0);
         }
         let deleted = batch.len();
         if deleted < DROP_DELETE_BATCH_KEYS {
@@ -525,6 +546,44 @@ impl Store {
     }
 }
 
+/// Index builds a restart interrupted are abandoned (their clients got no answer; MongoDB
+/// resumes them instead): the specs leave the catalog and their entries are purged. Ident
+/// counters also skip every index ident, dropped ones included.
+fn abandon_unfinished_builds(engine: &dyn Engine, catalog: &mut Catalog) -> Result<(), StorageError> {
+    let mut batch = WriteBatch::new();
+    for kv in engine.scan(
+        Space::Meta,
+        Bound::Included(keys::DROPPED_INDEX_PREFIX),
+        prefix_upper_bound(keys::DROPPED_INDEX_PREFIX).as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+        false,
+    ) {
+        let (key, _) = kv?;
+        if let Ok(raw) = <[u8; 8]>::try_from(&key[keys::DROPPED_INDEX_PREFIX.len()..]) {
+            catalog.next_id = catalog.next_id.max(u64::from_be_bytes(raw) + 1);
+        }
+    }
+    for info in catalog.by_ns.values_mut() {
+        for spec in &info.indexes {
+            catalog.next_id = catalog.next_id.max(spec.ident + 1);
+        }
+        if !info.indexes.iter().any(|s| s.building) {
+            continue;
+        }
+        let mut kept = (**info).clone();
+        for spec in info.indexes.iter().filter(|s| s.building) {
+            tracing::warn!(ns = %info.full_name(), index = %spec.name, "index build interrupted by a restart: abandoned");
+            batch.put(Space::Meta, keys::dropped_index_key(spec.ident), Vec::new());
+        }
+        kept.indexes.retain(|s| !s.building);
+        batch.put(Space::Meta, keys::collection_record_key(&kept.full_name()), bson_bytes(&kept.to_record())?);
+        *info = Arc::new(kept);
+    }
+    if !batch.is_empty() {
+        engine.commit(batch)?;
+    }
+    Ok(())
+}
+
 /// The optime of the newest oplog entry, zero if there is none.
 fn last_optime(engine: &dyn Engine) -> Result<OpTime, StorageError> {
     match engine.scan(Space::Oplog, Bound::Unbounded, Bound::Unbounded, true).next() {
@@ -545,6 +604,10 @@ fn is_empty_range(lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>) -> bool {
         (Bound::Included(l) | Bound::Excluded(l), Bound::Included(u) | Bound::Excluded(u)) => l >= u,
         _ => false,
     }
+}
+
+fn bound_vec(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    b.map(<[u8]>::to_vec)
 }
 
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
@@ -576,6 +639,10 @@ pub struct WriteTxn<'a> {
     staged: HashMap<Vec<u8>, Option<Bytes>>,
     /// Bookkeeping records written in the not-yet-committed batch.
     staged_meta: HashMap<Bytes, Option<Bytes>>,
+    /// Index entries written in the not-yet-committed batch (ordered: unique checks scan them).
+    staged_index: std::collections::BTreeMap<Vec<u8>, Option<Bytes>>,
+    /// Collections as the catalog has them now, by id (see `index_write`).
+    current: HashMap<u64, Arc<CollectionInfo>>,
     /// The newest entry, not yet in `batch`: bookkeeping writes still attach to it.
     pending: Option<PendingEntry>,
     /// Bookkeeping writes made before any entry was logged (they go with the next one), and the
@@ -603,6 +670,8 @@ impl<'a> WriteTxn<'a> {
             batch: WriteBatch::new(),
             staged: HashMap::new(),
             staged_meta: HashMap::new(),
+            staged_index: std::collections::BTreeMap::new(),
+            current: HashMap::new(),
             pending: None,
             meta_log: Vec::new(),
             meta_log_bytes: 0,
@@ -665,7 +734,7 @@ impl WriteTxn<'_> {
             cat.next_id += 1;
             id
         };
-        let info = Arc::new(CollectionInfo { id, ns: ns.clone(), uuid, options });
+        let info = Arc::new(CollectionInfo { id, ns: ns.clone(), uuid, options, indexes: Vec::new() });
         let record = bson_bytes(&info.to_record())?;
         self.batch.put(Space::Meta, keys::collection_record_key(&info.full_name()), record);
         let mut o = doc! { "create": &ns.coll };
@@ -751,6 +820,18 @@ impl WriteTxn<'_> {
             && let Some(coll) = coll
         {
             self.drop_collection(&coll)?;
+        } else if entry.o.get_str("createIndexes").is_ok()
+            && let Some(coll) = coll
+        {
+            let mut spec = Document::try_from(entry.o).map_err(|e| corrupt(&e.to_string()))?;
+            spec.remove("createIndexes");
+            let spec = indexes::IndexSpec::from_user(&spec).map_err(|e| corrupt(&e.message))?;
+            self.create_index_now(&coll, spec)?;
+        } else if entry.o.get_str("dropIndexes").is_ok()
+            && let Some(coll) = coll
+        {
+            let name = entry.o.get_str("index").map_err(|e| corrupt(&e.to_string()))?;
+            self.drop_index(&coll, name, false)?;
         }
         Ok(())
     }
@@ -767,6 +848,11 @@ impl WriteTxn<'_> {
     pub fn drop_collection(&mut self, coll: &CollectionInfo) -> Result<(), StorageError> {
         self.batch.delete(Space::Meta, keys::collection_record_key(&coll.full_name()));
         self.batch.put(Space::Meta, keys::dropped_key(coll.id), Bytes::new());
+        let current = self.current_collection(coll);
+        for spec in current.as_deref().unwrap_or(coll).indexes.iter() {
+            self.batch.put(Space::Meta, keys::dropped_index_key(spec.ident), Bytes::new());
+        }
+        self.current.remove(&coll.id);
         self.log_command(&coll.ns.db, Some(coll.uuid), &doc! { "drop": &coll.ns.coll })?;
         self.catalog_changes.push(CatalogChange::Dropped(coll.full_name()));
         Ok(())
@@ -839,6 +925,7 @@ impl WriteTxn<'_> {
     }
 
     pub fn delete(&mut self, coll: &CollectionInfo, id: &Bson) -> Result<(), StorageError> {
+        self.maintain_indexes(coll, id, None)?;
         let key = keys::document_key(coll.id, id);
         if !self.replicating {
             let o = id_document(id)?;
@@ -856,6 +943,7 @@ impl WriteTxn<'_> {
         doc: &RawDocument,
         kind: OpKind,
     ) -> Result<(), StorageError> {
+        self.maintain_indexes(coll, id, Some(doc))?;
         let key = keys::document_key(coll.id, id);
         let value = Bytes::copy_from_slice(doc.as_bytes());
         match kind {
@@ -955,6 +1043,7 @@ impl WriteTxn<'_> {
         self.store.position.send_replace(Position { seq, optime: self.writer.last });
         self.staged.clear();
         self.staged_meta.clear();
+        self.staged_index.clear();
         if self.catalog_changes.is_empty() {
             // The common case: no catalog lock on a document write's path.
             return Ok(());
