@@ -261,6 +261,9 @@ pub struct ShardArgs {
     /// Default: 1024.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub oplog_size_mb: Option<u64>,
+    /// Seconds between TTL monitor passes (MongoDB's `ttlMonitorSleepSecs`).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ttl_monitor_secs: u64,
     #[command(flatten)]
     pub child: ChildArgs,
 }

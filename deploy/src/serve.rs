@@ -15,6 +15,7 @@ pub async fn shard(args: ShardArgs) -> anyhow::Result<()> {
     config.config_servers = args.config;
     config.failpoints = args.failpoints;
     config.advertise = args.advertise;
+    config.ttl_monitor_interval = std::time::Duration::from_secs(args.ttl_monitor_secs);
     if let Some(mb) = args.oplog_size_mb {
         config.repl.oplog_size_max_bytes = mb.saturating_mul(1 << 20);
     }

@@ -6,7 +6,7 @@ use shoal_proto::ErrorCode;
 use std::sync::atomic::Ordering;
 use tracing::Instrument;
 
-use crate::cmd::{crud, cursor, ddl, explain, handshake, info, retryable, sharding, stats};
+use crate::cmd::{crud, cursor, ddl, explain, handshake, indexes, info, retryable, sharding, stats};
 use crate::command::Command;
 use crate::error::CommandError;
 use crate::state::{ConnContext, RouterState};
@@ -109,7 +109,7 @@ async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Handle
         "dbStats" | "dbstats" => stats::db_stats(state, conn, cmd).await,
         "collStats" | "collstats" => stats::coll_stats(state, conn, cmd).await,
         "listCollections" => ddl::list_collections(state, conn, cmd).await,
-        "listIndexes" => ddl::list_indexes(state, conn, cmd).await,
+        "listIndexes" => indexes::list_indexes(state, conn, cmd).await,
 
         "listShards" => sharding::list_shards(state, conn, cmd).await,
         "replSetGetStatus" => sharding::repl_status::repl_set_get_status(state, conn, cmd).await,
@@ -135,7 +135,8 @@ async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Handle
         "configureCollectionBalancing" => sharding::configure_collection_balancing(state, conn, cmd).await,
         "addShardToZone" | "removeShardFromZone" => sharding::shard_zone(state, conn, cmd).await,
         "updateZoneKeyRange" => sharding::update_zone_key_range(state, conn, cmd).await,
-        "createIndexes" => ddl::create_indexes(state, conn, cmd).await,
+        "createIndexes" => indexes::create_indexes(state, conn, cmd).await,
+        "dropIndexes" | "deleteIndexes" => indexes::drop_indexes(state, conn, cmd).await,
 
         other => Err(CommandError::new(ErrorCode::CommandNotFound, format!("no such command: '{other}'"))),
     }
@@ -195,6 +196,7 @@ pub const COMMAND_NAMES: &[&str] = &[
     "listCollections",
     "listIndexes",
     "createIndexes",
+    "dropIndexes",
     "listCommands",
     "dbStats",
     "collStats",

@@ -67,6 +67,8 @@ pub struct ShardConfig {
     /// This member's address as the catalog lists it (`host:port`); `None`: the listen address.
     pub advertise: Option<String>,
     pub repl: repl::ReplSettings,
+    /// How often the TTL monitor looks for expired documents (MongoDB's `ttlMonitorSleepSecs`).
+    pub ttl_monitor_interval: Duration,
 }
 
 impl ShardConfig {
@@ -78,6 +80,7 @@ impl ShardConfig {
             cache_size_bytes: 256 << 20,
             cursor_idle_timeout: Duration::from_secs(600),
             cursor_reap_interval: Duration::from_secs(30),
+            ttl_monitor_interval: Duration::from_secs(60),
             config_servers: Vec::new(),
             failpoints: String::new(),
             advertise: None,
@@ -147,6 +150,7 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
     // Migration recovery and range deletions run while this member is primary.
     let primary_only = tokio::spawn(primary_only::run(Arc::clone(&engine), Arc::clone(&migrations)));
     let background = tokio::spawn(background_tasks(Arc::clone(&engine), config.cursor_reap_interval));
+    let ttl = tokio::spawn(ttl_monitor(Arc::clone(&engine), config.ttl_monitor_interval));
     let mut repl_tasks = vec![
         tokio::spawn(repl::track_durability(Arc::clone(&engine.repl))),
         tokio::spawn(repl::oplog_cap::run(Arc::clone(&engine.repl))),
@@ -185,6 +189,7 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     background.abort();
+    ttl.abort();
     primary_only.abort();
     for task in repl_tasks {
         task.abort();
@@ -200,6 +205,25 @@ pub fn announce_ready(role: &str, addr: SocketAddr) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "SHOAL_READY {role} {addr}");
     let _ = out.flush();
+}
+
+/// Deletes expired documents of TTL indexes, on the primary ([`exec::ttl`]).
+async fn ttl_monitor(engine: Arc<Engine>, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let state = engine.repl.role().state;
+        if state != repl::MemberState::Primary && state != repl::MemberState::Standalone {
+            continue;
+        }
+        let store = Arc::clone(&engine.store);
+        match tokio::task::spawn_blocking(move || exec::ttl::pass(&store, bson::DateTime::now())).await {
+            Ok(Ok(n)) if n > 0 => tracing::info!(deleted = n, "TTL monitor deleted expired documents"),
+            Ok(Err(e)) => tracing::warn!(error = %e.message, "TTL pass failed; will retry"),
+            _ => {}
+        }
+    }
 }
 
 /// Reaps idle cursors, deletes the documents of dropped collections and, on the primary, the

@@ -57,7 +57,12 @@ enum Access {
 /// for database-level commands (`{aggregate: 1}`, `listCollections`).
 fn target_ns(req: &CommandRequest) -> Option<String> {
     let body = bson::RawDocument::from_bytes(&req.body).ok()?;
-    let (_, first) = body.iter().next()?.ok()?;
+    let (name, first) = body.iter().next()?.ok()?;
+    // `explain` names its collection inside the explained command.
+    let first = match (name.as_str(), first.as_document()) {
+        ("explain", Some(inner)) => inner.iter().next()?.ok()?.1,
+        _ => first,
+    };
     let coll = first.as_str()?;
     (!coll.is_empty()).then(|| format!("{}.{coll}", req.db))
 }

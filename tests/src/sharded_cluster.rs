@@ -203,6 +203,9 @@ fn shard_spec(dir: &Path, i: usize, port: u16, config_addrs: &[String], failpoin
         dir.join(&name).display().to_string(),
         "--config".into(),
         config_addrs.join(","),
+        // TTL tests wait for one pass; passes over collections without TTL indexes cost nothing.
+        "--ttl-monitor-secs".into(),
+        "1".into(),
     ];
     if !failpoints.is_empty() {
         args.extend(["--failpoints".into(), failpoints.to_owned()]);

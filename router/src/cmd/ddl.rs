@@ -1,5 +1,5 @@
 //! Collection and database commands: `create` on the database's primary; `drop`,
-//! `dropDatabase`, index commands and listings on every shard that may hold the namespace, with
+//! `dropDatabase` and listings on every shard that may hold the namespace, with
 //! the catalog updated for sharded collections and databases; listings merged.
 
 use std::collections::BTreeMap;
@@ -188,22 +188,4 @@ pub async fn list_collections(state: &RouterState, _conn: &ConnContext, cmd: &Co
         docs.push(bytes::Bytes::from(buf));
     }
     forward::cursor_reply(BatchField::First, &docs, 0, &format!("{}.$cmd.listCollections", cmd.db))
-}
-
-pub async fn list_indexes(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    let coll = cmd.collection()?;
-    let placement = routing::placement(state, &cmd.db, coll, false).await?;
-    let shards: Vec<String> = placement.all_shards().into_iter().collect();
-    if shards.is_empty() {
-        return Err(CommandError::new(ErrorCode::NamespaceNotFound, format!("ns does not exist: {}.{coll}", cmd.db)));
-    }
-    // Every shard holding the collection has the same indexes; the first answers.
-    one_answer(broadcast(state, cmd, &placement, &shards[..1]).await, true)
-}
-
-pub async fn create_indexes(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    let coll = cmd.collection()?;
-    let placement = routing::placement(state, &cmd.db, coll, true).await?;
-    let shards: Vec<String> = placement.all_shards().into_iter().collect();
-    one_answer(broadcast(state, cmd, &placement, &shards).await, true)
 }

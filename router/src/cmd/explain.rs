@@ -1,17 +1,57 @@
-//! `explain` of `find`, `count` and `aggregate`: the router's targeting only. The winning plan's
-//! stage is `SINGLE_SHARD` or `SHARD_MERGE` with the targeted shard ids; per-shard plans are not
-//! collected (each shard entry says so) rather than invented.
+//! `explain` of `find`, `count`, `distinct`, `aggregate` and the write commands: the router's
+//! targeting (`SINGLE_SHARD`, or `SHARD_MERGE` over several shards) with each targeted shard's
+//! own plan and, for `executionStats`/`allPlansExecution`, its execution counts, summed at the
+//! top as MongoDB's `mongos` reports them.
 //!
-//! Must not: run the explained command.
+//! Must not: run the explained command's writes (shards only plan those).
 
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use shoal_proto::ErrorCode;
 
+use crate::cmd::ddl::broadcast;
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
-use crate::routing::{self, Placement};
+use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX};
 use crate::state::{ConnContext, RouterState};
+
+/// The filter the explained command targets shards by.
+fn targeting_filter(name: &str, inner: &Document) -> Result<Document, CommandError> {
+    let first_stmt = |field: &str| -> Document {
+        inner
+            .get_array(field)
+            .ok()
+            .and_then(|a| a.first())
+            .and_then(|s| s.as_document())
+            .and_then(|s| s.get_document("q").ok())
+            .cloned()
+            .unwrap_or_default()
+    };
+    Ok(match name {
+        "find" => inner.get_document("filter").cloned().unwrap_or_default(),
+        "count" | "distinct" | "findAndModify" | "findandmodify" => {
+            inner.get_document("query").cloned().unwrap_or_default()
+        }
+        "update" => first_stmt("updates"),
+        "delete" => first_stmt("deletes"),
+        "aggregate" => match inner.get_array("pipeline").ok().and_then(|p| p.first()) {
+            Some(Bson::Document(d)) => d.get_document("$match").cloned().unwrap_or_default(),
+            _ => Document::new(),
+        },
+        other => {
+            return Err(CommandError::new(
+                ErrorCode::CommandNotFound,
+                format!(
+                    "explain of '{other}' is not supported (find, count, distinct, aggregate, update, delete, findAndModify are)"
+                ),
+            ));
+        }
+    })
+}
+
+fn num(d: &Document, field: &str) -> i64 {
+    crate::cmd::ddl::num(d.get(field))
+}
 
 pub async fn explain(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let body = Document::try_from(cmd.body.as_ref())?;
@@ -21,35 +61,72 @@ pub async fn explain(state: &RouterState, _conn: &ConnContext, cmd: &Command) ->
     let Some((name, Bson::String(coll))) = inner.iter().next() else {
         return Err(CommandError::new(ErrorCode::InvalidNamespace, "explain: the command names no collection"));
     };
-    let filter = match name.as_str() {
-        "find" => inner.get_document("filter").cloned().unwrap_or_default(),
-        "count" | "distinct" => inner.get_document("query").cloned().unwrap_or_default(),
-        "aggregate" => match inner.get_array("pipeline").ok().and_then(|p| p.first()) {
-            Some(Bson::Document(d)) => d.get_document("$match").cloned().unwrap_or_default(),
-            _ => Document::new(),
-        },
-        other => {
-            return Err(CommandError::new(
-                ErrorCode::CommandNotFound,
-                format!("explain of '{other}' is not supported (find, count, distinct, aggregate are)"),
-            ));
+    let filter = targeting_filter(name, inner)?;
+    let mut attempt = 0;
+    let (placement, targets, replies) = loop {
+        let placement = routing::placement(state, &cmd.db, coll, false).await?;
+        let targets: Vec<String> = placement.targets(&filter).into_iter().collect();
+        let replies = broadcast(state, cmd, &placement, &targets).await;
+        let stale = replies.iter().any(|r| matches!(r, Err(e) if routing::is_stale(e)));
+        if stale && attempt + 1 < STALE_ATTEMPTS_MAX {
+            routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
+            attempt += 1;
+            continue;
         }
+        break (placement, targets, replies);
     };
-    let placement = routing::placement(state, &cmd.db, coll, false).await?;
-    let targets: Vec<String> = placement.targets(&filter).into_iter().collect();
     let stage = if targets.len() > 1 { "SHARD_MERGE" } else { "SINGLE_SHARD" };
-    let shards: Vec<Document> = targets
-        .iter()
-        .map(|s| doc! { "shardName": s, "winningPlan": { "stage": "NOT_COLLECTED" }, "note": "per-shard plans are not collected by this router" })
-        .collect();
-    let sharded = matches!(placement, Placement::Sharded(_));
-    let reply = doc! {
+    let (mut plans, mut executions) = (Vec::new(), Vec::new());
+    let (mut returned, mut keys, mut docs, mut millis) = (0i64, 0i64, 0i64, 0i64);
+    let mut executed = true;
+    for (shard, reply) in targets.iter().zip(replies) {
+        let reply = reply.map_err(|e| CommandError { errmsg: format!("{} (on shard {shard})", e.errmsg), ..e })?;
+        let mut planner = reply.get_document("queryPlanner").cloned().unwrap_or_default();
+        planner.insert("shardName", shard.clone());
+        plans.push(planner);
+        match reply.get_document("executionStats") {
+            Ok(stats) => {
+                returned += num(stats, "nReturned");
+                keys += num(stats, "totalKeysExamined");
+                docs += num(stats, "totalDocsExamined");
+                millis = millis.max(num(stats, "executionTimeMillis"));
+                let mut s = stats.clone();
+                s.insert("shardName", shard.clone());
+                executions.push(s);
+            }
+            Err(_) => executed = false,
+        }
+    }
+    if name == "find"
+        && let Some(limit) = inner.get("limit").map(|l| crate::cmd::ddl::num(Some(l))).filter(|l| *l > 0)
+    {
+        returned = returned.min(limit);
+    }
+    let mut reply = doc! {
         "queryPlanner": {
             "mongosPlannerVersion": 1,
             "namespace": format!("{}.{coll}", cmd.db),
-            "sharded": sharded,
-            "winningPlan": { "stage": stage, "shards": shards },
+            "sharded": matches!(placement, Placement::Sharded(_)),
+            "winningPlan": { "stage": stage, "shards": plans },
         },
     };
+    if executed && !executions.is_empty() {
+        reply.insert(
+            "executionStats",
+            doc! {
+                "nReturned": returned,
+                "executionTimeMillis": millis,
+                "totalKeysExamined": keys,
+                "totalDocsExamined": docs,
+                "executionStages": {
+                    "stage": stage,
+                    "nReturned": returned,
+                    "totalKeysExamined": keys,
+                    "totalDocsExamined": docs,
+                    "shards": executions,
+                },
+            },
+        );
+    }
     RawDocumentBuf::try_from(&reply).map_err(CommandError::from)
 }

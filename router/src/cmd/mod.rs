@@ -13,6 +13,7 @@ pub mod ddl;
 pub mod explain;
 pub mod forward;
 pub mod handshake;
+pub mod indexes;
 pub mod info;
 pub mod retryable;
 pub mod routed_read;

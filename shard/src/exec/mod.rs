@@ -28,6 +28,7 @@ pub mod statements;
 pub mod stats;
 #[cfg(test)]
 mod tests;
+pub mod ttl;
 pub mod update;
 pub mod write_concern;
 

@@ -1,0 +1,309 @@
+//! Secondary indexes through the router with the Rust driver, over real processes: each index
+//! kind returns what a collection scan returns, `explain` shows IXSCAN where an index serves
+//! and COLLSCAN where none does, unique violations are 11000 with the key, TTL deletes, builds
+//! run while writes continue, and chunks moved to a shard arrive with their indexes.
+
+use std::time::{Duration, Instant};
+
+use bson::{Bson, DateTime, Document, doc};
+use futures::TryStreamExt;
+use mongodb::options::IndexOptions;
+use mongodb::{Collection, IndexModel};
+use shoal_tests::expect;
+use shoal_tests::sharded_cluster::ShardedCluster;
+
+/// Every scan stage name and index name in an explain reply (per shard plans included).
+fn scans(explained: &Document) -> Vec<(String, Option<String>)> {
+    fn walk(d: &Document, out: &mut Vec<(String, Option<String>)>) {
+        if let Ok(stage) = d.get_str("stage")
+            && matches!(stage, "IXSCAN" | "COLLSCAN" | "IDHACK" | "CLUSTERED_IXSCAN")
+        {
+            out.push((stage.to_owned(), d.get_str("indexName").ok().map(str::to_owned)));
+        }
+        for (_, v) in d {
+            match v {
+                Bson::Document(inner) => walk(inner, out),
+                Bson::Array(items) => items.iter().filter_map(Bson::as_document).for_each(|i| walk(i, out)),
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(p) = explained.get_document("queryPlanner") {
+        walk(p, &mut out);
+    }
+    out
+}
+
+async fn explain_find(db: &mongodb::Database, coll: &str, filter: Document) -> Document {
+    db.run_command(doc! { "explain": { "find": coll, "filter": filter }, "verbosity": "executionStats" })
+        .await
+        .expect("explain")
+}
+
+async fn ids(coll: &Collection<Document>, filter: Document, hint: Option<&str>) -> Vec<i64> {
+    let mut find = coll.find(filter).sort(doc! { "_id": 1 });
+    if let Some(h) = hint {
+        find = find.hint(mongodb::options::Hint::Name(h.to_owned()));
+    }
+    let docs: Vec<Document> = find.await.expect("find").try_collect().await.expect("docs");
+    docs.iter().map(|d| d.get_i64("_id").or_else(|_| d.get_i32("_id").map(i64::from)).expect("_id")).collect()
+}
+
+fn model(keys: Document, options: IndexOptions) -> IndexModel {
+    IndexModel::builder().keys(keys).options(options).build()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_kinds_change_plans_not_results() {
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
+    let client = cluster.client().await.expect("client");
+    cluster.shard_in_two("ix", "c", 500).await.expect("ix.c on both shards");
+    let db = client.database("ix");
+    let coll = db.collection::<Document>("c");
+    let docs: Vec<Document> = (0..1000i64)
+        .map(|k| {
+            let mut d = doc! { "_id": k, "k": k, "a": k % 50, "b": format!("s{}", k % 7), "tags": [k % 3, k % 5] };
+            if k % 4 == 0 {
+                d.insert("sp", k);
+            }
+            d
+        })
+        .collect();
+    coll.insert_many(docs).await.expect("insert");
+    let created = coll
+        .create_indexes(vec![
+            model(doc! { "a": 1, "b": -1 }, IndexOptions::default()),
+            model(doc! { "tags": 1 }, IndexOptions::default()),
+            model(doc! { "sp": 1 }, IndexOptions::builder().sparse(true).build()),
+            model(
+                doc! { "b": 1 },
+                IndexOptions::builder().partial_filter_expression(doc! { "a": { "$gte": 40 } }).build(),
+            ),
+            model(doc! { "k": "hashed" }, IndexOptions::default()),
+        ])
+        .await
+        .expect("createIndexes");
+    assert_eq!(created.index_names.len(), 5);
+    let names: Vec<String> = coll.list_index_names().await.expect("listIndexes");
+    assert_eq!(names, vec!["_id_", "a_1_b_-1", "tags_1", "sp_1", "b_1", "k_hashed"]);
+
+    let cases: Vec<(Document, Option<&str>)> = vec![
+        (doc! { "a": 7 }, Some("a_1_b_-1")),
+        (doc! { "a": { "$in": [3, 4] }, "b": "s3" }, Some("a_1_b_-1")),
+        (doc! { "a": { "$gt": 45 } }, Some("a_1_b_-1")),
+        (doc! { "tags": 4 }, Some("tags_1")),
+        (doc! { "tags": { "$gte": 2, "$lt": 4 } }, Some("tags_1")),
+        (doc! { "sp": { "$gt": 900 } }, Some("sp_1")),
+        (doc! { "b": "s2", "a": { "$gte": 45 } }, None),
+        (doc! { "k": 777 }, Some("k_hashed")),
+        (doc! { "zz": 1 }, None),
+        (doc! { "sp": null }, None),
+    ];
+    let plain = db.collection::<Document>("plain");
+    let copy: Vec<Document> = coll.find(doc! {}).await.expect("find").try_collect().await.expect("docs");
+    plain.insert_many(copy).await.expect("unindexed copy");
+    for (filter, index) in cases {
+        let want = ids(&plain, filter.clone(), None).await;
+        assert_eq!(ids(&coll, filter.clone(), None).await, want, "results of {filter}");
+        let explained = explain_find(&db, "c", filter.clone()).await;
+        let used = scans(&explained);
+        match index {
+            Some(name) => assert!(
+                used.iter().any(|(s, i)| s == "IXSCAN" && i.as_deref() == Some(name)),
+                "{filter} should use {name}: {used:?}"
+            ),
+            None if filter.contains_key("b") => {}
+            None => assert!(used.iter().all(|(s, _)| s == "COLLSCAN"), "{filter} should scan: {used:?}"),
+        }
+    }
+    // The partial index serves queries implying its filter.
+    let explained = explain_find(&db, "c", doc! { "b": "s2", "a": { "$gte": 45 } }).await;
+    assert!(scans(&explained).iter().any(|(s, _)| s == "IXSCAN"), "{explained}");
+    let explained = explain_find(&db, "c", doc! { "b": "s2" }).await;
+    assert!(scans(&explained).iter().all(|(_, i)| i.as_deref() != Some("b_1")), "{explained}");
+    // executionStats: documents examined follow the index bounds.
+    let explained = explain_find(&db, "c", doc! { "a": 7 }).await;
+    let stats = explained.get_document("executionStats").expect("executionStats");
+    assert_eq!(stats.get_i64("nReturned").expect("n"), 20);
+    assert_eq!(stats.get_i64("totalDocsExamined").expect("docs"), 20, "{stats}");
+    // Sorted by an index: no in-memory sort, same order as the unindexed copy.
+    let sorted: Vec<Document> = coll
+        .find(doc! { "a": 7 })
+        .sort(doc! { "b": -1, "_id": 1 })
+        .await
+        .expect("find")
+        .try_collect()
+        .await
+        .expect("docs");
+    let want: Vec<Document> = plain
+        .find(doc! { "a": 7 })
+        .sort(doc! { "b": -1, "_id": 1 })
+        .await
+        .expect("find")
+        .try_collect()
+        .await
+        .expect("docs");
+    assert_eq!(sorted, want);
+    // Hints: by name; an unknown index is refused.
+    assert_eq!(ids(&coll, doc! { "k": { "$lt": 5 } }, Some("a_1_b_-1")).await, vec![0, 1, 2, 3, 4]);
+    let err = coll.find(doc! {}).hint(mongodb::options::Hint::Name("nope".into())).await;
+    expect::server_error(err, 2);
+
+    coll.drop_index("a_1_b_-1").await.expect("dropIndexes");
+    let explained = explain_find(&db, "c", doc! { "a": 7 }).await;
+    assert!(scans(&explained).iter().all(|(s, _)| s == "COLLSCAN"), "{explained}");
+    let err = coll.drop_index("a_1_b_-1").await;
+    expect::command_error(err, 27);
+    coll.drop_indexes().await.expect("drop all");
+    assert_eq!(coll.list_index_names().await.expect("listIndexes"), vec!["_id_"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unique_indexes_refuse_duplicates_with_the_key() {
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
+    let client = cluster.client().await.expect("client");
+    cluster.shard_in_two("uq", "c", 100).await.expect("uq.c on both shards");
+    let db = client.database("uq");
+    let sharded = db.collection::<Document>("c");
+    // Not prefixed by the shard key {k: 1}: a sharded collection cannot enforce it.
+    let err = sharded.create_index(model(doc! { "e": 1 }, IndexOptions::builder().unique(true).build())).await;
+    expect::command_error(err, 67);
+    sharded
+        .create_index(model(doc! { "k": 1, "e": 1 }, IndexOptions::builder().unique(true).build()))
+        .await
+        .expect("prefixed by the shard key");
+    sharded.insert_many(vec![doc! { "k": 5, "e": 1 }, doc! { "k": 150, "e": 1 }]).await.expect("distinct keys");
+    let dup = sharded.insert_one(doc! { "k": 150, "e": 1 }).await;
+    let e = expect::write_error(dup, 11000);
+    assert!(e.message.contains("k_1_e_1") && e.message.contains("dup key"), "{}", e.message);
+
+    let unsharded = db.collection::<Document>("u");
+    unsharded.insert_many((0..10).map(|i| doc! { "_id": i, "email": format!("u{i}@x") })).await.expect("insert");
+    unsharded
+        .create_index(model(doc! { "email": 1 }, IndexOptions::builder().unique(true).build()))
+        .await
+        .expect("unique on existing distinct values");
+    let dup = unsharded.insert_one(doc! { "_id": 99, "email": "u3@x" }).await;
+    let e = expect::write_error(dup, 11000);
+    assert!(e.message.contains("email: \"u3@x\""), "{}", e.message);
+    let upd = unsharded.update_one(doc! { "_id": 4 }, doc! { "$set": { "email": "u5@x" } }).await;
+    expect::write_error(upd, 11000);
+    unsharded.insert_one(doc! { "_id": 100, "x": 1 }).await.expect("missing email is null");
+    let second_null = unsharded.insert_one(doc! { "_id": 101, "x": 2 }).await;
+    expect::write_error(second_null, 11000);
+    // Building a unique index over duplicates fails, reported, and leaves no index.
+    let other = db.collection::<Document>("dups");
+    other.insert_many(vec![doc! { "_id": 200, "n": 1 }, doc! { "_id": 201, "n": 1 }]).await.expect("insert");
+    let build = other.create_index(model(doc! { "n": 1 }, IndexOptions::builder().unique(true).build())).await;
+    expect::command_error(build, 11000);
+    assert_eq!(other.list_index_names().await.expect("list"), vec!["_id_"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_indexes_delete_expired_documents() {
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
+    let client = cluster.client().await.expect("client");
+    let coll = client.database("ttl").collection::<Document>("sessions");
+    let now = DateTime::now();
+    let old = DateTime::from_millis(now.timestamp_millis() - 3_600_000);
+    let docs: Vec<Document> = (0..50)
+        .map(|i| doc! { "_id": i, "at": if i % 2 == 0 { old } else { now }, "n": i })
+        .chain([doc! { "_id": 100, "at": "never" }])
+        .collect();
+    coll.insert_many(docs).await.expect("insert");
+    coll.create_index(model(doc! { "at": 1 }, IndexOptions::builder().expire_after(Duration::from_secs(600)).build()))
+        .await
+        .expect("TTL index");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = coll.count_documents(doc! {}).await.expect("count");
+        if left == 26 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "expired documents still there: {left}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let left = ids(&coll, doc! {}, None).await;
+    assert!(left.iter().all(|i| i % 2 == 1 || *i == 100), "{left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builds_run_while_writes_continue_and_move_with_chunks() {
+    const DOCS: i64 = 100_000;
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
+    let client = cluster.client().await.expect("client");
+    let admin = client.database("admin");
+    admin
+        .run_command(doc! { "enableSharding": "bld", "primaryShard": ShardedCluster::shard_name(0) })
+        .await
+        .expect("enableSharding");
+    let coll = client.database("bld").collection::<Document>("c");
+    for start in (0..DOCS).step_by(10_000) {
+        let batch: Vec<Document> = (start..start + 10_000).map(|k| doc! { "_id": k, "k": k, "v": k % 1000 }).collect();
+        coll.insert_many(batch).await.expect("load");
+    }
+    let progress = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let writer = {
+        let coll = coll.clone();
+        let progress = std::sync::Arc::clone(&progress);
+        tokio::spawn(async move {
+            let mut written = 0i64;
+            let started = Instant::now();
+            // Writes through the whole build (bounded: a hung build fails the test below).
+            while started.elapsed() < Duration::from_secs(120) {
+                let k = DOCS + written;
+                coll.insert_one(doc! { "_id": k, "k": k, "v": k % 1000 }).await.expect("write during build");
+                coll.update_one(doc! { "_id": written }, doc! { "$set": { "v": 5000 + written } })
+                    .await
+                    .expect("update during build");
+                written += 1;
+                progress.store(written, std::sync::atomic::Ordering::SeqCst);
+                if written >= 50 && started.elapsed() > Duration::from_millis(300) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                if written > 3000 {
+                    break;
+                }
+            }
+            written
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = progress.load(std::sync::atomic::Ordering::SeqCst);
+    coll.create_index(model(doc! { "v": 1 }, IndexOptions::default())).await.expect("build");
+    let after = progress.load(std::sync::atomic::Ordering::SeqCst);
+    let written = writer.await.expect("writer");
+    assert!(after > before, "writes went on during the build ({before} before, {after} after)");
+    assert!(written >= after);
+    // Every document, written before, during or after the build, is found through the index
+    // exactly as by a scan.
+    for filter in
+        [doc! { "v": 7 }, doc! { "v": { "$gte": 5000, "$lt": 5040 } }, doc! { "v": { "$gt": 990, "$lt": 1000 } }]
+    {
+        let by_index = coll.count_documents(filter.clone()).hint(mongodb::options::Hint::Name("v_1".into())).await;
+        let by_scan =
+            coll.count_documents(filter.clone()).hint(mongodb::options::Hint::Keys(doc! { "$natural": 1 })).await;
+        assert_eq!(by_index.expect("count by index"), by_scan.expect("count by scan"), "{filter}");
+    }
+    // Sharded afterwards and a chunk moved: the recipient builds the index before documents arrive.
+    admin.run_command(doc! { "shardCollection": "bld.c", "key": { "k": 1 } }).await.expect("shardCollection");
+    admin.run_command(doc! { "split": "bld.c", "middle": { "k": 90_000 } }).await.expect("split");
+    admin
+        .run_command(doc! { "moveChunk": "bld.c", "find": { "k": 95_000 }, "to": ShardedCluster::shard_name(1) })
+        .await
+        .expect("moveChunk");
+    let filter = doc! { "k": { "$gte": 95_000, "$lt": DOCS }, "v": 7 };
+    let explained = client
+        .database("bld")
+        .run_command(doc! { "explain": { "find": "c", "filter": filter.clone() }, "verbosity": "executionStats" })
+        .await
+        .expect("explain");
+    let planner = explained.get_document("queryPlanner").expect("queryPlanner");
+    let shards = planner.get_document("winningPlan").and_then(|w| w.get_array("shards")).expect("shards");
+    assert_eq!(shards.len(), 1, "targeted: {explained}");
+    let shard = shards[0].as_document().expect("doc");
+    assert_eq!(shard.get_str("shardName").expect("name"), ShardedCluster::shard_name(1));
+    assert!(scans(&explained).iter().any(|(s, _)| s == "IXSCAN"), "the moved chunk's shard has the index: {explained}");
+    assert_eq!(coll.count_documents(filter).await.expect("count"), 5);
+}
