@@ -12,7 +12,8 @@
 //! ([`balancer`], `shoal bench balancer`): time to spread N MiB, and the 80/20 load ([`load`])
 //! while it fills a freshly added shard vs with the balancer off; and replica groups
 //! ([`replication`], `shoal bench replication`): inserts/s by write concern, secondary apply rate,
-//! failover time over repeated kill -9.
+//! failover time over repeated kill -9; and queries ([`query`], `shoal bench query`): an indexed
+//! range query vs a collection scan on one shard, a `$group` over two shards vs one.
 //!
 //! Must not: be linked by the server crates; it is a client of them (it links `shoal-shard` only to
 //! drive its storage and executor in-process). Timing lives here, never in tests.
@@ -25,5 +26,6 @@ pub mod load;
 pub mod measure;
 pub mod migration;
 pub mod procs;
+pub mod query;
 pub mod replication;
 pub mod ycsb;

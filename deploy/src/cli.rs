@@ -52,6 +52,28 @@ pub enum BenchCommand {
     /// A replica group on its own cluster: inserts/s at w:1 vs w:majority (and retryable), the
     /// secondaries' apply rate, and failover time over repeated kill -9 of the primary.
     Replication(ReplicationBenchArgs),
+    /// An indexed range query vs a collection scan (in-process shard), and a `$group` over a
+    /// collection split over two shards vs the same on one shard.
+    Query(QueryBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct QueryBenchArgs {
+    /// Documents of the in-process index benchmark.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub docs: usize,
+    /// Range queries per access path.
+    #[arg(long, default_value_t = 50)]
+    pub queries: usize,
+    /// Documents of the cluster `$group` benchmark (loaded twice: sharded and unsharded).
+    #[arg(long, default_value_t = 200_000)]
+    pub cluster_docs: usize,
+    /// Runs of each `$group` (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub repeats: usize,
+    /// Also write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -59,6 +59,7 @@ fn main() -> ExitCode {
             Command::Bench(cli::BenchCommand::Migration(args)) => bench_migration(args).await,
             Command::Bench(cli::BenchCommand::Balancer(args)) => bench_balancer(args).await,
             Command::Bench(cli::BenchCommand::Replication(args)) => bench_replication(args).await,
+            Command::Bench(cli::BenchCommand::Query(args)) => bench_query(args).await,
         }
     });
     match outcome {
@@ -139,6 +140,22 @@ async fn bench_migration(args: cli::MigrationBenchArgs) -> anyhow::Result<()> {
     println!("{}", shoal_bench::migration::report(&opts, &report));
     if let Some(path) = args.json {
         std::fs::write(&path, shoal_bench::migration::json(&report)?)?;
+    }
+    Ok(())
+}
+
+async fn bench_query(args: cli::QueryBenchArgs) -> anyhow::Result<()> {
+    let opts = shoal_bench::query::QueryOptions {
+        exe: std::env::current_exe()?,
+        docs: args.docs,
+        queries: args.queries,
+        cluster_docs: args.cluster_docs,
+        repeats: args.repeats,
+    };
+    let report = shoal_bench::query::run(&opts).await?;
+    println!("{}", shoal_bench::query::report(&opts, &report));
+    if let Some(path) = args.json {
+        std::fs::write(&path, shoal_bench::query::json(&report)?)?;
     }
     Ok(())
 }

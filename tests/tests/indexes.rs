@@ -145,6 +145,30 @@ async fn index_kinds_change_plans_not_results() {
         .await
         .expect("docs");
     assert_eq!(sorted, want);
+    // Covered: the unsharded copy answers from index entries alone, with the stored types.
+    plain.create_index(model(doc! { "a": 1, "b": -1 }, IndexOptions::default())).await.expect("index");
+    let covered: Vec<Document> = plain
+        .find(doc! { "a": { "$in": [7, 8] } })
+        .projection(doc! { "_id": 0, "b": 1, "a": 1 })
+        .sort(doc! { "a": 1, "b": -1 })
+        .await
+        .expect("find")
+        .try_collect()
+        .await
+        .expect("docs");
+    assert_eq!(covered.len(), 40);
+    assert_eq!(covered[0], doc! { "a": 7_i64, "b": "s6" }, "types and fields as stored");
+    let explained = db
+        .run_command(doc! {
+            "explain": { "find": "plain", "filter": { "a": { "$in": [7, 8] } }, "projection": { "_id": 0, "a": 1, "b": 1 } },
+            "verbosity": "executionStats",
+        })
+        .await
+        .expect("explain");
+    let stats = explained.get_document("executionStats").expect("stats");
+    assert_eq!(stats.get_i64("totalDocsExamined").expect("docs"), 0, "{explained}");
+    assert_eq!(stats.get_i64("nReturned").expect("n"), 40);
+    assert!(explained.to_string().contains("PROJECTION_COVERED"), "{explained}");
     // Hints: by name; an unknown index is refused.
     assert_eq!(ids(&coll, doc! { "k": { "$lt": 5 } }, Some("a_1_b_-1")).await, vec![0, 1, 2, 3, 4]);
     let err = coll.find(doc! {}).hint(mongodb::options::Hint::Name("nope".into())).await;

@@ -118,7 +118,16 @@ pub fn explain(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
         }
         return Ok(reply);
     };
-    let chosen = plan::plan(&coll, &q.filter, q.sort.as_ref(), q.hint.as_ref())?;
+    let mut chosen = plan::plan(&coll, &q.filter, q.sort.as_ref(), q.hint.as_ref())?;
+    if let (plan::AccessPath::Index(scan), Some(projection)) = (&mut chosen.path, q.projection.as_ref()) {
+        scan.covered = plan::covered::covers(
+            scan,
+            &q.filter,
+            projection,
+            q.sort.as_ref().unwrap_or(&Document::new()),
+            req.owned(),
+        );
+    }
     let shape = Shape {
         filter: Some(&q.filter),
         sort: q.sort.as_ref(),

@@ -107,7 +107,10 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let Some(coll) = engine.store.collection(&ns_string) else {
         return Ok((Batch { documents: Vec::new(), cursor_id: 0 }, ns_string));
     };
-    let chosen = plan::plan(&coll, &filter_doc, Some(&sort_doc), body.get("hint"))?;
+    let mut chosen = plan::plan(&coll, &filter_doc, Some(&sort_doc), body.get("hint"))?;
+    if let plan::AccessPath::Index(scan) = &mut chosen.path {
+        scan.covered = plan::covered::covers(scan, &filter_doc, &projection_doc, &sort_doc, req.owned());
+    }
     let path = chosen.path;
     let filter = if plan::path_implies_filter(&path, &filter_doc) { None } else { Some(filter) };
     let first_batch = batch_size.unwrap_or(FIRST_BATCH_DEFAULT_DOCS);

@@ -13,6 +13,7 @@
 //! only when the filter implies their `partialFilterExpression`. `hint` forces a path.
 
 mod bounds;
+pub mod covered;
 pub mod explain;
 
 use std::ops::Bound;
@@ -50,6 +51,8 @@ pub struct IndexScan {
     pub planned: Arc<Vec<Interval>>,
     /// The bounds per field, readable (explain's `indexBounds`).
     pub shown: Document,
+    /// Documents are rebuilt from the entries instead of read ([`covered`]).
+    pub covered: bool,
 }
 
 impl PartialEq for IndexScan {

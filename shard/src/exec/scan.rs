@@ -18,10 +18,11 @@ use shoal_query::filter::Filter;
 
 use crate::error::ExecResult;
 use crate::exec::deadline;
+use crate::exec::plan::covered;
 use crate::exec::plan::{AccessPath, IndexScan, Interval};
 use crate::sharding::Ownership;
 use crate::store::catalog::CollectionInfo;
-use crate::store::indexes::entry_id;
+use crate::store::indexes::{entry_id, entry_values};
 use crate::store::{Store, WriteTxn};
 
 /// Keys and documents examined by scans on this thread since the last [`counters::take`].
@@ -167,6 +168,10 @@ impl<'a> IndexMatches<'a> {
 
     fn step(&mut self, key: Bytes, value: Bytes) -> ExecResult<Option<Matched>> {
         counters::key();
+        if self.scan.covered {
+            let doc = covered::document_of(&self.scan.spec.pattern.fields, entry_values(&value)?);
+            return Ok(Some(Matched { key, raw: Bytes::new(), doc }));
+        }
         let id = entry_id(&value)?;
         let raw = match self.txn {
             Some(t) => t.get(self.coll, &id)?,
@@ -272,7 +277,13 @@ impl IndexScan {
                 intervals.push((lo, hi.clone()));
             }
         }
-        IndexScan { spec: self.spec.clone(), intervals, planned: self.planned.clone(), shown: self.shown.clone() }
+        IndexScan {
+            spec: self.spec.clone(),
+            intervals,
+            planned: self.planned.clone(),
+            shown: self.shown.clone(),
+            covered: self.covered,
+        }
     }
 }
 

@@ -183,7 +183,13 @@ pub fn candidate(spec: &Arc<IndexSpec>, filter: &Document, sort: Option<&Documen
     let partial_ok = spec.partial.as_ref().is_none_or(|(p, _)| implies(filter, p));
     let sort_reverse = sort.and_then(|s| sort_order(spec, s, single_points));
     Candidate {
-        scan: IndexScan { spec: Arc::clone(spec), planned: Arc::new(intervals.clone()), intervals, shown },
+        scan: IndexScan {
+            spec: Arc::clone(spec),
+            planned: Arc::new(intervals.clone()),
+            intervals,
+            shown,
+            covered: false,
+        },
         points,
         range,
         excludes_null,

@@ -53,6 +53,8 @@ pub fn winning_plan(plan: &Plan, shape: &Shape<'_>) -> Document {
             let name = if full { "COLLSCAN" } else { "CLUSTERED_IXSCAN" };
             with_filter(doc! { "stage": name, "direction": direction(plan.reverse) }, shape.filter)
         }
+        // A covered scan's filter is applied to the rebuilt documents, on the way up.
+        AccessPath::Index(scan) if scan.covered => ixscan(scan, plan.reverse),
         AccessPath::Index(scan) => {
             with_filter(doc! { "stage": "FETCH", "inputStage": ixscan(scan, plan.reverse) }, shape.filter)
         }
@@ -73,7 +75,9 @@ pub fn winning_plan(plan: &Plan, shape: &Shape<'_>) -> Document {
         stage = doc! { "stage": "LIMIT", "limitAmount": l as i64, "inputStage": stage };
     }
     if let Some(p) = shape.projection.filter(|p| !p.is_empty()) {
-        stage = doc! { "stage": "PROJECTION_SIMPLE", "transformBy": p.clone(), "inputStage": stage };
+        let covered = matches!(&plan.path, AccessPath::Index(s) if s.covered);
+        let name = if covered { "PROJECTION_COVERED" } else { "PROJECTION_SIMPLE" };
+        stage = doc! { "stage": name, "transformBy": p.clone(), "inputStage": stage };
     }
     stage
 }
