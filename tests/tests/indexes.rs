@@ -88,6 +88,10 @@ async fn index_kinds_change_plans_not_results() {
     let names: Vec<String> = coll.list_index_names().await.expect("listIndexes");
     assert_eq!(names, vec!["_id_", "a_1_b_-1", "tags_1", "sp_1", "b_1", "k_hashed"]);
 
+    let stats = db.run_command(doc! { "collStats": "c" }).await.expect("collStats");
+    assert_eq!(stats.get_i32("nindexes").expect("nindexes"), 6, "{stats}");
+    let sizes = stats.get_document("indexSizes").expect("indexSizes");
+    assert!(sizes.len() == 6 && stats.get_i64("totalIndexSize").expect("total") > 0, "{stats}");
     let cases: Vec<(Document, Option<&str>)> = vec![
         (doc! { "a": 7 }, Some("a_1_b_-1")),
         (doc! { "a": { "$in": [3, 4] }, "b": "s3" }, Some("a_1_b_-1")),
@@ -216,6 +220,9 @@ async fn unique_indexes_refuse_duplicates_with_the_key() {
     unsharded.insert_one(doc! { "_id": 100, "x": 1 }).await.expect("missing email is null");
     let second_null = unsharded.insert_one(doc! { "_id": 101, "x": 2 }).await;
     expect::write_error(second_null, 11000);
+    // Sharding it on another key would leave email's uniqueness unenforceable.
+    let refused = client.database("admin").run_command(doc! { "shardCollection": "uq.u", "key": { "_id": 1 } }).await;
+    expect::command_error(refused, 72);
     // Building a unique index over duplicates fails, reported, and leaves no index.
     let other = db.collection::<Document>("dups");
     other.insert_many(vec![doc! { "_id": 200, "n": 1 }, doc! { "_id": 201, "n": 1 }]).await.expect("insert");

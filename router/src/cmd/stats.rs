@@ -68,8 +68,18 @@ pub async fn coll_stats(state: &RouterState, _conn: &ConnContext, cmd: &Command)
     let mut out = doc! { "sharded": sharded, "ns": format!("{}.{coll}", cmd.db) };
     out.extend(totals.clone());
     out.insert("avgObjSize", avg(num(totals.get("size")), num(totals.get("count"))));
-    out.insert("nindexes", 1);
-    out.insert("indexSizes", doc! { "_id_": 0_i64 });
+    // Index sizes summed by name over the shards; the count is the largest any shard has.
+    let mut index_sizes = doc! { "_id_": 0_i64 };
+    let mut nindexes = 1i64;
+    for (_, r) in &replies {
+        nindexes = nindexes.max(num(r.get("nindexes")));
+        for (name, size) in r.get_document("indexSizes").map(|d| d.iter().collect::<Vec<_>>()).unwrap_or_default() {
+            let sum = num(index_sizes.get(name)) + num(Some(size));
+            index_sizes.insert(name.clone(), sum);
+        }
+    }
+    out.insert("nindexes", nindexes as i32);
+    out.insert("indexSizes", index_sizes);
     out.insert("scaleFactor", replies.first().map_or(1, |(_, r)| num(r.get("scaleFactor")).max(1)));
     out.insert("nchunks", nchunks);
     // Every shard's documents are counted (orphans too); `shards` lists the owners, as mongos does.

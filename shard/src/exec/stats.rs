@@ -46,20 +46,29 @@ pub fn coll_stats(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let name = args::collection_name(&req.body, "collStats")?;
     let ns = args::namespace(req.db, &name)?;
     let scale = scale(&req.body, "collStats")?;
-    let (count, bytes) = match engine.store.collection(&ns.to_string()) {
-        Some(coll) => tally(engine, &coll)?,
+    let coll = engine.store.collection(&ns.to_string());
+    let (count, bytes) = match &coll {
+        Some(coll) => tally(engine, coll)?,
         None => (0, 0),
     };
+    // The _id index is the documents' own order: it takes no space of its own.
+    let mut index_sizes = doc! { "_id_": 0_i64 };
+    let mut index_total = 0i64;
+    for spec in coll.iter().flat_map(|c| c.ready_indexes()) {
+        let (_, b) = engine.store.index_size(spec.ident)?;
+        index_sizes.insert(spec.name.clone(), b as i64 / scale);
+        index_total += b as i64;
+    }
     Ok(doc! {
         "ns": ns.to_string(),
         "count": count,
         "size": bytes / scale,
         "avgObjSize": avg(bytes, count),
         "storageSize": bytes / scale,
-        "nindexes": 1,
-        "indexSizes": { "_id_": 0_i64 },
-        "totalIndexSize": 0_i64,
-        "totalSize": bytes / scale,
+        "nindexes": index_sizes.len() as i32,
+        "indexSizes": index_sizes,
+        "totalIndexSize": index_total / scale,
+        "totalSize": (bytes + index_total) / scale,
         "scaleFactor": scale,
     })
 }
@@ -67,11 +76,16 @@ pub fn coll_stats(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
 pub fn db_stats(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let scale = scale(&req.body, "dbStats")?;
     let colls = engine.store.collections_in(req.db);
-    let (mut objects, mut bytes) = (0i64, 0i64);
+    let (mut objects, mut bytes, mut indexes, mut index_bytes) = (0i64, 0i64, 0i64, 0i64);
     for coll in &colls {
         let (c, b) = tally(engine, coll)?;
         objects += c;
         bytes += b;
+        indexes += 1;
+        for spec in coll.ready_indexes() {
+            indexes += 1;
+            index_bytes += engine.store.index_size(spec.ident)?.1 as i64;
+        }
     }
     let n = colls.len() as i64;
     Ok(doc! {
@@ -82,9 +96,9 @@ pub fn db_stats(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
         "avgObjSize": avg(bytes, objects),
         "dataSize": bytes / scale,
         "storageSize": bytes / scale,
-        "indexes": n,
-        "indexSize": 0_i64,
-        "totalSize": bytes / scale,
+        "indexes": indexes,
+        "indexSize": index_bytes / scale,
+        "totalSize": (bytes + index_bytes) / scale,
         "scaleFactor": scale,
     })
 }

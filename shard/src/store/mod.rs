@@ -282,6 +282,23 @@ impl Store {
         self.engine.scan(Space::Indexes, lower, upper, reverse)
     }
 
+    /// Entries and bytes (keys and values) of one secondary index.
+    pub fn index_size(&self, ident: u64) -> Result<(u64, u64), StorageError> {
+        let prefix = ident.to_be_bytes();
+        let upper = prefix_upper_bound(&prefix);
+        let (mut n, mut bytes) = (0u64, 0u64);
+        for kv in self.index_scan(
+            Bound::Included(&prefix[..]),
+            upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+            false,
+        ) {
+            let (k, v) = kv?;
+            n += 1;
+            bytes += (k.len() + v.len()) as u64;
+        }
+        Ok((n, bytes))
+    }
+
     /// Oplog entries after `after`, oldest first.
     pub fn oplog_after(&self, after: Timestamp) -> KvIter<'static> {
         let key = keys::oplog_key(after);

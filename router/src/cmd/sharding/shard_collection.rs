@@ -119,6 +119,9 @@ pub async fn shard_collection(state: &RouterState, _conn: &ConnContext, cmd: &Cl
     let body = admin_only(cmd)?;
     let req = parse(&body)?;
     let catalog = state.catalog.read().await?;
+    if let Some(db) = catalog.database(&req.db) {
+        check_unique_indexes(state, &db.primary, &req).await?;
+    }
     if catalog.database(&req.db).is_none() {
         let primary = least_loaded_shard(&catalog)?;
         state.catalog.write(&Command::CreateDatabase { name: req.db.clone(), primary, uuid: uuid_v4() }).await?;
@@ -164,6 +167,47 @@ pub async fn shard_collection(state: &RouterState, _conn: &ConnContext, cmd: &Cl
     };
     let uuid = Binary { subtype: BinarySubtype::Uuid, bytes: uuid.as_bytes().to_vec() };
     raw(&doc! { "collectionsharded": &req.ns, "collectionUUID": uuid })
+}
+
+/// MongoDB refuses to shard a collection with a unique index its shard key does not prefix:
+/// uniqueness could no longer be enforced per shard.
+async fn check_unique_indexes(
+    state: &RouterState,
+    primary: &str,
+    req: &ShardCollectionRequest,
+) -> Result<(), CommandError> {
+    let Some((_, coll)) = req.ns.split_once('.') else { return Ok(()) };
+    let body = doc! { "listIndexes": coll };
+    let request = shoal_proto::shard::CommandRequest {
+        db: req.db.clone(),
+        body: body.to_vec().map_err(|e| CommandError::new(ErrorCode::InternalError, e.to_string()))?.into(),
+        ..Default::default()
+    };
+    let listed = match crate::cmd::shard_call::command(state, primary, request).await {
+        Ok(d) => d,
+        Err(e) if e.code == ErrorCode::NamespaceNotFound.code() => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let shard_key: Vec<&str> = req.key.fields.iter().map(|f| f.name.as_str()).collect();
+    let specs = listed.get_document("cursor").and_then(|c| c.get_array("firstBatch")).cloned().unwrap_or_default();
+    for spec in specs.iter().filter_map(Bson::as_document) {
+        if !matches!(spec.get("unique"), Some(Bson::Boolean(true))) {
+            continue;
+        }
+        let Ok(key) = spec.get_document("key") else { continue };
+        let fields: Vec<&str> = key.keys().map(String::as_str).collect();
+        if fields.len() < shard_key.len() || fields[..shard_key.len()] != shard_key[..] {
+            return Err(CommandError::new(
+                ErrorCode::InvalidOptions,
+                format!(
+                    "can't shard collection '{}' with unique index on {key} and proposed shard key {:?}. Uniqueness \
+                     can't be maintained unless shard key is a prefix",
+                    req.ns, shard_key
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
