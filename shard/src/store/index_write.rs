@@ -49,12 +49,13 @@ impl WriteTxn<'_> {
         coll: &CollectionInfo,
         id: &Bson,
         new: Option<&RawDocument>,
+        old_absent: bool,
     ) -> Result<(), StorageError> {
         let Some(current) = self.current_collection(coll) else { return Ok(()) };
         if current.indexes.is_empty() {
             return Ok(());
         }
-        let old = match self.get(coll, id)? {
+        let old = match if old_absent { None } else { self.get(coll, id)? } {
             Some(raw) => Some(decode(&raw)?),
             None => None,
         };
