@@ -113,6 +113,7 @@ codes! {
     Location18536 = 18536,
     Location40228 = 40228,
     Location17276 = 17276,
+    Location15952 = 15952,
 }
 
 impl std::fmt::Display for ErrorCode {

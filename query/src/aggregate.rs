@@ -25,6 +25,7 @@ pub(crate) mod expr;
 mod group;
 pub(crate) mod operators;
 mod scoped;
+pub mod split;
 mod stages;
 
 use bson::{Bson, Document};
@@ -35,11 +36,24 @@ use crate::filter::Filter;
 use crate::projection::Projection;
 use crate::sort::{SortSpec, sort_documents};
 
-use group::Group;
+use group::{Group, GroupMode};
 use stages::Unwind;
 
 /// What `$sort` and `$group` may hold without `allowDiskUse`, as in MongoDB (100 MiB).
 pub const BLOCKING_STAGE_MEMORY_BYTES_MAX: usize = 100 * 1024 * 1024;
+
+/// Environment variable that overrides [`BLOCKING_STAGE_MEMORY_BYTES_MAX`] for a whole process
+/// (router or shard), read once: lets tests reach the bound with little data.
+pub const MEMORY_LIMIT_ENV: &str = "SHOAL_AGGREGATE_MEMORY_LIMIT_BYTES";
+
+/// The per-stage memory bound in force: [`MEMORY_LIMIT_ENV`] if set to a number, else
+/// [`BLOCKING_STAGE_MEMORY_BYTES_MAX`].
+pub fn memory_limit_bytes() -> usize {
+    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        std::env::var(MEMORY_LIMIT_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(BLOCKING_STAGE_MEMORY_BYTES_MAX)
+    })
+}
 
 pub struct Pipeline {
     stages: Vec<Stage>,
@@ -103,12 +117,7 @@ type DocStream<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
 impl Pipeline {
     pub fn parse(stages: &[Bson]) -> Result<Pipeline> {
         let stages = stages.iter().map(parse_stage).collect::<Result<Vec<_>>>()?.into_iter().flatten().collect();
-        Ok(Pipeline {
-            stages,
-            allow_disk_use: false,
-            memory_limit_bytes: BLOCKING_STAGE_MEMORY_BYTES_MAX,
-            vars: Vec::new(),
-        })
+        Ok(Pipeline { stages, allow_disk_use: false, memory_limit_bytes: memory_limit_bytes(), vars: Vec::new() })
     }
 
     /// The command's `let`: each value is an expression evaluated once (it sees no document), and
@@ -367,6 +376,8 @@ fn parse_stage(stage: &Bson) -> Result<Vec<Stage>> {
         "$count" => Stage::Count(stages::parse_count(arg)?),
         "$unwind" => Stage::Unwind(Unwind::parse(arg)?),
         "$group" => Stage::Group(Group::parse(arg)?),
+        split::PARTIAL_GROUP => Stage::Group(Group::parse_as(arg, GroupMode::Partial)?),
+        split::MERGE_GROUP => Stage::Group(Group::parse_as(arg, GroupMode::Merge)?),
         "$replaceRoot" => {
             let spec = object("$replaceRoot")?;
             let (Some(new_root), 1) = (spec.get("newRoot"), spec.len()) else {
@@ -405,7 +416,7 @@ fn parse_stage(stage: &Bson) -> Result<Vec<Stage>> {
 }
 
 /// Estimated BSON size of a document, for memory bounds; exact for most types.
-pub(crate) fn doc_size(d: &Document) -> usize {
+pub fn doc_size(d: &Document) -> usize {
     5 + d.iter().map(|(k, v)| 2 + k.len() + value_size(v)).sum::<usize>()
 }
 

@@ -264,7 +264,7 @@ fn group_errors() {
     assert_eq!(err.code, ErrorCode::Location15955);
     assert_eq!(err.message, "a group specification must include an _id");
     let err = parse_err(bson!([{"$group": {"_id": null, "n": {"$foo": 1}}}]));
-    assert_eq!(err.code, ErrorCode::InvalidPipelineOperator);
+    assert_eq!(err.code, ErrorCode::Location15952);
     assert_eq!(err.message, "unknown group operator '$foo'");
     for bad in [
         bson!({"_id": null, "n": 1}),

@@ -1,0 +1,202 @@
+//! `aggregate` through the router on a collection split over two shards, compared with the same
+//! pipeline on an unsharded copy of the data: split `$group` (every accumulator), `$sort` with a
+//! merge at the router and `$limit` pushed down, `$count`/`$sortByCount`/`$bucket` through their
+//! `$group`, stages after the split, `$facet`/`$sample`/`$skip` on the router, cursors over many
+//! batches, and bad input refused by the router before any shard runs it.
+//!
+//! Where MongoDB leaves an order unspecified (`$push` without a `$sort` before the `$group`), the
+//! arrays are compared as multisets; numbers are compared by value (doubles within 1e-9).
+
+use bson::{Bson, Document, doc};
+use futures::TryStreamExt;
+use mongodb::Collection;
+use shoal_tests::expect;
+use shoal_tests::sharded_cluster::ShardedCluster;
+
+const DOCS: i64 = 200;
+
+fn as_f64(v: &Bson) -> Option<f64> {
+    match v {
+        Bson::Int32(n) => Some(f64::from(*n)),
+        Bson::Int64(n) => Some(*n as f64),
+        Bson::Double(f) => Some(*f),
+        _ => None,
+    }
+}
+
+/// Equal, numbers by value; arrays under a key in `unordered` as multisets.
+fn same(a: &Bson, b: &Bson, unordered: &[&str], key: &str) -> bool {
+    match (a, b, as_f64(a), as_f64(b)) {
+        (_, _, Some(x), Some(y)) => (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0),
+        (Bson::Array(x), Bson::Array(y), _, _) => {
+            let (mut x, mut y) = (x.clone(), y.clone());
+            if unordered.contains(&key) {
+                let by = |p: &Bson, q: &Bson| shoal_query::order::compare_values(p, q);
+                x.sort_by(by);
+                y.sort_by(by);
+            }
+            x.len() == y.len() && x.iter().zip(&y).all(|(p, q)| same(p, q, unordered, key))
+        }
+        (Bson::Document(x), Bson::Document(y), _, _) => {
+            x.keys().eq(y.keys()) && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w, unordered, k)))
+        }
+        _ => a == b,
+    }
+}
+
+async fn run(c: &Collection<Document>, pipeline: &[Document], batch: Option<u32>) -> Vec<Document> {
+    let mut agg = c.aggregate(pipeline.to_vec());
+    if let Some(b) = batch {
+        agg = agg.batch_size(b);
+    }
+    agg.await
+        .unwrap_or_else(|e| panic!("aggregate {pipeline:?}: {e:?}"))
+        .try_collect()
+        .await
+        .unwrap_or_else(|e| panic!("iterating aggregate {pipeline:?}: {e:?}"))
+}
+
+/// `k` 0..200 (the shard key; 0..100 on shard0, the rest on shard1), `g` a group, `v` a mix of
+/// ints, doubles, nulls and missing, `tags` arrays, `o` a small document.
+fn data() -> Vec<Document> {
+    (0..DOCS)
+        .map(|k| {
+            let mut d = doc! {
+                "_id": k, "k": k, "g": k % 7, "name": format!("n{:03}", (k * 37) % DOCS),
+                "tags": (0..(k % 3)).map(|t| format!("t{}", (k + t) % 5)).collect::<Vec<_>>(),
+                "o": { format!("f{}", k % 4): k },
+            };
+            match k % 5 {
+                0 => {}
+                1 => {
+                    d.insert("v", Bson::Null);
+                }
+                2 => {
+                    d.insert("v", (k as f64) / 4.0);
+                }
+                _ => {
+                    d.insert("v", k * 3 - 250);
+                }
+            }
+            d
+        })
+        .collect()
+}
+
+async fn setup() -> (ShardedCluster, Collection<Document>, Collection<Document>) {
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
+    cluster.shard_in_two("aggsh", "c", DOCS / 2).await.expect("aggsh.c on both shards");
+    let db = cluster.client().await.expect("client").database("aggsh");
+    let (sharded, plain) = (db.collection::<Document>("c"), db.collection::<Document>("plain"));
+    sharded.insert_many(data()).await.expect("insert sharded");
+    plain.insert_many(data()).await.expect("insert unsharded");
+    (cluster, sharded, plain)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_pipelines_answer_as_on_one_shard() {
+    let (_cluster, sharded, plain) = setup().await;
+
+    let cases: Vec<(Vec<Document>, &[&str])> = vec![
+        (
+            vec![
+                doc! {"$group": {
+                    "_id": "$g",
+                    "sum": {"$sum": "$v"}, "avg": {"$avg": "$v"}, "min": {"$min": "$v"}, "max": {"$max": "$v"},
+                    "push": {"$push": "$k"}, "set": {"$addToSet": "$tags"}, "n": {"$count": {}},
+                    "pop": {"$stdDevPop": "$v"}, "samp": {"$stdDevSamp": "$v"}, "merged": {"$mergeObjects": "$o"},
+                    "ones": {"$sum": 1},
+                }},
+                doc! {"$sort": {"_id": 1}},
+            ],
+            &["push", "set"],
+        ),
+        // $first/$last are meaningful after a $sort: merged in order at the router.
+        (
+            vec![
+                doc! {"$sort": {"k": -1}},
+                doc! {"$group": {"_id": "$g", "first": {"$first": "$k"}, "last": {"$last": "$name"}, "ks": {"$push": "$k"}}},
+                doc! {"$sort": {"_id": -1}},
+            ],
+            &[],
+        ),
+        (vec![doc! {"$sort": {"name": 1}}, doc! {"$skip": 7}, doc! {"$limit": 30}], &[]),
+        (vec![doc! {"$match": {"k": {"$gte": 90, "$lt": 120}}}, doc! {"$sort": {"v": 1, "k": 1}}], &[]),
+        (vec![doc! {"$match": {"g": 3}}, doc! {"$count": "n"}], &[]),
+        (vec![doc! {"$match": {"g": 99}}, doc! {"$count": "n"}], &[]),
+        (vec![doc! {"$sortByCount": "$g"}, doc! {"$sort": {"count": -1, "_id": 1}}], &[]),
+        (
+            vec![doc! {"$bucket": {
+                "groupBy": "$k", "boundaries": [0, 50, 100, 150], "default": "rest",
+                "output": {"n": {"$sum": 1}, "total": {"$sum": "$v"}, "ks": {"$push": "$k"}},
+            }}],
+            &["ks"],
+        ),
+        (
+            vec![
+                doc! {"$unwind": "$tags"},
+                doc! {"$group": {"_id": "$tags", "n": {"$sum": 1}, "avg": {"$avg": "$k"}}},
+                doc! {"$match": {"n": {"$gt": 10}}},
+                doc! {"$project": {"n": 1, "twice": {"$multiply": ["$n", 2]}}},
+                doc! {"$sort": {"_id": 1}},
+            ],
+            &[],
+        ),
+        (vec![doc! {"$limit": 5}, doc! {"$count": "five"}], &[]),
+        (vec![doc! {"$project": {"k": 1}}, doc! {"$skip": 150}, doc! {"$count": "rest"}], &[]),
+        (vec![doc! {"$sample": {"size": 500}}, doc! {"$count": "all"}], &[]),
+        (
+            vec![doc! {"$facet": {
+                "count": [{"$count": "n"}],
+                "top": [{"$sort": {"k": -1}}, {"$limit": 2}, {"$project": {"k": 1}}],
+            }}],
+            &[],
+        ),
+        (vec![doc! {"$group": {"_id": null, "s": {"$stdDevSamp": "$k"}, "p": {"$stdDevPop": "$k"}}}], &[]),
+    ];
+    for (pipeline, unordered) in &cases {
+        let want = run(&plain, pipeline, None).await;
+        assert!(!want.is_empty() || pipeline.iter().any(|s| s.get_document("$match").is_ok()), "{pipeline:?}");
+        for batch in [None, Some(3)] {
+            let got = run(&sharded, pipeline, batch).await;
+            let (g, w) = (Bson::Array(got.iter().cloned().map(Bson::Document).collect()), want.clone());
+            let w = Bson::Array(w.into_iter().map(Bson::Document).collect());
+            assert!(same(&g, &w, unordered, ""), "{pipeline:?} (batch {batch:?}):\nsharded {g}\nunsharded {w}");
+        }
+    }
+
+    // A per-document pipeline streams through the router's merge cursor: every document once.
+    let mut ks: Vec<i64> = run(&sharded, &[doc! {"$project": {"k": 1}}], Some(7))
+        .await
+        .iter()
+        .map(|d| d.get_i64("k").expect("k"))
+        .collect();
+    ks.sort_unstable();
+    assert_eq!(ks, (0..DOCS).collect::<Vec<_>>());
+
+    // The command's `let` reaches the shards' partial groups.
+    let got = sharded
+        .aggregate(vec![doc! {"$group": {"_id": null, "t": {"$sum": {"$multiply": ["$k", "$$factor"]}}}}])
+        .let_vars(doc! {"factor": 2})
+        .await
+        .expect("aggregate with let")
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("iterate");
+    assert_eq!(got[0].get("t").and_then(as_f64), Some((DOCS * (DOCS - 1)) as f64));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_pipelines_fail_at_the_router() {
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
+    cluster.shard_in_two("aggbad", "c", 10).await.expect("on both shards");
+    let c = cluster.client().await.expect("client").database("aggbad").collection::<Document>("c");
+    c.insert_many((0..20).map(|k| doc! {"_id": k, "k": k})).await.expect("insert");
+    let err = |p: Vec<Document>| {
+        let c = c.clone();
+        async move { c.aggregate(p).await.expect_err("the pipeline must fail") }
+    };
+    assert_eq!(expect::server_code(&err(vec![doc! {"$match": {}}, doc! {"$nope": {}}]).await), Some(40324));
+    assert_eq!(expect::server_code(&err(vec![doc! {"$group": {"n": {"$sum": 1}}}]).await), Some(15955));
+    assert_eq!(expect::server_code(&err(vec![doc! {"$group": {"_id": 1, "n": {"$bogus": 1}}}]).await), Some(15952));
+}
