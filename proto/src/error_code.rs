@@ -114,6 +114,7 @@ codes! {
     Location40228 = 40228,
     Location17276 = 17276,
     Location15952 = 15952,
+    ExceededMemoryLimit = 146,
 }
 
 impl std::fmt::Display for ErrorCode {

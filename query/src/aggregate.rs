@@ -23,6 +23,7 @@ mod composite;
 mod convert;
 pub(crate) mod expr;
 mod group;
+pub mod lookup;
 pub(crate) mod operators;
 mod scoped;
 pub mod split;
@@ -86,6 +87,8 @@ enum Stage {
     },
     Facet(Vec<(String, Pipeline)>),
     Sample(u64),
+    /// Parsed to validate it; the router runs it (it reads another collection).
+    Lookup(lookup::Lookup),
 }
 
 impl Stage {
@@ -102,6 +105,7 @@ impl Stage {
             Stage::ReplaceRoot { name, .. } => name,
             Stage::Facet(_) => "$facet",
             Stage::Sample(_) => "$sample",
+            Stage::Lookup(_) => "$lookup",
         }
     }
 }
@@ -256,6 +260,13 @@ impl Pipeline {
                 Stage::Count(field) => blocking(s, move |up| stages::count(field, up)),
                 Stage::Facet(facets) => blocking(s, move |up| composite::run_facet(facets, up, self.memory_budget())),
                 Stage::Sample(size) => blocking(s, move |up| composite::run_sample(*size, up, self.memory_budget())),
+                Stage::Lookup(l) => {
+                    let from = l.from.clone();
+                    Box::new(std::iter::once(Err(QueryError::new(
+                        ErrorCode::NotImplemented,
+                        format!("$lookup from '{from}' runs only at the router, not inside $facet or on a shard"),
+                    ))))
+                }
             };
         }
         s
@@ -389,6 +400,7 @@ fn parse_stage(stage: &Bson) -> Result<Vec<Stage>> {
         "$replaceWith" => Stage::ReplaceRoot { name: "$replaceWith", new_root: expr::Expr::parse(arg)? },
         "$facet" => Stage::Facet(composite::parse_facet(object("$facet")?)?),
         "$sample" => Stage::Sample(composite::parse_sample(arg)?),
+        "$lookup" => Stage::Lookup(lookup::Lookup::parse(arg)?),
         "$bucket" => {
             let (group, sort) = composite::bucket_as_group(arg)?;
             return Ok(vec![Stage::Group(Group::parse(&group)?), Stage::Sort(SortSpec::parse(&sort)?)]);

@@ -200,3 +200,85 @@ async fn bad_pipelines_fail_at_the_router() {
     assert_eq!(expect::server_code(&err(vec![doc! {"$group": {"n": {"$sum": 1}}}]).await), Some(15955));
     assert_eq!(expect::server_code(&err(vec![doc! {"$group": {"_id": 1, "n": {"$bogus": 1}}}]).await), Some(15952));
 }
+
+/// `$lookup` run at the router: from an unsharded and from a sharded foreign collection (the
+/// latter targeted by its shard key), on a sharded and on an unsharded local collection, with
+/// MongoDB's matching of missing/null local values and of arrays on either side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookup_from_unsharded_and_sharded_collections() {
+    let (cluster, sharded, plain) = setup().await;
+    let db = cluster.client().await.expect("client").database("aggsh");
+    // `groups`: unsharded, one per `g` (and one each with a null and a missing `g`).
+    let groups = db.collection::<Document>("groups");
+    let mut gdocs: Vec<Document> = (0..7).map(|g| doc! {"_id": g, "g": g, "label": format!("group {g}")}).collect();
+    gdocs.push(doc! {"_id": 100, "g": Bson::Null, "label": "null"});
+    gdocs.push(doc! {"_id": 101, "label": "missing"});
+    groups.insert_many(gdocs).await.expect("groups");
+    // `tagged`: sharded on `k` over both shards; `k` is a tag index, some with array tags.
+    let admin = cluster.client().await.expect("client").database("admin");
+    admin.run_command(doc! {"shardCollection": "aggsh.tagged", "key": {"k": 1}}).await.expect("shard tagged");
+    admin.run_command(doc! {"split": "aggsh.tagged", "middle": {"k": 3}}).await.expect("split");
+    admin
+        .run_command(doc! {"moveChunk": "aggsh.tagged", "find": {"k": 3}, "to": ShardedCluster::shard_name(1)})
+        .await
+        .expect("move");
+    let tagged = db.collection::<Document>("tagged");
+    tagged
+        .insert_many((0..6).map(|k| doc! {"_id": k, "k": k, "tag": [format!("t{k}"), format!("t{}", (k + 1) % 5)]}))
+        .await
+        .expect("tagged");
+
+    let by_g = vec![
+        doc! {"$match": {"k": {"$lt": 30}}},
+        doc! {"$lookup": {"from": "groups", "localField": "g", "foreignField": "g", "as": "grp"}},
+        doc! {"$project": {"k": 1, "labels": "$grp.label"}},
+        doc! {"$sort": {"k": 1}},
+    ];
+    let got = run(&sharded, &by_g, None).await;
+    assert_eq!(got.len(), 30);
+    for d in &got {
+        let k = d.get_i64("k").expect("k");
+        let labels = d.get_array("labels").expect("labels");
+        assert_eq!(labels, &vec![Bson::String(format!("group {}", k % 7))], "{d}");
+    }
+    assert_eq!(got, run(&plain, &by_g, None).await, "unsharded local collection");
+
+    // A missing local field matches null and missing foreign fields.
+    let missing = vec![
+        doc! {"$match": {"k": 0}},
+        doc! {"$lookup": {"from": "groups", "localField": "nope", "foreignField": "g", "as": "grp"}},
+        doc! {"$project": {"ids": "$grp._id"}},
+    ];
+    let got = run(&sharded, &missing, None).await;
+    assert_eq!(got[0].get_array("ids").expect("ids"), &vec![Bson::Int32(100), Bson::Int32(101)]);
+
+    // Sharded foreign collection; local arrays match element-wise, foreign arrays too.
+    let by_tag = vec![
+        doc! {"$match": {"k": {"$lt": 20}}},
+        doc! {"$lookup": {"from": "tagged", "localField": "tags", "foreignField": "tag", "as": "t"}},
+        doc! {"$group": {"_id": "$k", "n": {"$sum": {"$size": "$t"}}, "ks": {"$push": "$t.k"}}},
+        doc! {"$sort": {"_id": 1}},
+    ];
+    let sharded_answer = run(&sharded, &by_tag, None).await;
+    assert_eq!(sharded_answer.len(), 20);
+    assert!(sharded_answer.iter().any(|d| d.get("n").and_then(as_f64).unwrap_or(0.0) >= 2.0), "{sharded_answer:?}");
+    assert_eq!(sharded_answer, run(&plain, &by_tag, None).await);
+    // Targeted by the foreign shard key.
+    let by_key = vec![
+        doc! {"$match": {"k": {"$lt": 10}}},
+        doc! {"$lookup": {"from": "tagged", "localField": "g", "foreignField": "k", "as": "t"}},
+        doc! {"$project": {"g": 1, "tk": "$t.k"}},
+        doc! {"$sort": {"_id": 1}},
+    ];
+    for d in run(&sharded, &by_key, None).await {
+        let g = d.get_i64("g").expect("g");
+        let want: Vec<Bson> = if g < 6 { vec![Bson::Int32(g as i32)] } else { vec![] };
+        assert_eq!(d.get_array("tk").expect("tk"), &want, "{d}");
+    }
+    // The let/pipeline form is refused clearly.
+    let err = sharded
+        .aggregate(vec![doc! {"$lookup": {"from": "groups", "pipeline": [], "as": "x"}}])
+        .await
+        .expect_err("let/pipeline $lookup");
+    assert_eq!(expect::server_code(&err), Some(238));
+}

@@ -102,6 +102,14 @@ fn read_filter(kind: ReadKind, body: &Document) -> Document {
     body.get_document(field).cloned().unwrap_or_default()
 }
 
+/// Whether an `aggregate` has a top-level `$lookup` (read from the raw body, undecoded).
+fn has_lookup(cmd: &Command) -> bool {
+    let Ok(Some(bson::RawBsonRef::Array(stages))) = cmd.body.get("pipeline") else { return false };
+    stages
+        .into_iter()
+        .any(|s| matches!(s, Ok(bson::RawBsonRef::Document(d)) if d.get("$lookup").ok().flatten().is_some()))
+}
+
 /// An empty answer for a database the catalog does not know.
 fn empty_reply(kind: ReadKind, ns: &str) -> HandlerResult {
     match kind {
@@ -135,7 +143,10 @@ async fn routed_read(state: &RouterState, cmd: &Command, coll: &str, kind: ReadK
         };
         let result = match (&placement, targets.len()) {
             (Placement::NoDatabase, _) | (_, 0) => return empty_reply(kind, &format!("{}.{coll}", cmd.db)),
-            (_, 1) => single(state, cmd, kind, &placement, targets.iter().next().map_or("", |s| s.as_str())).await,
+            // `$lookup` reads another collection: the router runs it, even over one shard.
+            (_, 1) if !(kind == ReadKind::Aggregate && has_lookup(cmd)) => {
+                single(state, cmd, kind, &placement, targets.iter().next().map_or("", |s| s.as_str())).await
+            }
             (_, _) => match kind {
                 ReadKind::Find => routed_read::find(state, cmd, coll, &placement, &targets).await,
                 ReadKind::Aggregate => routed_read::aggregate(state, cmd, coll, &placement, &targets).await,

@@ -14,6 +14,7 @@ pub mod explain;
 pub mod forward;
 pub mod handshake;
 pub mod info;
+pub mod lookup;
 pub mod retryable;
 pub mod routed_read;
 pub mod routed_write;

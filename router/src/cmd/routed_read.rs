@@ -17,7 +17,7 @@ use shoal_query::projection::Projection;
 use shoal_query::sort::SortSpec;
 
 use crate::cmd::forward::{self, BatchField};
-use crate::cmd::{shard_call, shard_read};
+use crate::cmd::{lookup, shard_call, shard_read};
 use crate::command::Command;
 use crate::error::CommandError;
 use crate::merge;
@@ -53,7 +53,7 @@ fn number(v: Option<&Bson>) -> i64 {
 }
 
 /// Runs `body` as find/aggregate on every shard in `targets` and returns each shard's documents.
-async fn gather(
+pub(crate) async fn gather(
     state: &RouterState,
     cmd: &Command,
     placement: &Placement,
@@ -337,10 +337,7 @@ pub async fn aggregate(
         ));
     }
     let merged = merge::merge_sorted(streams, &sort, 0, None);
-    let docs = Pipeline::parse(&split.router)?
-        .with_allow_disk_use(allow_disk_use)
-        .with_let(lets.as_ref())?
-        .run(merged.into_iter())?;
+    let docs = lookup::run_router_part(state, cmd, &split.router, merged, allow_disk_use, lets.as_ref()).await?;
     reply_with(state, &ns, docs, batch)
 }
 
