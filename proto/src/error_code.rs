@@ -115,6 +115,10 @@ codes! {
     Location17276 = 17276,
     Location15952 = 15952,
     ExceededMemoryLimit = 146,
+    Location40601 = 40601,
+    Location51132 = 51132,
+    Location13113 = 13113,
+    Location28769 = 28769,
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -25,6 +25,7 @@ pub(crate) mod expr;
 mod group;
 pub mod lookup;
 pub(crate) mod operators;
+pub mod output;
 mod scoped;
 pub mod split;
 mod stages;
@@ -89,6 +90,8 @@ enum Stage {
     Sample(u64),
     /// Parsed to validate it; the router runs it (it reads another collection).
     Lookup(lookup::Lookup),
+    /// `$out` / `$merge`, parsed to validate; the router performs the writes.
+    Output(output::Output),
 }
 
 impl Stage {
@@ -106,6 +109,8 @@ impl Stage {
             Stage::Facet(_) => "$facet",
             Stage::Sample(_) => "$sample",
             Stage::Lookup(_) => "$lookup",
+            Stage::Output(output::Output::Out { .. }) => "$out",
+            Stage::Output(output::Output::Merge(_)) => "$merge",
         }
     }
 }
@@ -120,7 +125,14 @@ type DocStream<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
 
 impl Pipeline {
     pub fn parse(stages: &[Bson]) -> Result<Pipeline> {
-        let stages = stages.iter().map(parse_stage).collect::<Result<Vec<_>>>()?.into_iter().flatten().collect();
+        let stages: Vec<Stage> =
+            stages.iter().map(parse_stage).collect::<Result<Vec<_>>>()?.into_iter().flatten().collect();
+        if let Some(early) = stages.iter().rev().skip(1).find(|s| matches!(s, Stage::Output(_))) {
+            return Err(QueryError::new(
+                ErrorCode::Location40601,
+                format!("{} can only be the final stage in the pipeline", early.name()),
+            ));
+        }
         Ok(Pipeline { stages, allow_disk_use: false, memory_limit_bytes: memory_limit_bytes(), vars: Vec::new() })
     }
 
@@ -260,11 +272,14 @@ impl Pipeline {
                 Stage::Count(field) => blocking(s, move |up| stages::count(field, up)),
                 Stage::Facet(facets) => blocking(s, move |up| composite::run_facet(facets, up, self.memory_budget())),
                 Stage::Sample(size) => blocking(s, move |up| composite::run_sample(*size, up, self.memory_budget())),
-                Stage::Lookup(l) => {
-                    let from = l.from.clone();
+                Stage::Lookup(_) | Stage::Output(_) => {
+                    let name = match &self.stages[i] {
+                        Stage::Lookup(l) => format!("$lookup from '{}'", l.from),
+                        other => other.name().to_owned(),
+                    };
                     Box::new(std::iter::once(Err(QueryError::new(
                         ErrorCode::NotImplemented,
-                        format!("$lookup from '{from}' runs only at the router, not inside $facet or on a shard"),
+                        format!("{name} runs only at the router, not inside $facet or on a shard"),
                     ))))
                 }
             };
@@ -401,6 +416,8 @@ fn parse_stage(stage: &Bson) -> Result<Vec<Stage>> {
         "$facet" => Stage::Facet(composite::parse_facet(object("$facet")?)?),
         "$sample" => Stage::Sample(composite::parse_sample(arg)?),
         "$lookup" => Stage::Lookup(lookup::Lookup::parse(arg)?),
+        "$out" => Stage::Output(output::Output::parse_out(arg)?),
+        "$merge" => Stage::Output(output::Output::parse_merge(arg)?),
         "$bucket" => {
             let (group, sort) = composite::bucket_as_group(arg)?;
             return Ok(vec![Stage::Group(Group::parse(&group)?), Stage::Sort(SortSpec::parse(&sort)?)]);

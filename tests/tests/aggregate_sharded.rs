@@ -282,3 +282,75 @@ async fn lookup_from_unsharded_and_sharded_collections() {
         .expect_err("let/pipeline $lookup");
     assert_eq!(expect::server_code(&err), Some(238));
 }
+
+async fn all_sorted(c: &Collection<Document>) -> Vec<Document> {
+    c.find(doc! {}).sort(doc! {"_id": 1}).await.expect("find").try_collect().await.expect("iterate")
+}
+
+/// `$out` replaces an unsharded target's contents and `$merge` writes into one with each
+/// whenMatched/whenNotMatched mode; both reply with an empty cursor; a sharded `$out` target and
+/// a non-final `$out` are refused with MongoDB's codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_and_merge_into_unsharded_targets() {
+    let (cluster, sharded, plain) = setup().await;
+    let db = cluster.client().await.expect("client").database("aggsh");
+    let counts = vec![doc! {"$group": {"_id": "$g", "n": {"$sum": 1}}}, doc! {"$sort": {"_id": 1}}];
+    let expected = run(&sharded, &counts, None).await;
+    assert_eq!(expected.len(), 7);
+
+    let summary = db.collection::<Document>("summary");
+    summary.insert_one(doc! {"_id": "old"}).await.expect("old content");
+    let mut out = counts.clone();
+    out.push(doc! {"$out": "summary"});
+    assert!(run(&sharded, &out, None).await.is_empty(), "$out replies with an empty cursor");
+    assert_eq!(all_sorted(&summary).await, expected);
+    // From an unsharded source (one shard, still through the router), into another db.
+    let mut out_plain = counts.clone();
+    out_plain.push(doc! {"$out": {"db": "aggout", "coll": "s2"}});
+    run(&plain, &out_plain, None).await;
+    let other = cluster.client().await.expect("client").database("aggout").collection::<Document>("s2");
+    assert_eq!(all_sorted(&other).await, expected);
+
+    let refused = |p: Vec<Document>| {
+        let c = sharded.clone();
+        async move { expect::server_code(&c.aggregate(p).await.expect_err("must fail")) }
+    };
+    assert_eq!(refused(vec![doc! {"$out": "c"}]).await, Some(28769), "a sharded $out target");
+    assert_eq!(refused(vec![doc! {"$out": "x"}, doc! {"$match": {}}]).await, Some(40601));
+
+    // $merge: one matched document (_id 0), one untouched (_id 99), the rest new.
+    let m = db.collection::<Document>("m");
+    let reset = || async {
+        m.delete_many(doc! {}).await.expect("clear");
+        m.insert_many([doc! {"_id": 0, "keep": true, "n": -1}, doc! {"_id": 99, "other": 1}]).await.expect("seed");
+    };
+    let n_of = |g: i64| expected.iter().find(|d| d.get("_id").and_then(as_f64) == Some(g as f64)).cloned();
+    let merge = |spec: Document| {
+        let mut p = counts.clone();
+        p.push(doc! {"$merge": spec});
+        p
+    };
+    reset().await;
+    run(&sharded, &merge(doc! {"into": "m"}), None).await;
+    let got = all_sorted(&m).await;
+    assert_eq!(got.len(), 8, "{got:?}");
+    assert_eq!(got[0].get_bool("keep").ok(), Some(true), "whenMatched merge keeps fields: {}", got[0]);
+    assert_eq!(got[0].get("n"), n_of(0).as_ref().and_then(|d| d.get("n")));
+    assert_eq!(got[7], doc! {"_id": 99, "other": 1});
+
+    reset().await;
+    run(&sharded, &merge(doc! {"into": "m", "whenMatched": "keepExisting"}), None).await;
+    assert_eq!(all_sorted(&m).await[0], doc! {"_id": 0, "keep": true, "n": -1});
+
+    reset().await;
+    run(&sharded, &merge(doc! {"into": "m", "whenMatched": "replace", "whenNotMatched": "discard"}), None).await;
+    let got = all_sorted(&m).await;
+    assert_eq!(got.len(), 2, "discard inserts nothing: {got:?}");
+    assert_eq!(got[0].keys().collect::<Vec<_>>(), ["_id", "n"], "replaced whole: {}", got[0]);
+    assert_eq!(got[0].get("n"), n_of(0).as_ref().and_then(|d| d.get("n")));
+
+    reset().await;
+    assert_eq!(refused(merge(doc! {"into": "m", "whenMatched": "fail"})).await, Some(11000));
+    reset().await;
+    assert_eq!(refused(merge(doc! {"into": "m", "whenNotMatched": "fail"})).await, Some(13113));
+}

@@ -22,7 +22,7 @@ use crate::state::{ConnContext, RouterState};
 const CONFIG_DB: &str = "config";
 
 /// A write, passed through to the one shard of an unsharded namespace or split by shard key.
-async fn routed_write(state: &RouterState, cmd: &Command, coll: &str, kind: WriteKind) -> HandlerResult {
+pub(crate) async fn routed_write(state: &RouterState, cmd: &Command, coll: &str, kind: WriteKind) -> HandlerResult {
     let with_modified = matches!(kind, WriteKind::Update);
     let mut attempt = 0;
     loop {
@@ -102,12 +102,13 @@ fn read_filter(kind: ReadKind, body: &Document) -> Document {
     body.get_document(field).cloned().unwrap_or_default()
 }
 
-/// Whether an `aggregate` has a top-level `$lookup` (read from the raw body, undecoded).
-fn has_lookup(cmd: &Command) -> bool {
+/// Whether an `aggregate` has a top-level stage only the router runs (read from the raw body).
+fn has_router_stage(cmd: &Command) -> bool {
     let Ok(Some(bson::RawBsonRef::Array(stages))) = cmd.body.get("pipeline") else { return false };
-    stages
-        .into_iter()
-        .any(|s| matches!(s, Ok(bson::RawBsonRef::Document(d)) if d.get("$lookup").ok().flatten().is_some()))
+    stages.into_iter().any(|s| {
+        matches!(s, Ok(bson::RawBsonRef::Document(d))
+            if crate::cmd::lookup::ROUTER_STAGES.iter().any(|n| d.get(n).ok().flatten().is_some()))
+    })
 }
 
 /// An empty answer for a database the catalog does not know.
@@ -143,8 +144,9 @@ async fn routed_read(state: &RouterState, cmd: &Command, coll: &str, kind: ReadK
         };
         let result = match (&placement, targets.len()) {
             (Placement::NoDatabase, _) | (_, 0) => return empty_reply(kind, &format!("{}.{coll}", cmd.db)),
-            // `$lookup` reads another collection: the router runs it, even over one shard.
-            (_, 1) if !(kind == ReadKind::Aggregate && has_lookup(cmd)) => {
+            // `$lookup`, `$out` and `$merge` touch other collections: the router runs them, even
+            // over one shard.
+            (_, 1) if !(kind == ReadKind::Aggregate && has_router_stage(cmd)) => {
                 single(state, cmd, kind, &placement, targets.iter().next().map_or("", |s| s.as_str())).await
             }
             (_, _) => match kind {

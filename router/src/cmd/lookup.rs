@@ -1,6 +1,7 @@
 //! The router's part of a split pipeline, with `$lookup` stages run here: the stages between two
 //! `$lookup`s run in `shoal_query::aggregate`, and each `$lookup` queries its foreign collection
-//! through the router's own routing (targeted by shard key when `foreignField` is it).
+//! through the router's own routing (targeted by shard key when `foreignField` is it). A final
+//! `$out`/`$merge` hands the results to `agg_output`.
 //!
 //! ```text
 //!   merged shard output -> [stages] -> $lookup: distinct local values, batched
@@ -17,13 +18,21 @@ use std::collections::{BTreeSet, HashSet};
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
 use shoal_query::aggregate::lookup::{self, Lookup};
+use shoal_query::aggregate::output::Output;
 use shoal_query::aggregate::{Pipeline, doc_size};
 
-use crate::cmd::{routed_read, shard_call};
+use crate::cmd::{agg_output, routed_read, shard_call};
 use crate::command::Command;
 use crate::error::CommandError;
 use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX};
 use crate::state::RouterState;
+
+/// Stages only the router runs: they read or write other collections.
+pub const ROUTER_STAGES: &[&str] = &["$lookup", "$out", "$merge"];
+
+fn is_router_stage(stage: &Bson) -> bool {
+    matches!(stage, Bson::Document(d) if ROUTER_STAGES.iter().any(|n| d.contains_key(*n)))
+}
 
 /// Distinct local values sent in one foreign query's `$in`.
 const LOOKUP_VALUES_PER_QUERY_MAX: usize = 1000;
@@ -40,17 +49,29 @@ pub async fn run_router_part(
     let mut docs = input;
     let mut rest = stages;
     while !rest.is_empty() {
-        let at =
-            rest.iter().position(|s| matches!(s, Bson::Document(d) if d.contains_key("$lookup"))).unwrap_or(rest.len());
+        let at = rest.iter().position(is_router_stage).unwrap_or(rest.len());
         if at > 0 {
             docs = Pipeline::parse(&rest[..at])?
                 .with_allow_disk_use(allow_disk_use)
                 .with_let(lets)?
                 .run(docs.into_iter())?;
         }
-        if let Some(Bson::Document(stage)) = rest.get(at) {
-            let spec = Lookup::parse(stage.get("$lookup").unwrap_or(&Bson::Null))?;
-            docs = run_lookup(state, cmd, &spec, docs, allow_disk_use).await?;
+        match rest.get(at) {
+            Some(Bson::Document(stage)) if stage.contains_key("$lookup") => {
+                let spec = Lookup::parse(stage.get("$lookup").unwrap_or(&Bson::Null))?;
+                docs = run_lookup(state, cmd, &spec, docs, allow_disk_use).await?;
+            }
+            // The last stage (parsing checked): the results are written, the reply is empty.
+            Some(Bson::Document(stage)) => {
+                let out = match (stage.get("$out"), stage.get("$merge")) {
+                    (Some(arg), _) => Output::parse_out(arg)?,
+                    (_, Some(arg)) => Output::parse_merge(arg)?,
+                    _ => return Err(CommandError::new(ErrorCode::InternalError, "unexpected router stage")),
+                };
+                agg_output::write(state, cmd, &out, docs).await?;
+                return Ok(Vec::new());
+            }
+            _ => {}
         }
         rest = &rest[(at + 1).min(rest.len())..];
     }

@@ -4,6 +4,7 @@
 //! [`Command`]: crate::command::Command
 //! [`CommandError`]: crate::error::CommandError
 
+pub mod agg_output;
 pub mod config_db;
 pub mod config_docs;
 pub mod config_write;
