@@ -14,9 +14,9 @@
 //! - Parsing validates everything that does not depend on documents; `run` only fails on
 //!   per-document errors (type errors in expressions) and on the memory bound.
 //! - Stages stream: a `$limit` stops pulling from the input. `$sort`, `$group` and `$count` hold
-//!   their input, and `$sort` and `$group` refuse to hold more than the memory limit (an estimate
-//!   of BSON bytes) unless disk use is allowed. Shoal has no external sort yet, so
-//!   `allow_disk_use` simply lifts the limit.
+//!   their input, and they refuse to hold more than the memory limit (an estimate of BSON bytes;
+//!   292) unless disk use is allowed. Shoal has no external sort yet, so `allow_disk_use` raises
+//!   the limit by [`ALLOW_DISK_USE_MEMORY_FACTOR`] and fails past that (146), never truncating.
 //! - `$sort` directly followed by `$limit` (or `$skip` then `$limit`) keeps only the top k.
 
 mod composite;
@@ -43,6 +43,47 @@ use stages::Unwind;
 
 /// What `$sort` and `$group` may hold without `allowDiskUse`, as in MongoDB (100 MiB).
 pub const BLOCKING_STAGE_MEMORY_BYTES_MAX: usize = 100 * 1024 * 1024;
+
+/// With `allowDiskUse`, how many times the memory limit a stage may hold: Shoal does not spill
+/// to disk yet, so past this a stage fails clearly (146) instead of growing without bound.
+pub const ALLOW_DISK_USE_MEMORY_FACTOR: usize = 10;
+
+/// What a blocking stage may hold, and which error passing it is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    max_bytes: usize,
+    disk_use: bool,
+}
+
+impl Budget {
+    /// Fails once `bytes` held by `stage` pass the budget.
+    pub(crate) fn check(&self, bytes: usize, stage: &str) -> Result<()> {
+        if bytes <= self.max_bytes {
+            return Ok(());
+        }
+        if self.disk_use {
+            return Err(QueryError::new(
+                ErrorCode::ExceededMemoryLimit,
+                format!(
+                    "{stage} exceeded {} bytes with allowDiskUse:true; Shoal does not spill to disk yet",
+                    self.max_bytes
+                ),
+            ));
+        }
+        let message = if stage == "$sort" {
+            format!(
+                "Sort exceeded memory limit of {} bytes, but did not opt in to external sorting. Pass \
+                 allowDiskUse:true to opt in.",
+                self.max_bytes
+            )
+        } else {
+            format!(
+                "Exceeded memory limit for {stage}, but didn't allow external sort. Pass allowDiskUse:true to opt in."
+            )
+        };
+        Err(QueryError::new(ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed, message))
+    }
+}
 
 /// Environment variable that overrides [`BLOCKING_STAGE_MEMORY_BYTES_MAX`] for a whole process
 /// (router or shard), read once: lets tests reach the bound with little data.
@@ -168,7 +209,8 @@ impl Pipeline {
         self.vars = vars;
     }
 
-    /// `allowDiskUse: true`: lifts the memory bound of `$sort` and `$group` (no spilling yet).
+    /// `allowDiskUse: true`: raises the memory bound of blocking stages by
+    /// [`ALLOW_DISK_USE_MEMORY_FACTOR`] (no spilling yet).
     pub fn with_allow_disk_use(mut self, allow: bool) -> Pipeline {
         self.allow_disk_use = allow;
         self
@@ -298,8 +340,13 @@ impl Pipeline {
         }
     }
 
-    fn memory_budget(&self) -> Option<usize> {
-        (!self.allow_disk_use).then_some(self.memory_limit_bytes)
+    fn memory_budget(&self) -> Budget {
+        let max_bytes = if self.allow_disk_use {
+            self.memory_limit_bytes.saturating_mul(ALLOW_DISK_USE_MEMORY_FACTOR)
+        } else {
+            self.memory_limit_bytes
+        };
+        Budget { max_bytes, disk_use: self.allow_disk_use }
     }
 
     fn sort(&self, spec: &SortSpec, up: DocStream<'_>, keep: Option<usize>) -> Result<Vec<Document>> {
@@ -317,16 +364,7 @@ impl Pipeline {
                 docs.truncate(k);
                 bytes = docs.iter().map(doc_size).sum();
             }
-            if budget.is_some_and(|max| bytes > max) {
-                return Err(QueryError::new(
-                    ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
-                    format!(
-                        "Sort exceeded memory limit of {} bytes, but did not opt in to external \
-                         sorting. Pass allowDiskUse:true to opt in.",
-                        self.memory_limit_bytes
-                    ),
-                ));
-            }
+            budget.check(bytes, "$sort")?;
         }
         sort_documents(&mut docs, spec);
         if let Some(k) = keep {

@@ -1,6 +1,7 @@
 //! The aggregation memory bound over two shards, lowered for the whole cluster with
 //! `SHOAL_AGGREGATE_MEMORY_LIMIT_BYTES` so little data reaches it: a shard's `$group` or `$sort`
-//! and the router's gathered input each refuse (292) without `allowDiskUse` and answer with it;
+//! and the router's gathered input each refuse (292) without `allowDiskUse` and answer with it
+//! (up to ten times the limit, then 146: nothing spills to disk);
 //! a streamed per-document pipeline is not bounded. Its own test binary: the variable is
 //! process-wide and inherited by every process the test starts.
 
@@ -39,6 +40,11 @@ async fn blocking_stages_and_router_input_are_bounded() {
         assert_eq!(expect::server_code(&err), Some(292), "{what}: {err:?}");
         assert_eq!(run(&c, &pipeline, true).await.expect(what), n, "{what} with allowDiskUse");
     }
+    // allowDiskUse raises the bound tenfold; Shoal does not spill, so past that: 146.
+    let ten_pads: Vec<&str> = vec!["$pad"; 10];
+    let huge = vec![doc! {"$group": {"_id": null, "p": {"$push": {"$concat": ten_pads}}}}];
+    let err = run(&c, &huge, true).await.expect_err("beyond the allowDiskUse bound");
+    assert_eq!(expect::server_code(&err), Some(146), "{err:?}");
     // Streamed through the router's merge cursor, never held whole: no bound.
     assert_eq!(run(&c, &[doc! {"$project": {"pad": 1}}], false).await.expect("streamed"), DOCS as usize);
 }

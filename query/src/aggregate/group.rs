@@ -165,7 +165,7 @@ impl Group {
     pub(crate) fn run(
         &self,
         input: DocStream<'_>,
-        budget: Option<usize>,
+        budget: super::Budget,
         scope: Option<&super::expr::Scope<'_>>,
     ) -> Result<Vec<Document>> {
         let mut index: BTreeMap<OrdBson, usize> = BTreeMap::new();
@@ -195,13 +195,7 @@ impl Group {
                 };
                 bytes = bytes.saturating_add(grew);
             }
-            if budget.is_some_and(|max| bytes > max) {
-                return Err(QueryError::new(
-                    ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
-                    "Exceeded memory limit for $group, but didn't allow external sort. Pass \
-                     allowDiskUse:true to opt in.",
-                ));
-            }
+            budget.check(bytes, "$group")?;
         }
         Ok(groups
             .into_iter()
