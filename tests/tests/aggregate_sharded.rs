@@ -354,3 +354,70 @@ async fn out_and_merge_into_unsharded_targets() {
     reset().await;
     assert_eq!(refused(merge(doc! {"into": "m", "whenNotMatched": "fail"})).await, Some(13113));
 }
+
+/// `$shardedDataDistribution`: each shard's owned documents of a sharded collection and the
+/// orphans it holds (one written straight into shard1 outside its chunks), with the stages after
+/// it run on the router; refused outside `admin`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_data_distribution_counts_owned_and_orphaned() {
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
+    cluster.shard_in_two("aggdd", "c", 50).await.expect("on both shards");
+    let client = cluster.client().await.expect("client");
+    let c = client.database("aggdd").collection::<Document>("c");
+    c.insert_many((0..100).map(|k| doc! {"_id": k, "k": k, "pad": "x".repeat(100)})).await.expect("insert");
+    // An orphan: k 5 belongs to shard0's chunk, written into shard1 directly.
+    let orphan = doc! {"_id": 1000, "k": 5, "pad": "x".repeat(100)};
+    let req = shoal_proto::shard::CommandRequest {
+        request_id: "orphan".into(),
+        db: "aggdd".into(),
+        body: doc! {"insert": "c", "documents": [orphan]}.to_vec().expect("encode").into(),
+        sequence_id: String::new(),
+        sequence: Vec::new(),
+        shard_version: None,
+        database_version: None,
+        secondary_ok: false,
+    };
+    let mut shard1 =
+        shoal_proto::shard::shard_client::ShardClient::connect(format!("http://{}", cluster.shard_addr(1)))
+            .await
+            .expect("connect to shard1");
+    let reply = tokio::time::timeout(std::time::Duration::from_secs(30), shard1.insert(req))
+        .await
+        .expect("in time")
+        .expect("rpc")
+        .into_inner();
+    assert!(reply.error.is_none() && reply.write_errors.is_empty(), "orphan insert: {reply:?}");
+
+    let pipeline = vec![doc! {"$shardedDataDistribution": {}}, doc! {"$match": {"ns": "aggdd.c"}}];
+    let got: Vec<Document> = client
+        .database("admin")
+        .aggregate(pipeline)
+        .await
+        .expect("$shardedDataDistribution")
+        .try_collect()
+        .await
+        .expect("iterate");
+    assert_eq!(got.len(), 1, "{got:?}");
+    let shards = got[0].get_array("shards").expect("shards");
+    let of = |name: String| -> Document {
+        shards
+            .iter()
+            .filter_map(Bson::as_document)
+            .find(|s| s.get_str("shardName").ok() == Some(name.as_str()))
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} in {shards:?}"))
+    };
+    let (s0, s1) = (of(ShardedCluster::shard_name(0)), of(ShardedCluster::shard_name(1)));
+    let n = |d: &Document, k: &str| d.get(k).and_then(as_f64).unwrap_or(-1.0);
+    assert_eq!((n(&s0, "numOwnedDocuments"), n(&s0, "numOrphanedDocs")), (50.0, 0.0), "{s0}");
+    assert_eq!((n(&s1, "numOwnedDocuments"), n(&s1, "numOrphanedDocs")), (50.0, 1.0), "{s1}");
+    assert!(n(&s1, "orphanedSizeBytes") > 100.0 && n(&s1, "ownedSizeBytes") > 50.0 * 100.0, "{s1}");
+    assert_eq!(n(&s0, "orphanedSizeBytes"), 0.0);
+
+    let err = client
+        .database("aggdd")
+        .aggregate(vec![doc! {"$shardedDataDistribution": {}}])
+        .await
+        .expect_err("only on admin");
+    assert_eq!(expect::server_code(&err), Some(73));
+}

@@ -231,6 +231,19 @@ pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &Command) -
             Document::try_from(cmd.body.as_ref())?.get_array("pipeline").cloned().unwrap_or_default();
         return crate::cmd::stats::coll_stats_stage(state, cmd, coll, &spec, &all[1..]).await;
     }
+    if let Ok(Some(bson::RawBsonRef::Array(stages))) = cmd.body.get("pipeline")
+        && let Some(Ok(bson::RawBsonRef::Document(first))) = stages.into_iter().next()
+        && let Ok(Some(_)) = first.get(crate::cmd::data_distribution::STAGE)
+    {
+        let all: Vec<bson::Bson> =
+            Document::try_from(cmd.body.as_ref())?.get_array("pipeline").cloned().unwrap_or_default();
+        let spec = match all.first() {
+            Some(bson::Bson::Document(d)) => d.get(crate::cmd::data_distribution::STAGE).cloned(),
+            _ => None,
+        };
+        let spec = spec.unwrap_or(bson::Bson::Null);
+        return crate::cmd::data_distribution::run(state, cmd, &spec, &all[1..]).await;
+    }
     match cmd.collection() {
         Ok(coll) => routed_read(state, cmd, coll, ReadKind::Aggregate).await,
         // `aggregate: 1` (database-level): the database's primary.

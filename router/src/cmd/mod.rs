@@ -10,6 +10,7 @@ pub mod config_docs;
 pub mod config_write;
 pub mod crud;
 pub mod cursor;
+pub mod data_distribution;
 pub mod ddl;
 pub mod explain;
 pub mod forward;

@@ -76,7 +76,7 @@ pub(crate) async fn gather(
 }
 
 /// The client's first batch of `docs`; the rest stays in a buffered router cursor.
-fn reply_with(
+pub(crate) fn reply_with(
     state: &RouterState,
     ns: &str,
     docs: Vec<Document>,
