@@ -275,11 +275,33 @@ async fn lookup_from_unsharded_and_sharded_collections() {
         let want: Vec<Bson> = if g < 6 { vec![Bson::Int32(g as i32)] } else { vec![] };
         assert_eq!(d.get_array("tk").expect("tk"), &want, "{d}");
     }
-    // The let/pipeline form is refused clearly.
-    let err = sharded
-        .aggregate(vec![doc! {"$lookup": {"from": "groups", "pipeline": [], "as": "x"}}])
-        .await
-        .expect_err("let/pipeline $lookup");
+    // The pipeline form: `let` variables from the local document, with and without equality.
+    let with_pipeline = vec![
+        doc! {"$match": {"k": {"$in": [3, 10, 150]}}},
+        doc! {"$lookup": {
+            "from": "groups", "localField": "g", "foreignField": "g", "let": {"kk": "$k"},
+            "pipeline": [{"$project": {"_id": 0, "label": 1, "k2": {"$add": ["$$kk", "$g"]}}}],
+            "as": "grp",
+        }},
+        doc! {"$lookup": {
+            "from": "tagged", "let": {"kk": "$k"},
+            "pipeline": [{"$match": {"k": {"$gte": 4}}}, {"$project": {"_id": 0, "s": {"$add": ["$k", "$$kk"]}}}, {"$sort": {"s": 1}}],
+            "as": "sums",
+        }},
+        doc! {"$project": {"grp": 1, "sums": 1}},
+        doc! {"$sort": {"_id": 1}},
+    ];
+    let got = run(&sharded, &with_pipeline, None).await;
+    assert_eq!(got, run(&plain, &with_pipeline, None).await);
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[1].get_array("grp").expect("grp"), &vec![Bson::Document(doc! {"label": "group 3", "k2": 13_i64})]);
+    assert_eq!(
+        got[0].get_array("sums").expect("sums"),
+        &vec![Bson::Document(doc! {"s": 7_i64}), Bson::Document(doc! {"s": 8_i64})]
+    );
+    // A nested $lookup is refused clearly.
+    let nested = doc! {"$lookup": {"from": "groups", "pipeline": [{"$lookup": {"from": "g", "localField": "a", "foreignField": "b", "as": "c"}}], "as": "x"}};
+    let err = sharded.aggregate(vec![nested]).await.expect_err("nested $lookup");
     assert_eq!(expect::server_code(&err), Some(238));
 }
 

@@ -19,13 +19,27 @@ use crate::error::{QueryError, Result};
 use crate::filter::Filter;
 use crate::order::compare_values;
 
+use super::Pipeline;
+
 #[derive(Debug, Clone)]
 pub struct Lookup {
     /// The foreign collection, in the aggregated collection's database.
     pub from: String,
-    local_field: Vec<String>,
-    foreign_field: String,
+    /// `(localField, foreignField)`; `None` (the pipeline-only form): every foreign document is a
+    /// candidate.
+    equality: Option<(Vec<String>, String)>,
     as_field: Vec<String>,
+    /// `let`: names and expressions over the local document, seen by `pipeline` as `$$name`.
+    lets: Vec<(String, Bson)>,
+    /// `pipeline` (validated), run over each local document's candidates.
+    pipeline: Option<Vec<Bson>>,
+}
+
+/// A `$lookup`'s sub-pipeline, parsed once for all local documents.
+pub struct SubPipeline {
+    pipeline: Pipeline,
+    /// The command's `let` values, beneath the lookup's own.
+    base_vars: Vec<(String, Bson)>,
 }
 
 impl Lookup {
@@ -35,20 +49,44 @@ impl Lookup {
             return Err(QueryError::failed_to_parse("the $lookup specification must be an object"));
         };
         let (mut from, mut local, mut foreign, mut as_field) = (None, None, None, None);
+        let (mut lets, mut pipeline) = (Vec::new(), None);
         for (k, v) in spec {
-            let slot = match k.as_str() {
-                "from" => &mut from,
-                "localField" => &mut local,
-                "foreignField" => &mut foreign,
-                "as" => &mut as_field,
-                "let" | "pipeline" => {
-                    return Err(QueryError::new(
-                        ErrorCode::NotImplemented,
-                        "$lookup with 'let' and 'pipeline' is not supported yet; use localField/foreignField",
-                    ));
+            let slot = match (k.as_str(), v) {
+                ("from", _) => &mut from,
+                ("localField", _) => &mut local,
+                ("foreignField", _) => &mut foreign,
+                ("as", _) => &mut as_field,
+                ("let", Bson::Document(d)) => {
+                    for (name, e) in d {
+                        check_var_name(name)?;
+                        super::expr::Expr::parse(e)?;
+                        lets.push((name.clone(), e.clone()));
+                    }
+                    continue;
+                }
+                ("pipeline", Bson::Array(stages)) => {
+                    let parsed = Pipeline::parse(stages)?;
+                    if let Some(bad) =
+                        parsed.stage_names().into_iter().find(|n| matches!(*n, "$out" | "$merge" | "$lookup"))
+                    {
+                        // MongoDB: Location51047 for $out/$merge; nested $lookup is Shoal's limit.
+                        return Err(QueryError::new(
+                            ErrorCode::NotImplemented,
+                            format!("{bad} is not supported inside a $lookup pipeline"),
+                        ));
+                    }
+                    pipeline = Some(stages.clone());
+                    continue;
+                }
+                ("let" | "pipeline", other) => {
+                    return Err(QueryError::failed_to_parse(format!(
+                        "$lookup argument '{k}' must be {}, is type {}",
+                        if k == "let" { "an object" } else { "an array" },
+                        crate::display::type_name(other)
+                    )));
                 }
                 // MongoDB: Location9.
-                other => {
+                (other, _) => {
                     return Err(QueryError::failed_to_parse(format!("unknown argument to $lookup: {other}")));
                 }
             };
@@ -73,27 +111,43 @@ impl Lookup {
         let missing = |what: &str| QueryError::failed_to_parse(format!("$lookup requires '{what}' to be specified"));
         let from = from.ok_or_else(|| missing("from"))?;
         let as_field = as_field.ok_or_else(|| missing("as"))?;
-        let (local, foreign) = match (local, foreign) {
-            (Some(l), Some(f)) => (l, f),
+        let equality = match (local, foreign) {
+            (Some(l), Some(f)) => Some((super::expr::parse_field_path(&l)?, f)),
+            (None, None) if pipeline.is_some() => None,
             _ => {
                 return Err(QueryError::failed_to_parse(
                     "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified",
                 ));
             }
         };
-        Ok(Lookup {
-            from,
-            local_field: super::expr::parse_field_path(&local)?,
-            foreign_field: foreign,
-            as_field: super::expr::parse_field_path(&as_field)?,
-        })
+        if !lets.is_empty() && pipeline.is_none() {
+            return Err(QueryError::failed_to_parse("$lookup 'let' requires a 'pipeline'"));
+        }
+        Ok(Lookup { from, equality, as_field: super::expr::parse_field_path(&as_field)?, lets, pipeline })
+    }
+
+    /// The sub-pipeline, if any, with the command's `let` beneath the lookup's own variables.
+    pub fn sub_pipeline(&self, command_lets: Option<&Document>) -> Result<Option<SubPipeline>> {
+        let Some(stages) = &self.pipeline else { return Ok(None) };
+        let pipeline = Pipeline::parse(stages)?.with_let(command_lets)?;
+        let base_vars = pipeline.vars.clone();
+        Ok(Some(SubPipeline { pipeline, base_vars }))
+    }
+
+    /// The filter on the foreign collection that finds every candidate of `values`.
+    pub fn candidates_filter(&self, values: &[Bson]) -> Document {
+        match &self.equality {
+            Some(_) => self.foreign_filter(values),
+            None => Document::new(),
+        }
     }
 
     /// The values of `localField` that `doc` matches foreign documents on (never empty: a
     /// missing value is null).
     pub fn local_values(&self, doc: &Document) -> Vec<Bson> {
         let mut out = Vec::new();
-        collect(&Bson::Document(doc.clone()), &self.local_field, &mut out);
+        let Some((local, _)) = &self.equality else { return vec![Bson::Null] };
+        collect(&Bson::Document(doc.clone()), local, &mut out);
         if out.is_empty() {
             out.push(Bson::Null);
         }
@@ -101,17 +155,64 @@ impl Lookup {
     }
 
     /// The filter on the foreign collection that finds every match of `values`.
-    pub fn foreign_filter(&self, values: &[Bson]) -> Document {
-        doc! { self.foreign_field.as_str(): { "$in": values.to_vec() } }
+    fn foreign_filter(&self, values: &[Bson]) -> Document {
+        match &self.equality {
+            Some((_, foreign)) => doc! { foreign.as_str(): { "$in": values.to_vec() } },
+            None => Document::new(),
+        }
     }
 
-    /// `doc` with `as` set to the foreign documents (of `candidates`) it matches, in their order.
-    pub fn attach(&self, mut doc: Document, candidates: &[Document]) -> Result<Document> {
+    /// `doc` with `as` set to the foreign documents (of `candidates`) it matches, in their order,
+    /// through `sub` (from [`Lookup::sub_pipeline`]) when there is a pipeline. A result past
+    /// MongoDB's 16 MiB document limit is refused.
+    pub fn attach(
+        &self,
+        mut doc: Document,
+        candidates: &[Document],
+        sub: Option<&mut SubPipeline>,
+    ) -> Result<Document> {
         let filter = Filter::parse(&self.foreign_filter(&self.local_values(&doc)))?;
-        let matches: Vec<Bson> = candidates.iter().filter(|f| filter.matches(f)).cloned().map(Bson::Document).collect();
-        super::stages::set_nested(&mut doc, &self.as_field, Bson::Array(matches));
+        let matches = candidates.iter().filter(|f| filter.matches(f)).cloned();
+        let joined: Vec<Bson> = match sub {
+            None => matches.map(Bson::Document).collect(),
+            Some(sub) => {
+                let mut vars = sub.base_vars.clone();
+                for (name, e) in &self.lets {
+                    let value = super::expr::Expr::parse(e)?.eval(&doc)?.unwrap_or(Bson::Undefined);
+                    vars.retain(|(n, _)| n != name);
+                    vars.push((name.clone(), value));
+                }
+                sub.pipeline.set_vars(vars);
+                sub.pipeline.run(matches)?.into_iter().map(Bson::Document).collect()
+            }
+        };
+        super::stages::set_nested(&mut doc, &self.as_field, Bson::Array(joined));
+        if super::doc_size(&doc) > DOCUMENT_BYTES_MAX {
+            return Err(QueryError::new(
+                ErrorCode::BSONObjectTooLarge,
+                format!(
+                    "$lookup: the '{}' array makes a document larger than {DOCUMENT_BYTES_MAX} bytes",
+                    self.as_field.join(".")
+                ),
+            ));
+        }
         Ok(doc)
     }
+}
+
+/// MongoDB's largest document.
+const DOCUMENT_BYTES_MAX: usize = 16 * 1024 * 1024;
+
+fn check_var_name(name: &str) -> Result<()> {
+    let mut chars = name.chars();
+    let valid =
+        chars.next().is_some_and(|c| c.is_ascii_lowercase()) && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(QueryError::failed_to_parse(format!(
+            "'{name}' starts with an invalid character for a user variable name"
+        )));
+    }
+    Ok(())
 }
 
 /// The distinct values of `values`, in first-seen order.
@@ -156,6 +257,34 @@ mod tests {
 
     use super::*;
 
+    impl Lookup {
+        fn attach_plain(&self, doc: Document, candidates: &[Document]) -> Result<Document> {
+            self.attach(doc, candidates, None)
+        }
+    }
+
+    #[test]
+    fn pipeline_form_sees_let_variables() {
+        let l = Lookup::parse(&bson!({
+            "from": "f", "localField": "a", "foreignField": "x", "let": {"mult": "$m"},
+            "pipeline": [{"$project": {"_id": 0, "y": {"$multiply": ["$x", "$$mult"]}}}, {"$sort": {"y": 1}}],
+            "as": "out",
+        }))
+        .unwrap();
+        let foreign = vec![doc! {"x": 1}, doc! {"x": 2}];
+        let mut sub = l.sub_pipeline(None).unwrap().unwrap();
+        let d = l.attach(doc! {"a": 1, "m": 10}, &foreign, Some(&mut sub)).unwrap();
+        assert_eq!(d.get_array("out").unwrap(), &vec![Bson::Document(doc! {"y": 10})]);
+        let d = l.attach(doc! {"a": [1, 2], "m": 3}, &foreign, Some(&mut sub)).unwrap();
+        assert_eq!(d.get_array("out").unwrap(), &vec![Bson::Document(doc! {"y": 3}), Bson::Document(doc! {"y": 6})]);
+        // Without localField/foreignField every foreign document is a candidate.
+        let all = Lookup::parse(&bson!({"from": "f", "pipeline": [{"$count": "n"}], "as": "c"})).unwrap();
+        assert_eq!(all.candidates_filter(&[Bson::Int32(1)]), Document::new());
+        let mut sub = all.sub_pipeline(None).unwrap().unwrap();
+        let d = all.attach(doc! {}, &foreign, Some(&mut sub)).unwrap();
+        assert_eq!(d.get_array("c").unwrap(), &vec![Bson::Document(doc! {"n": 2})]);
+    }
+
     fn lookup(local: &str, foreign: &str) -> Lookup {
         Lookup::parse(&bson!({"from": "f", "localField": local, "foreignField": foreign, "as": "out"})).unwrap()
     }
@@ -170,7 +299,13 @@ mod tests {
             err(bson!({"from": 1, "localField": "a", "foreignField": "b", "as": "x"})),
             ErrorCode::FailedToParse
         );
-        assert_eq!(err(bson!({"from": "f", "pipeline": [], "as": "x"})), ErrorCode::NotImplemented);
+        assert_eq!(err(bson!({"from": "f", "pipeline": [{"$out": "x"}], "as": "x"})), ErrorCode::NotImplemented);
+        assert_eq!(err(bson!({"from": "f", "pipeline": 1, "as": "x"})), ErrorCode::FailedToParse);
+        assert_eq!(err(bson!({"from": "f", "pipeline": [], "let": {"Bad": 1}, "as": "x"})), ErrorCode::FailedToParse);
+        assert_eq!(
+            err(bson!({"from": "f", "localField": "a", "foreignField": "b", "let": {"v": 1}, "as": "x"})),
+            ErrorCode::FailedToParse
+        );
         assert_eq!(
             err(bson!({"from": "f", "localField": "a", "foreignField": "b", "as": "x", "y": 1})),
             ErrorCode::FailedToParse
@@ -203,12 +338,12 @@ mod tests {
             d.get_array("out").unwrap().iter().map(|f| f.as_document().unwrap().get_i32("_id").unwrap()).collect()
         };
         let l = lookup("a", "x");
-        assert_eq!(ids(l.attach(doc! {"a": 1}, &foreign).unwrap()), [1, 2]);
-        assert_eq!(ids(l.attach(doc! {"a": [2, 5]}, &foreign).unwrap()), [2, 5]);
-        assert_eq!(ids(l.attach(doc! {"b": 1}, &foreign).unwrap()), [3, 4]);
-        assert_eq!(ids(l.attach(doc! {"a": Bson::Null}, &foreign).unwrap()), [3, 4]);
-        assert_eq!(ids(l.attach(doc! {"a": 9}, &foreign).unwrap()), Vec::<i32>::new());
-        let nested = lookup("a", "x").attach(doc! {"a": 2}, &foreign).unwrap();
+        assert_eq!(ids(l.attach_plain(doc! {"a": 1}, &foreign).unwrap()), [1, 2]);
+        assert_eq!(ids(l.attach_plain(doc! {"a": [2, 5]}, &foreign).unwrap()), [2, 5]);
+        assert_eq!(ids(l.attach_plain(doc! {"b": 1}, &foreign).unwrap()), [3, 4]);
+        assert_eq!(ids(l.attach_plain(doc! {"a": Bson::Null}, &foreign).unwrap()), [3, 4]);
+        assert_eq!(ids(l.attach_plain(doc! {"a": 9}, &foreign).unwrap()), Vec::<i32>::new());
+        let nested = lookup("a", "x").attach_plain(doc! {"a": 2}, &foreign).unwrap();
         assert_eq!(nested.get_array("out").unwrap().len(), 1);
     }
 }

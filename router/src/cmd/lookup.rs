@@ -59,7 +59,7 @@ pub async fn run_router_part(
         match rest.get(at) {
             Some(Bson::Document(stage)) if stage.contains_key("$lookup") => {
                 let spec = Lookup::parse(stage.get("$lookup").unwrap_or(&Bson::Null))?;
-                docs = run_lookup(state, cmd, &spec, docs, allow_disk_use).await?;
+                docs = run_lookup(state, cmd, &spec, docs, allow_disk_use, lets).await?;
             }
             // The last stage (parsing checked): the results are written, the reply is empty.
             Some(Bson::Document(stage)) => {
@@ -84,15 +84,17 @@ async fn run_lookup(
     spec: &Lookup,
     docs: Vec<Document>,
     allow_disk_use: bool,
+    lets: Option<&Document>,
 ) -> Result<Vec<Document>, CommandError> {
     let values = lookup::distinct(docs.iter().flat_map(|d| spec.local_values(d)));
+    let mut sub = spec.sub_pipeline(lets)?;
     let limit_bytes =
         if allow_disk_use { shard_call::MERGE_BYTES_MAX } else { shoal_query::aggregate::memory_limit_bytes() };
     let mut foreign: Vec<Document> = Vec::new();
     let mut seen_ids: HashSet<Vec<u8>> = HashSet::new();
     let mut held = 0usize;
     for batch in values.chunks(LOOKUP_VALUES_PER_QUERY_MAX) {
-        for d in fetch(state, cmd, &spec.from, spec.foreign_filter(batch)).await? {
+        for d in fetch(state, cmd, &spec.from, spec.candidates_filter(batch)).await? {
             let id = doc! { "_id": d.get("_id").cloned().unwrap_or(Bson::Null) }.to_vec()?;
             if !seen_ids.insert(id) {
                 continue;
@@ -117,7 +119,7 @@ async fn run_lookup(
             foreign.push(d);
         }
     }
-    docs.into_iter().map(|d| spec.attach(d, &foreign).map_err(CommandError::from)).collect()
+    docs.into_iter().map(|d| spec.attach(d, &foreign, sub.as_mut()).map_err(CommandError::from)).collect()
 }
 
 /// Every document of `db.coll` matching `filter`, through the router's routing (a stale
