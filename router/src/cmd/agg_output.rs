@@ -120,6 +120,10 @@ async fn send(
     mut body: Document,
 ) -> Result<Document, CommandError> {
     body.insert("$db", db);
+    // The aggregate's write concern governs its writes, as in MongoDB.
+    if let Ok(Some(bson::RawBsonRef::Document(wc))) = cmd.body.get("writeConcern") {
+        body.insert("writeConcern", Document::try_from(wc)?);
+    }
     let name = body.keys().next().cloned().unwrap_or_default();
     let write = Command {
         name,

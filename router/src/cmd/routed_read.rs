@@ -362,3 +362,28 @@ fn skip_limit_only(stages: &[Bson]) -> Option<(usize, Option<usize>)> {
     }
     Some((skip, limit))
 }
+
+#[cfg(test)]
+mod tests {
+    use bson::bson;
+
+    use super::*;
+
+    fn stages(v: Bson) -> Vec<Bson> {
+        match v {
+            Bson::Array(a) => a,
+            _ => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn skip_and_limit_collapse_for_the_merge_cursor() {
+        assert_eq!(skip_limit_only(&[]), Some((0, None)));
+        assert_eq!(skip_limit_only(&stages(bson!([{"$skip": 2}, {"$limit": 3}]))), Some((2, Some(3))));
+        // A skip after a limit eats into it.
+        assert_eq!(skip_limit_only(&stages(bson!([{"$limit": 5}, {"$skip": 2}]))), Some((2, Some(3))));
+        assert_eq!(skip_limit_only(&stages(bson!([{"$limit": 5}, {"$limit": 2.0}]))), Some((0, Some(2))));
+        assert_eq!(skip_limit_only(&stages(bson!([{"$limit": 5}, {"$match": {}}]))), None);
+        assert_eq!(skip_limit_only(&stages(bson!([{"$skip": -1}]))), None);
+    }
+}
