@@ -122,6 +122,12 @@ codes! {
     Location18536 = 18536,
     Location40228 = 40228,
     Location17276 = 17276,
+    Location15952 = 15952,
+    ExceededMemoryLimit = 146,
+    Location40601 = 40601,
+    Location51132 = 51132,
+    Location13113 = 13113,
+    Location28769 = 28769,
 }
 
 impl std::fmt::Display for ErrorCode {
