@@ -244,6 +244,33 @@ impl Pipeline {
         }
     }
 
+    /// The `$sort` that comes first or right after the leading `$match`, as a sort document, and
+    /// the position of the stage after it: a shard whose access path yields that order skips it.
+    pub fn leading_sort(&self) -> Option<(Document, usize)> {
+        let at = usize::from(self.leading_match().is_some());
+        match self.stages.get(at) {
+            Some(Stage::Sort(spec)) => {
+                let doc = spec
+                    .keys()
+                    .iter()
+                    .map(|k| (k.path.clone(), Bson::Int32(if k.descending { -1 } else { 1 })))
+                    .collect();
+                Some((doc, at + 1))
+            }
+            _ => None,
+        }
+    }
+
+    /// Lazily runs the stages from position `start` on, for input that already passed the ones
+    /// before (see [`Pipeline::leading_sort`]).
+    pub fn stream_from_stage<'a>(
+        &'a self,
+        start: usize,
+        input: impl Iterator<Item = Document> + 'a,
+    ) -> impl Iterator<Item = Result<Document>> + 'a {
+        self.stream_from(start, Box::new(input.map(Ok)))
+    }
+
     /// Runs every stage over `input`.
     pub fn run(&self, input: impl Iterator<Item = Document>) -> Result<Vec<Document>> {
         self.stream(input).collect()
