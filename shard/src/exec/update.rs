@@ -8,6 +8,7 @@ use bson::{Bson, Document, RawDocumentBuf};
 use shoal_proto::ErrorCode;
 use shoal_query::filter::Filter;
 use shoal_query::update::{UpdateContext, UpdateSpec};
+use shoal_query::vars::LetVars;
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::insert::{check_size, insert_prepared, with_id_first};
@@ -21,13 +22,15 @@ use crate::store::WriteTxn;
 pub struct UpdateStatement {
     pub filter_doc: Document,
     pub filter: Filter,
+    pub collation: shoal_query::collation::Collation,
     pub spec: UpdateSpec,
     pub multi: bool,
     pub upsert: bool,
 }
 
 impl UpdateStatement {
-    pub fn parse(stmt: &Document) -> ExecResult<Self> {
+    /// One statement of `updates`, seeing the command's `let` variables.
+    pub fn parse(stmt: &Document, vars: &LetVars) -> ExecResult<Self> {
         let filter_doc = match stmt.get("q") {
             Some(Bson::Document(d)) => d.clone(),
             Some(other) => return Err(args::wrong_type("q", "q", other, "object")),
@@ -52,7 +55,7 @@ impl UpdateStatement {
         };
         let multi = args::opt_bool(stmt, "update.updates", "multi")?.unwrap_or(false);
         let upsert = args::opt_bool(stmt, "update.updates", "upsert")?.unwrap_or(false);
-        args::check_collation(stmt, "update.updates")?;
+        let collation = args::collation(stmt, "update.updates")?;
         args::check_hint(stmt, "update.updates")?;
         if multi && spec.is_replacement() {
             return Err(ExecError::new(
@@ -60,8 +63,8 @@ impl UpdateStatement {
                 "multi update is not supported for replacement-style update",
             ));
         }
-        let filter = Filter::parse(&filter_doc)?;
-        Ok(Self { filter_doc, filter, spec, multi, upsert })
+        let filter = Filter::parse(&filter_doc)?.with_vars(vars).with_collation(collation)?;
+        Ok(Self { filter_doc, filter, collation, spec: spec.with_vars(vars), multi, upsert })
     }
 }
 
@@ -108,6 +111,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
     let coll_name = args::collection_name(&req.body, "update")?;
     let ns = args::namespace(req.db, &coll_name)?;
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
+    let vars = LetVars::from_command(&req.body, "update")?;
     let stmts = statements(req, "updates")?;
     let retry = Retryable::parse(&req.body, stmts.len())?;
     if let Some(answer) = retry::answer_probe(&engine.store, &req.body, retry.as_ref()) {
@@ -131,7 +135,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
                 }
                 txn.hold_together(true);
             }
-            let result = UpdateStatement::parse(&stmt.doc)
+            let result = UpdateStatement::parse(&stmt.doc, &vars)
                 .and_then(|s| refuse_multi(s, retry.is_some()))
                 .map_err(|e| StatementError::Exec(e, None))
                 .and_then(|s| apply_statement(engine, txn, &ns, &s, req.owned()));
@@ -212,7 +216,8 @@ pub fn apply(
     let ctx = UpdateContext { now: txn.now(), is_upsert_insert: false };
     let mut applied = Applied { matched: 0, modified: 0, last: None, upserted_id: None };
     if let Some(coll) = txn.collection(&ns.to_string()) {
-        let matches = collect_matches(engine, txn, &coll, &stmt.filter_doc, &stmt.filter, !stmt.multi, sort, owned)
+        let plan_doc = args::planning_filter(&stmt.filter_doc, stmt.collation);
+        let matches = collect_matches(engine, txn, &coll, &plan_doc, &stmt.filter, !stmt.multi, sort, owned)
             .map_err(|e| StatementError::Exec(e, None))?;
         for old in matches {
             let id = old.doc.get("_id").cloned().unwrap_or(Bson::Null);
@@ -278,7 +283,8 @@ pub fn apply(
 }
 
 /// The documents `filter` selects (and this shard owns, with `owned`), in `sort` order when
-/// given; only the first when `single`.
+/// given; only the first when `single`. `filter_doc` is what the access path is planned from
+/// (`args::planning_filter`).
 #[allow(clippy::too_many_arguments)]
 pub fn collect_matches(
     engine: &Engine,
