@@ -17,6 +17,7 @@ use shoal_query::order::compare_values;
 
 pub struct Gen(pub StdRng);
 
+#[allow(clippy::large_enum_variant)] // a few hundred cases, built once
 pub enum Case {
     Find {
         filter: Document,
@@ -364,7 +365,7 @@ pub fn same(a: &Outcome, b: &Outcome, ordered: bool) -> bool {
                 return false;
             }
             let (mut x, mut y): (Vec<Bson>, Vec<Bson>) =
-                (x.iter().map(|d| normalize_doc(d)).collect(), y.iter().map(|d| normalize_doc(d)).collect());
+                (x.iter().map(normalize_doc).collect(), y.iter().map(normalize_doc).collect());
             if !ordered {
                 x.sort_by(compare_values);
                 y.sort_by(compare_values);
