@@ -25,8 +25,12 @@
 //!   [`Filter::try_matches`]; [`Filter::matches`] treats them as no match.
 //! - `$jsonSchema` (`schema.rs`) checks the whole document against a JSON Schema subset.
 //!
-//! Not supported yet (refused with `NotImplemented`): `$where`, `$text`, geo and bit operators.
-//! Collations are not supported: strings compare bytewise.
+//! - Strings compare bytewise unless [`Filter::with_collation`] gives a non-simple collation
+//!   (`collation.rs`), under which `$eq $ne $in $nin $gt $gte $lt $lte` compare collation keys;
+//!   `$regex` stays binary, as in MongoDB.
+//!
+//! Not supported yet (refused with `NotImplemented`): `$where`, `$text`, geo and bit operators,
+//! `$expr` under a non-simple collation. See docs/query-language.md.
 
 mod expr;
 mod extract;
