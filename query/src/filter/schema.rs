@@ -24,7 +24,7 @@ use super::parse::MAX_DEPTH;
 use super::regex::Pattern;
 use super::types::TypeSet;
 use crate::error::QueryError;
-use crate::order::{canonical_type, compare_documents, compare_values, values_equal};
+use crate::order::{canonical_type, compare_values, values_equal};
 
 #[derive(Debug, Clone)]
 pub(crate) struct Schema {
@@ -242,7 +242,7 @@ impl Schema {
                     if items.is_empty() {
                         return Err(failed("$jsonSchema keyword 'enum' cannot be an empty array"));
                     }
-                    checks.push(Check::Enum(items.clone()));
+                    checks.push(Check::Enum(items.iter().map(unordered_fields).collect()));
                 }
                 "required" => {
                     let Bson::Array(items) = v else { return Err(wrong_type(k, "an array")) };
@@ -365,6 +365,19 @@ enum Value<'a> {
     Other(&'a Bson),
 }
 
+/// `v` with the fields of every document in it sorted by name.
+fn unordered_fields(v: &Bson) -> Bson {
+    match v {
+        Bson::Document(d) => {
+            let mut fields: Vec<(&String, &Bson)> = d.iter().collect();
+            fields.sort_by(|a, b| a.0.cmp(b.0));
+            Bson::Document(fields.into_iter().map(|(k, v)| (k.clone(), unordered_fields(v))).collect())
+        }
+        Bson::Array(a) => Bson::Array(a.iter().map(unordered_fields).collect()),
+        other => other.clone(),
+    }
+}
+
 fn pattern_properties(v: &Bson, depth: usize) -> Result<Vec<(Pattern, Schema)>, QueryError> {
     let Bson::Document(d) = v else { return Err(wrong_type("patternProperties", "an object")) };
     d.iter().map(|(p, s)| Ok((Pattern::new(p, "")?, sub_schema("patternProperties", s, depth)?))).collect()
@@ -437,12 +450,14 @@ impl Check {
     /// The keywords about any value.
     fn matches_any(&self, v: Value<'_>) -> bool {
         match self {
-            Check::Enum(values) => match v {
-                Value::Doc(d) => {
-                    values.iter().any(|e| matches!(e, Bson::Document(x) if compare_documents(x, d).is_eq()))
-                }
-                Value::Other(v) => values.iter().any(|e| values_equal(e, v)),
-            },
+            // MongoDB compares `enum` members with field order ignored.
+            Check::Enum(values) => {
+                let v = match v {
+                    Value::Doc(d) => unordered_fields(&Bson::Document(d.clone())),
+                    Value::Other(v) => unordered_fields(v),
+                };
+                values.iter().any(|e| values_equal(e, &v))
+            }
             Check::AllOf(list) => list.iter().all(|s| s.matches_either(v)),
             Check::AnyOf(list) => list.iter().any(|s| s.matches_either(v)),
             Check::OneOf(list) => list.iter().filter(|s| s.matches_either(v)).count() == 1,

@@ -473,3 +473,41 @@ fn collation_changes_string_comparisons_only() {
     let expr = Filter::parse(&doc! {"$expr": true}).unwrap().with_collation(ci).unwrap_err();
     assert_eq!(expr.code, ErrorCode::NotImplemented);
 }
+
+mod equivalences {
+    //! `$expr` and `$jsonSchema` against the plain operators they coincide with on numbers.
+    use bson::doc;
+    use proptest::prelude::*;
+
+    use crate::filter::Filter;
+
+    fn number() -> impl Strategy<Value = bson::Bson> {
+        prop_oneof![
+            (-5i32..5).prop_map(bson::Bson::Int32),
+            (-5i64..5).prop_map(bson::Bson::Int64),
+            (-10i32..10).prop_map(|h| bson::Bson::Double(f64::from(h) / 2.0)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn expr_comparisons_equal_field_operators_on_numbers(a in number(), c in number(), op in 0usize..5) {
+            let (agg, query) = [("$gt", "$gt"), ("$gte", "$gte"), ("$lt", "$lt"), ("$lte", "$lte"), ("$eq", "$eq")][op];
+            let d = doc! {"a": a};
+            let via_expr = Filter::parse(&doc! {"$expr": {agg: ["$a", c.clone()]}}).unwrap().try_matches(&d).unwrap();
+            let via_field = Filter::parse(&doc! {"a": {query: c}}).unwrap().matches(&d);
+            prop_assert_eq!(via_expr, via_field);
+        }
+
+        #[test]
+        fn schema_bounds_equal_range_operators(a in number(), lo in number(), hi in number(), exclusive in any::<bool>()) {
+            let d = doc! {"a": a};
+            let schema = doc! {"$jsonSchema": {"properties": {"a": {
+                "minimum": lo.clone(), "exclusiveMinimum": exclusive, "maximum": hi.clone(),
+            }}}};
+            let low = if exclusive { "$gt" } else { "$gte" };
+            let range = doc! {"a": {low: lo, "$lte": hi}};
+            prop_assert_eq!(Filter::parse(&schema).unwrap().matches(&d), Filter::parse(&range).unwrap().matches(&d));
+        }
+    }
+}

@@ -68,6 +68,10 @@ fn enum_combinators_and_additional_properties() {
     assert!(matches(e.clone(), doc! {"c": "red"}));
     assert!(matches(e.clone(), doc! {"c": 2.0}));
     assert!(matches(e.clone(), doc! {"c": {"x": 1}}));
+    let objects = doc! {"properties": {"o": {"enum": [{"a": 1, "b": {"c": 2, "d": 3}}]}}};
+    assert!(matches(objects.clone(), doc! {"o": {"b": {"d": 3, "c": 2}, "a": 1}}));
+    assert!(!matches(objects, doc! {"o": {"a": 1}}));
+    assert!(matches(doc! {"enum": [{"_id": 1, "a": 2}]}, doc! {"a": 2, "_id": 1}));
     assert!(!matches(e, doc! {"c": "blue"}));
     let any = doc! {"properties": {"v": {"anyOf": [{"bsonType": "string"}, {"minimum": 10}]}}};
     assert!(matches(any.clone(), doc! {"v": "s"}));
