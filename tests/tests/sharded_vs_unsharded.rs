@@ -29,6 +29,7 @@ const DB: &str = "pv";
 const DOCS: usize = 300;
 const FIND_CASES: usize = 500;
 const PIPELINE_CASES: usize = 500;
+const WRITE_CASES: usize = 60;
 /// Divergences printed in full when the test fails.
 const REPORTED_MAX: usize = 8;
 const DEFAULT_SEED: u64 = 0x5eed_0008;
@@ -82,6 +83,20 @@ fn outcome(result: Result<Vec<Document>, mongodb::error::Error>) -> Outcome {
     }
 }
 
+/// `(n, nModified, write error codes)` of a write reply.
+fn write_counts(reply: &Document) -> (i64, i64, Vec<i32>) {
+    let int = |k: &str| match reply.get(k) {
+        Some(bson::Bson::Int32(n)) => i64::from(*n),
+        Some(bson::Bson::Int64(n)) => *n,
+        _ => 0,
+    };
+    let codes = reply
+        .get_array("writeErrors")
+        .map(|w| w.iter().filter_map(|e| e.as_document().and_then(|e| e.get_i32("code").ok())).collect())
+        .unwrap_or_default();
+    (int("n"), int("nModified"), codes)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_answers_equal_unsharded_answers() {
     let seed = std::env::var("SHOAL_PROPERTY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(DEFAULT_SEED);
@@ -116,8 +131,37 @@ async fn sharded_answers_equal_unsharded_answers() {
             divergences.push(format!("case {i}: {case}\n  sharded:   {a}\n  unsharded: {b}"));
         }
     }
+    // Writes: each multi-document update or delete must report the same counts on both, and the
+    // collections must hold the same documents afterwards.
+    let mut written = 0;
+    for i in 0..WRITE_CASES {
+        let on_sharded = g.write_case("s");
+        let mut on_unsharded = on_sharded.clone();
+        let verb = on_sharded.keys().next().cloned().unwrap_or_default();
+        on_unsharded.insert(verb, "u");
+        let a = db.run_command(on_sharded.clone()).await.map(|r| write_counts(&r));
+        let b = db.run_command(on_unsharded).await.map(|r| write_counts(&r));
+        let (a, b) = (a.map_err(|e| expect::server_code(&e)), b.map_err(|e| expect::server_code(&e)));
+        written += b.as_ref().map_or(0, |(n, _, _)| *n);
+        if a != b {
+            divergences.push(format!("write {i}: {on_sharded}\n  sharded:   {a:?}\n  unsharded: {b:?}"));
+        }
+    }
+    let all = |c: &Collection<Document>| {
+        let c = c.clone();
+        async move { c.find(doc! {}).sort(doc! {"_id": 1}).await.expect("find").try_collect::<Vec<_>>().await }
+    };
+    let (a, b) = (all(&sharded).await.expect("sharded contents"), all(&unsharded).await.expect("unsharded"));
+    if !same(&Outcome::Docs(a), &Outcome::Docs(b), true) {
+        divergences.push("after the writes the collections hold different documents".to_owned());
+    }
+
     let total = FIND_CASES + PIPELINE_CASES;
-    println!("sharded_vs_unsharded: {total} cases, {errors} answered with an error, {empty} with no documents");
+    println!(
+        "sharded_vs_unsharded: {total} read cases, {errors} answered with an error, {empty} with no documents; \
+         {WRITE_CASES} writes matched {written} documents"
+    );
+    assert!(written > 0, "the writes matched nothing");
     // A grammar that mostly errs or matches nothing would compare nothing.
     assert!(errors + empty < total / 2, "too few cases with documents: {errors} errors, {empty} empty");
     if !divergences.is_empty() {

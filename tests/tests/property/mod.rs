@@ -287,6 +287,29 @@ impl Gen {
         doc! {"$group": spec}
     }
 
+    /// A multi-document `update` or `delete` of `coll` (never touching the shard key `k`, never
+    /// failing halfway: a partly applied failure would differ between shards by timing), maybe
+    /// with `let` variables used by `$expr` and by a pipeline update.
+    pub fn write_case(&mut self, coll: &str) -> Document {
+        let v = self.scalar();
+        let q = match self.0.random_range(0..4) {
+            0 => doc! {"$expr": {"$eq": [{"$mod": ["$k", 7]}, {"$ifNull": ["$$v", 0]}]}},
+            1 => Document::new(),
+            _ => self.filter(0),
+        };
+        if self.chance(0.2) {
+            return doc! {"delete": coll, "deletes": [{"q": q, "limit": 0}], "let": {"v": v}};
+        }
+        let u = match self.0.random_range(0..5) {
+            0 => bson!({"$set": {"w": self.scalar()}}),
+            1 => bson!({"$inc": {"n": 1}}),
+            2 => bson!({"$unset": {*self.pick(TOP_FIELDS): ""}}),
+            3 => bson!([{"$set": {"t": {"$ifNull": ["$a", "$$v"]}, "e": {"$eq": ["$b", "$$v"]}}}]),
+            _ => bson!({"$push": {"p": self.scalar()}}),
+        };
+        doc! {"update": coll, "updates": [{"q": q, "u": u, "multi": true}], "let": {"v": v}}
+    }
+
     /// 1 to 4 stages. `ordered` tracks whether the stream's order is determined so far; `unique`
     /// whether `_id` is still unique (a sort on it is then total).
     pub fn pipeline_case(&mut self) -> Case {
