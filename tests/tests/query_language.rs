@@ -4,6 +4,7 @@
 //! command.
 
 use bson::{Bson, Document, doc};
+use futures::TryStreamExt;
 use mongodb::Database;
 use shoal_tests::expect;
 use shoal_tests::sharded_cluster::ShardedCluster;
@@ -148,6 +149,12 @@ async fn expr_let_schema_collation_and_comment_over_two_shards() {
         let reply = db.run_command(cmd.clone()).await.unwrap_or_else(|e| panic!("{cmd}: {e:?}"));
         assert!(reply.get("writeErrors").is_none(), "{cmd}: {reply}");
     }
+    // The driver repeats a find's comment on its getMores.
+    let cursor = c.find(doc! {}).comment("paged").batch_size(2).await.expect("find with comment");
+    let all: Vec<Document> = cursor.try_collect().await.expect("getMore with comment");
+    assert_eq!(all.len(), 9);
+    let agg = c.aggregate(vec![doc! {"$match": {}}]).comment("paged").batch_size(2).await.expect("aggregate");
+    assert_eq!(agg.try_collect::<Vec<Document>>().await.expect("getMore").len(), 9);
     let find = doc! {"find": "c", "filter": {"$comment": "in the filter", "k": {"$lt": 2}}};
     assert_eq!(ids(&db, find).await, vec![0, 1]);
 
