@@ -122,6 +122,9 @@ codes! {
     Location18536 = 18536,
     Location40228 = 40228,
     Location17276 = 17276,
+    Location16866 = 16866,
+    Location16867 = 16867,
+    Location16868 = 16868,
 }
 
 impl std::fmt::Display for ErrorCode {
