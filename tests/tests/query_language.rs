@@ -177,6 +177,9 @@ async fn collations(cluster: &ShardedCluster, db: &Database) {
     // "éclair" above it (shard1).
     let docs = [(1, "apple"), (2, "Apple"), (3, "zebra"), (4, "Zebra"), (5, "éclair"), (6, "eclair")];
     s.insert_many(docs.iter().map(|(id, v)| doc! {"_id": id, "s": v})).await.expect("seed s");
+    // An index on `s` keys strings in binary order: under a collation it must give neither
+    // bounds nor order.
+    db.run_command(doc! {"createIndexes": "s", "indexes": [{"key": {"s": 1}, "name": "s_1"}]}).await.expect("index");
     let ci = doc! {"locale": "en", "strength": 2};
     let base = doc! {"locale": "en", "strength": 1};
 
