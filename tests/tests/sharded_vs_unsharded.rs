@@ -10,6 +10,9 @@
 //! as multisets otherwise; numbers compare by value (a sum may come back as int or long) with a
 //! relative tolerance for doubles that shards add up in another order; errors compare by code.
 //!
+//! The sharded copy has secondary indexes (when the build has them) and the unsharded one
+//! none, so the comparison also checks index plans against collection scans.
+//!
 //! Deterministic: one seeded RNG (printed; `SHOAL_PROPERTY_SEED=<n>` replays a run).
 
 mod property;
@@ -110,6 +113,19 @@ async fn sharded_answers_equal_unsharded_answers() {
     let docs: Vec<Document> = (0..DOCS).map(|i| g.document(i as i32)).collect();
     sharded.insert_many(docs.clone()).await.expect("insert sharded");
     unsharded.insert_many(docs).await.expect("insert unsharded");
+    // Secondary indexes on the sharded copy only, so its answers also check the planner's index
+    // bounds, multikey and sort against the unsharded copy's collection scans. A build without
+    // secondary indexes refuses the command and compares scans with scans.
+    let indexes = doc! {"createIndexes": "s", "indexes": [
+        {"key": {"a": 1}, "name": "a_1"},
+        {"key": {"b": -1, "a": 1}, "name": "b_-1_a_1"},
+        {"key": {"a.x": 1}, "name": "a.x_1"},
+        {"key": {"c": 1, "k": 1}, "name": "c_1_k_1"},
+    ]};
+    match db.run_command(indexes).await {
+        Ok(_) => println!("sharded_vs_unsharded: pv.s has secondary indexes"),
+        Err(e) => println!("sharded_vs_unsharded: no secondary indexes ({:?})", expect::server_code(&e)),
+    }
     let on_shard1 = sharded.count_documents(doc! {"k": {"$gte": 50}}).await.expect("count");
     assert!(on_shard1 > 0 && on_shard1 < DOCS as u64, "documents on both shards");
 
