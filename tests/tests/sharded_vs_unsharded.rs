@@ -118,13 +118,14 @@ async fn sharded_answers_equal_unsharded_answers() {
     // secondary indexes refuses the command and compares scans with scans.
     let indexes = doc! {"createIndexes": "s", "indexes": [
         {"key": {"a": 1}, "name": "a_1"},
-        {"key": {"b": -1, "a": 1}, "name": "b_-1_a_1"},
+        // Not {b, a}: both may be arrays in one document (CannotIndexParallelArrays).
+        {"key": {"b": -1, "k": 1}, "name": "b_-1_k_1"},
         {"key": {"a.x": 1}, "name": "a.x_1"},
         {"key": {"c": 1, "k": 1}, "name": "c_1_k_1"},
     ]};
     match db.run_command(indexes).await {
         Ok(_) => println!("sharded_vs_unsharded: pv.s has secondary indexes"),
-        Err(e) => println!("sharded_vs_unsharded: no secondary indexes ({:?})", expect::server_code(&e)),
+        Err(e) => println!("sharded_vs_unsharded: no secondary indexes ({e})"),
     }
     let on_shard1 = sharded.count_documents(doc! {"k": {"$gte": 50}}).await.expect("count");
     assert!(on_shard1 > 0 && on_shard1 < DOCS as u64, "documents on both shards");
