@@ -114,7 +114,9 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let filter = if plan::path_implies_filter(&path, &plan_doc) { None } else { Some(filter) };
     let first_batch = batch_size.unwrap_or(FIRST_BATCH_DEFAULT_DOCS);
 
-    let source = match id_order(&sort_doc) {
+    // Storage order is binary: a sort on string `_id`s under another collation runs in memory.
+    let storage_order = id_order(&sort_doc).filter(|_| collation.is_simple() || sort_doc.is_empty());
+    let source = match storage_order {
         Some(reverse) => CursorSource::Scan(Box::new(ScanCursor {
             coll: Arc::clone(&coll),
             path,
