@@ -206,6 +206,19 @@ async fn collations(cluster: &ShardedCluster, db: &Database) {
         .collect();
     assert_eq!(order, vec![1, 2, 6, 5, 3, 4]);
 
+    // String `_id`s: storage order is binary, so a collated sort on `_id` is not storage order.
+    let t = db.collection::<Document>("t");
+    t.insert_many(["b", "A", "a", "C"].map(|id| doc! {"_id": id})).await.expect("seed t");
+    let by_id = db.run_command(doc! {"find": "t", "sort": {"_id": 1}, "collation": ci.clone()}).await.expect("find t");
+    let order: Vec<&str> = by_id
+        .get_document("cursor")
+        .and_then(|c| c.get_array("firstBatch"))
+        .expect("batch")
+        .iter()
+        .filter_map(|d| d.as_document().and_then(|d| d.get_str("_id").ok()))
+        .collect();
+    assert_eq!(order, ["A", "a", "b", "C"]);
+
     let count =
         db.run_command(doc! {"count": "s", "query": {"s": "APPLE"}, "collation": ci.clone()}).await.expect("count");
     assert_eq!(count.get_i32("n").ok(), Some(2), "{count}");
