@@ -3,7 +3,8 @@
 //!  1. In-process (one shard's executor, no network): `docs` documents with a field `v` holding a
 //!     permutation of `0..docs`; the time to build an index on `v`; then the same range queries
 //!     (`v` in a window of `docs / 1000` values, 0.1% of the collection) read through the index and
-//!     by a collection scan (`hint: {$natural: 1}`), latency per query and the ratio.
+//!     by a collection scan (`hint: {$natural: 1}`), latency per query and the ratio; and what
+//!     indexes cost writes: inserts/s into a collection without secondary indexes and with two.
 //!  2. On a cluster (one config server, two shards, one router, processes from this binary):
 //!     `cluster_docs` documents loaded twice, into a collection split evenly over both shards and
 //!     into an unsharded one on one shard; the same `$group` (100 groups, `$sum`, `$avg`) timed
@@ -32,6 +33,7 @@ pub struct QueryOptions {
     pub exe: PathBuf,
     pub docs: usize,
     pub queries: usize,
+    pub write_docs: usize,
     pub cluster_docs: usize,
     pub repeats: usize,
 }
@@ -44,6 +46,8 @@ pub struct QueryReport {
     pub window: usize,
     pub indexed_ms: f64,
     pub scan_ms: f64,
+    pub inserts_per_sec_no_index: f64,
+    pub inserts_per_sec_two_indexes: f64,
     pub cluster_docs: usize,
     pub group_sharded_ms: f64,
     pub group_one_shard_ms: f64,
@@ -80,7 +84,7 @@ fn gcd(a: usize, b: usize) -> usize {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-fn in_process(opts: &QueryOptions) -> anyhow::Result<(f64, f64, usize, f64, f64)> {
+fn in_process(opts: &QueryOptions) -> anyhow::Result<InProcess> {
     let dir = tempfile::tempdir()?;
     let config = shoal_shard::ShardConfig::new("bench", "127.0.0.1:0".parse()?, dir.path().to_path_buf());
     let engine: Arc<Engine> = shoal_shard::open_engine(&config)?;
@@ -110,8 +114,40 @@ fn in_process(opts: &QueryOptions) -> anyhow::Result<(f64, f64, usize, f64, f64)
     };
     let indexed_ms = timed(bson::Bson::String("v_1".into()))?;
     let scan_ms = timed(bson::Bson::Document(doc! {"$natural": 1}))?;
+    let write_cost = (insert_rate(&engine, "w0", 0, opts.write_docs)?, insert_rate(&engine, "w2", 2, opts.write_docs)?);
     engine.store.shutdown();
-    Ok((load_secs, build_secs, window, indexed_ms, scan_ms))
+    Ok(InProcess { load_secs, build_secs, window, indexed_ms, scan_ms, write_cost })
+}
+
+/// Inserts/s of `docs` documents (batches of 100) into `coll` carrying `indexes` secondary
+/// indexes (0, 1 or 2: `{v: 1}`, `{g: 1, v: -1}`).
+fn insert_rate(engine: &Engine, coll: &str, indexes: usize, docs: usize) -> anyhow::Result<f64> {
+    let specs = [doc! {"key": {"v": 1}, "name": "v_1"}, doc! {"key": {"g": 1, "v": -1}, "name": "g_1_v_-1"}];
+    let req = request(doc! { "create": coll })?;
+    exec::ddl::create(engine, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
+    if indexes > 0 {
+        let req = request(doc! { "createIndexes": coll, "indexes": specs[..indexes.min(2)].to_vec() })?;
+        exec::indexes::create_indexes(engine, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
+    }
+    let started = Instant::now();
+    for start in (0..docs).step_by(100) {
+        let batch: Vec<Document> = (start..(start + 100).min(docs))
+            .map(|i| doc! { "_id": i as i64, "v": permuted(i, docs), "g": (i % 100) as i64, "pad": "x".repeat(100) })
+            .collect();
+        let req = request(doc! { "insert": coll, "documents": batch })?;
+        exec::insert::run(engine, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
+    }
+    Ok(docs as f64 / started.elapsed().as_secs_f64())
+}
+
+struct InProcess {
+    load_secs: f64,
+    build_secs: f64,
+    window: usize,
+    indexed_ms: f64,
+    scan_ms: f64,
+    /// Inserts/s without secondary indexes and with two.
+    write_cost: (f64, f64),
 }
 
 async fn start(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Server> {
@@ -224,16 +260,17 @@ async fn cluster_group(opts: &QueryOptions) -> anyhow::Result<(f64, f64)> {
 
 pub async fn run(opts: &QueryOptions) -> anyhow::Result<QueryReport> {
     let o = opts.clone();
-    let (load_secs, index_build_secs, window, indexed_ms, scan_ms) =
-        tokio::task::spawn_blocking(move || in_process(&o)).await??;
+    let p = tokio::task::spawn_blocking(move || in_process(&o)).await??;
     let (group_sharded_ms, group_one_shard_ms) = cluster_group(opts).await?;
     Ok(QueryReport {
         docs: opts.docs,
-        load_secs,
-        index_build_secs,
-        window,
-        indexed_ms,
-        scan_ms,
+        load_secs: p.load_secs,
+        index_build_secs: p.build_secs,
+        window: p.window,
+        indexed_ms: p.indexed_ms,
+        scan_ms: p.scan_ms,
+        inserts_per_sec_no_index: p.write_cost.0,
+        inserts_per_sec_two_indexes: p.write_cost.1,
         cluster_docs: opts.cluster_docs,
         group_sharded_ms,
         group_one_shard_ms,
@@ -249,6 +286,7 @@ pub fn report(opts: &QueryOptions, r: &QueryReport) -> String {
         "query benchmark ({} queries per access path, {} $group repeats)\n\
          in-process shard, {} documents: loaded in {:.1} s, index on v built in {:.1} s\n\
          range query over {} values of v (0.1%): index {:.2} ms, collection scan {:.2} ms ({:.0}x)\n\
+         inserts ({} documents, batches of 100): no secondary index {:.0}/s, two indexes {:.0}/s ({:.2}x)\n\
          cluster, {} documents, $group into 100 groups: two shards {:.1} ms, one shard {:.1} ms ({:.2}x)\n",
         opts.queries,
         opts.repeats,
@@ -259,6 +297,10 @@ pub fn report(opts: &QueryOptions, r: &QueryReport) -> String {
         r.indexed_ms,
         r.scan_ms,
         r.scan_ms / r.indexed_ms.max(f64::MIN_POSITIVE),
+        opts.write_docs,
+        r.inserts_per_sec_no_index,
+        r.inserts_per_sec_two_indexes,
+        r.inserts_per_sec_two_indexes / r.inserts_per_sec_no_index.max(f64::MIN_POSITIVE),
         r.cluster_docs,
         r.group_sharded_ms,
         r.group_one_shard_ms,

@@ -65,6 +65,9 @@ pub struct QueryBenchArgs {
     /// Range queries per access path.
     #[arg(long, default_value_t = 50)]
     pub queries: usize,
+    /// Documents inserted to measure what indexes cost writes.
+    #[arg(long, default_value_t = 100_000)]
+    pub write_docs: usize,
     /// Documents of the cluster `$group` benchmark (loaded twice: sharded and unsharded).
     #[arg(long, default_value_t = 200_000)]
     pub cluster_docs: usize,

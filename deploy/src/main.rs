@@ -149,6 +149,7 @@ async fn bench_query(args: cli::QueryBenchArgs) -> anyhow::Result<()> {
         exe: std::env::current_exe()?,
         docs: args.docs,
         queries: args.queries,
+        write_docs: args.write_docs,
         cluster_docs: args.cluster_docs,
         repeats: args.repeats,
     };

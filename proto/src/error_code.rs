@@ -125,6 +125,12 @@ codes! {
     Location16866 = 16866,
     Location16867 = 16867,
     Location16868 = 16868,
+    Location15952 = 15952,
+    ExceededMemoryLimit = 146,
+    Location40601 = 40601,
+    Location51132 = 51132,
+    Location13113 = 13113,
+    Location28769 = 28769,
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -14,17 +14,20 @@
 //! - Parsing validates everything that does not depend on documents; `run` only fails on
 //!   per-document errors (type errors in expressions) and on the memory bound.
 //! - Stages stream: a `$limit` stops pulling from the input. `$sort`, `$group` and `$count` hold
-//!   their input, and `$sort` and `$group` refuse to hold more than the memory limit (an estimate
-//!   of BSON bytes) unless disk use is allowed. Shoal has no external sort yet, so
-//!   `allow_disk_use` simply lifts the limit.
+//!   their input, and they refuse to hold more than the memory limit (an estimate of BSON bytes;
+//!   292) unless disk use is allowed. Shoal has no external sort yet, so `allow_disk_use` raises
+//!   the limit by [`ALLOW_DISK_USE_MEMORY_FACTOR`] and fails past that (146), never truncating.
 //! - `$sort` directly followed by `$limit` (or `$skip` then `$limit`) keeps only the top k.
 
 mod composite;
 mod convert;
 pub(crate) mod expr;
 mod group;
+pub mod lookup;
 pub(crate) mod operators;
+pub mod output;
 mod scoped;
+pub mod split;
 mod stages;
 
 use bson::{Bson, Document};
@@ -35,11 +38,65 @@ use crate::filter::Filter;
 use crate::projection::Projection;
 use crate::sort::{SortSpec, sort_documents};
 
-use group::Group;
+use group::{Group, GroupMode};
 use stages::Unwind;
 
 /// What `$sort` and `$group` may hold without `allowDiskUse`, as in MongoDB (100 MiB).
 pub const BLOCKING_STAGE_MEMORY_BYTES_MAX: usize = 100 * 1024 * 1024;
+
+/// With `allowDiskUse`, how many times the memory limit a stage may hold: Shoal does not spill
+/// to disk yet, so past this a stage fails clearly (146) instead of growing without bound.
+pub const ALLOW_DISK_USE_MEMORY_FACTOR: usize = 10;
+
+/// What a blocking stage may hold, and which error passing it is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    max_bytes: usize,
+    disk_use: bool,
+}
+
+impl Budget {
+    /// Fails once `bytes` held by `stage` pass the budget.
+    pub(crate) fn check(&self, bytes: usize, stage: &str) -> Result<()> {
+        if bytes <= self.max_bytes {
+            return Ok(());
+        }
+        if self.disk_use {
+            return Err(QueryError::new(
+                ErrorCode::ExceededMemoryLimit,
+                format!(
+                    "{stage} exceeded {} bytes with allowDiskUse:true; Shoal does not spill to disk yet",
+                    self.max_bytes
+                ),
+            ));
+        }
+        let message = if stage == "$sort" {
+            format!(
+                "Sort exceeded memory limit of {} bytes, but did not opt in to external sorting. Pass \
+                 allowDiskUse:true to opt in.",
+                self.max_bytes
+            )
+        } else {
+            format!(
+                "Exceeded memory limit for {stage}, but didn't allow external sort. Pass allowDiskUse:true to opt in."
+            )
+        };
+        Err(QueryError::new(ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed, message))
+    }
+}
+
+/// Environment variable that overrides [`BLOCKING_STAGE_MEMORY_BYTES_MAX`] for a whole process
+/// (router or shard), read once: lets tests reach the bound with little data.
+pub const MEMORY_LIMIT_ENV: &str = "SHOAL_AGGREGATE_MEMORY_LIMIT_BYTES";
+
+/// The per-stage memory bound in force: [`MEMORY_LIMIT_ENV`] if set to a number, else
+/// [`BLOCKING_STAGE_MEMORY_BYTES_MAX`].
+pub fn memory_limit_bytes() -> usize {
+    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        std::env::var(MEMORY_LIMIT_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(BLOCKING_STAGE_MEMORY_BYTES_MAX)
+    })
+}
 
 pub struct Pipeline {
     stages: Vec<Stage>,
@@ -72,6 +129,10 @@ enum Stage {
     },
     Facet(Vec<(String, Pipeline)>),
     Sample(u64),
+    /// Parsed to validate it; the router runs it (it reads another collection).
+    Lookup(lookup::Lookup),
+    /// `$out` / `$merge`, parsed to validate; the router performs the writes.
+    Output(output::Output),
 }
 
 impl Stage {
@@ -88,6 +149,9 @@ impl Stage {
             Stage::ReplaceRoot { name, .. } => name,
             Stage::Facet(_) => "$facet",
             Stage::Sample(_) => "$sample",
+            Stage::Lookup(_) => "$lookup",
+            Stage::Output(output::Output::Out { .. }) => "$out",
+            Stage::Output(output::Output::Merge(_)) => "$merge",
         }
     }
 }
@@ -102,13 +166,15 @@ type DocStream<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
 
 impl Pipeline {
     pub fn parse(stages: &[Bson]) -> Result<Pipeline> {
-        let stages = stages.iter().map(parse_stage).collect::<Result<Vec<_>>>()?.into_iter().flatten().collect();
-        Ok(Pipeline {
-            stages,
-            allow_disk_use: false,
-            memory_limit_bytes: BLOCKING_STAGE_MEMORY_BYTES_MAX,
-            vars: Vec::new(),
-        })
+        let stages: Vec<Stage> =
+            stages.iter().map(parse_stage).collect::<Result<Vec<_>>>()?.into_iter().flatten().collect();
+        if let Some(early) = stages.iter().rev().skip(1).find(|s| matches!(s, Stage::Output(_))) {
+            return Err(QueryError::new(
+                ErrorCode::Location40601,
+                format!("{} can only be the final stage in the pipeline", early.name()),
+            ));
+        }
+        Ok(Pipeline { stages, allow_disk_use: false, memory_limit_bytes: memory_limit_bytes(), vars: Vec::new() })
     }
 
     /// The command's `let`: each value is an expression evaluated once (it sees no document), and
@@ -138,7 +204,8 @@ impl Pipeline {
         self.vars = vars.as_slice().to_vec();
     }
 
-    /// `allowDiskUse: true`: lifts the memory bound of `$sort` and `$group` (no spilling yet).
+    /// `allowDiskUse: true`: raises the memory bound of blocking stages by
+    /// [`ALLOW_DISK_USE_MEMORY_FACTOR`] (no spilling yet).
     pub fn with_allow_disk_use(mut self, allow: bool) -> Pipeline {
         self.allow_disk_use = allow;
         self
@@ -170,6 +237,33 @@ impl Pipeline {
             Some(Stage::Match { spec, .. }) => Some(spec),
             _ => None,
         }
+    }
+
+    /// The `$sort` that comes first or right after the leading `$match`, as a sort document, and
+    /// the position of the stage after it: a shard whose access path yields that order skips it.
+    pub fn leading_sort(&self) -> Option<(Document, usize)> {
+        let at = usize::from(self.leading_match().is_some());
+        match self.stages.get(at) {
+            Some(Stage::Sort(spec)) => {
+                let doc = spec
+                    .keys()
+                    .iter()
+                    .map(|k| (k.path.clone(), Bson::Int32(if k.descending { -1 } else { 1 })))
+                    .collect();
+                Some((doc, at + 1))
+            }
+            _ => None,
+        }
+    }
+
+    /// Lazily runs the stages from position `start` on, for input that already passed the ones
+    /// before (see [`Pipeline::leading_sort`]).
+    pub fn stream_from_stage<'a>(
+        &'a self,
+        start: usize,
+        input: impl Iterator<Item = Document> + 'a,
+    ) -> impl Iterator<Item = Result<Document>> + 'a {
+        self.stream_from(start, Box::new(input.map(Ok)))
     }
 
     /// Runs every stage over `input`.
@@ -248,6 +342,16 @@ impl Pipeline {
                 Stage::Count(field) => blocking(s, move |up| stages::count(field, up)),
                 Stage::Facet(facets) => blocking(s, move |up| composite::run_facet(facets, up, self.memory_budget())),
                 Stage::Sample(size) => blocking(s, move |up| composite::run_sample(*size, up, self.memory_budget())),
+                Stage::Lookup(_) | Stage::Output(_) => {
+                    let name = match &self.stages[i] {
+                        Stage::Lookup(l) => format!("$lookup from '{}'", l.from),
+                        other => other.name().to_owned(),
+                    };
+                    Box::new(std::iter::once(Err(QueryError::new(
+                        ErrorCode::NotImplemented,
+                        format!("{name} runs only at the router, not inside $facet or on a shard"),
+                    ))))
+                }
             };
         }
         s
@@ -264,8 +368,13 @@ impl Pipeline {
         }
     }
 
-    fn memory_budget(&self) -> Option<usize> {
-        (!self.allow_disk_use).then_some(self.memory_limit_bytes)
+    fn memory_budget(&self) -> Budget {
+        let max_bytes = if self.allow_disk_use {
+            self.memory_limit_bytes.saturating_mul(ALLOW_DISK_USE_MEMORY_FACTOR)
+        } else {
+            self.memory_limit_bytes
+        };
+        Budget { max_bytes, disk_use: self.allow_disk_use }
     }
 
     fn sort(&self, spec: &SortSpec, up: DocStream<'_>, keep: Option<usize>) -> Result<Vec<Document>> {
@@ -283,16 +392,7 @@ impl Pipeline {
                 docs.truncate(k);
                 bytes = docs.iter().map(doc_size).sum();
             }
-            if budget.is_some_and(|max| bytes > max) {
-                return Err(QueryError::new(
-                    ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
-                    format!(
-                        "Sort exceeded memory limit of {} bytes, but did not opt in to external \
-                         sorting. Pass allowDiskUse:true to opt in.",
-                        self.memory_limit_bytes
-                    ),
-                ));
-            }
+            budget.check(bytes, "$sort")?;
         }
         sort_documents(&mut docs, spec);
         if let Some(k) = keep {
@@ -368,6 +468,8 @@ fn parse_stage(stage: &Bson) -> Result<Vec<Stage>> {
         "$count" => Stage::Count(stages::parse_count(arg)?),
         "$unwind" => Stage::Unwind(Unwind::parse(arg)?),
         "$group" => Stage::Group(Group::parse(arg)?),
+        split::PARTIAL_GROUP => Stage::Group(Group::parse_as(arg, GroupMode::Partial)?),
+        split::MERGE_GROUP => Stage::Group(Group::parse_as(arg, GroupMode::Merge)?),
         "$replaceRoot" => {
             let spec = object("$replaceRoot")?;
             let (Some(new_root), 1) = (spec.get("newRoot"), spec.len()) else {
@@ -379,6 +481,9 @@ fn parse_stage(stage: &Bson) -> Result<Vec<Stage>> {
         "$replaceWith" => Stage::ReplaceRoot { name: "$replaceWith", new_root: expr::Expr::parse(arg)? },
         "$facet" => Stage::Facet(composite::parse_facet(object("$facet")?)?),
         "$sample" => Stage::Sample(composite::parse_sample(arg)?),
+        "$lookup" => Stage::Lookup(lookup::Lookup::parse(arg)?),
+        "$out" => Stage::Output(output::Output::parse_out(arg)?),
+        "$merge" => Stage::Output(output::Output::parse_merge(arg)?),
         "$bucket" => {
             let (group, sort) = composite::bucket_as_group(arg)?;
             return Ok(vec![Stage::Group(Group::parse(&group)?), Stage::Sort(SortSpec::parse(&sort)?)]);
@@ -406,7 +511,7 @@ fn parse_stage(stage: &Bson) -> Result<Vec<Stage>> {
 }
 
 /// Estimated BSON size of a document, for memory bounds; exact for most types.
-pub(crate) fn doc_size(d: &Document) -> usize {
+pub fn doc_size(d: &Document) -> usize {
     5 + d.iter().map(|(k, v)| 2 + k.len() + value_size(v)).sum::<usize>()
 }
 

@@ -45,6 +45,11 @@ impl LetVars {
         }
     }
 
+    /// Variables already evaluated (`$lookup`'s per-document `let` on top of the command's).
+    pub(crate) fn from_pairs(vars: Vec<(String, Bson)>) -> LetVars {
+        LetVars(vars.into())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

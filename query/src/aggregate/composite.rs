@@ -7,7 +7,6 @@
 //! lies outside them.
 
 use bson::{Bson, Document, doc};
-use shoal_proto::ErrorCode;
 
 use super::{DocStream, Pipeline, doc_size};
 use crate::error::{QueryError, Result};
@@ -42,7 +41,7 @@ pub(crate) fn parse_facet(spec: &Document) -> Result<Vec<(String, Pipeline)>> {
 pub(crate) fn run_facet(
     facets: &[(String, Pipeline)],
     input: DocStream<'_>,
-    budget: Option<usize>,
+    budget: super::Budget,
 ) -> Result<Vec<Document>> {
     let docs = hold(input, budget, "$facet")?;
     let mut out = Document::new();
@@ -73,7 +72,7 @@ pub(crate) fn parse_sample(arg: &Bson) -> Result<u64> {
 }
 
 /// Reservoir sampling: every input document is equally likely to be among the `size` returned.
-pub(crate) fn run_sample(size: u64, input: DocStream<'_>, budget: Option<usize>) -> Result<Vec<Document>> {
+pub(crate) fn run_sample(size: u64, input: DocStream<'_>, budget: super::Budget) -> Result<Vec<Document>> {
     let k = usize::try_from(size).unwrap_or(usize::MAX);
     let mut reservoir: Vec<Document> = Vec::new();
     let mut bytes = 0usize;
@@ -183,7 +182,7 @@ pub(crate) fn bucket_as_group(arg: &Bson) -> Result<(Bson, Document)> {
     Ok((Bson::Document(group), doc! { "_id": 1 }))
 }
 
-fn hold(input: DocStream<'_>, budget: Option<usize>, stage: &str) -> Result<Vec<Document>> {
+fn hold(input: DocStream<'_>, budget: super::Budget, stage: &str) -> Result<Vec<Document>> {
     let mut docs = Vec::new();
     let mut bytes = 0usize;
     for r in input {
@@ -195,14 +194,6 @@ fn hold(input: DocStream<'_>, budget: Option<usize>, stage: &str) -> Result<Vec<
     Ok(docs)
 }
 
-fn check_budget(bytes: usize, budget: Option<usize>, stage: &str) -> Result<()> {
-    if budget.is_some_and(|max| bytes > max) {
-        return Err(QueryError::new(
-            ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
-            format!(
-                "Exceeded memory limit for {stage}, but didn't allow external sort. Pass allowDiskUse:true to opt in."
-            ),
-        ));
-    }
-    Ok(())
+fn check_budget(bytes: usize, budget: super::Budget, stage: &str) -> Result<()> {
+    budget.check(bytes, stage)
 }

@@ -1,4 +1,15 @@
-//! `$group` and its accumulators (`$sum $avg $min $max $first $last $push $addToSet $count`).
+//! `$group` and its accumulators (`$sum $avg $min $max $first $last $push $addToSet $count
+//! $stdDevPop $stdDevSamp $mergeObjects`), whole or split in two for sharded pipelines:
+//!
+//! ```text
+//!   shard A: docs -> $group (Partial) -> {_id, f: partial state} ─┐
+//!   shard B: docs -> $group (Partial) -> {_id, f: partial state} ─┴─> router: $group (Merge) -> {_id, f: value}
+//! ```
+//!
+//! A partial state is plain BSON: `$sum`/`$count` a number, `$avg` `{sum, count}`, `$min`/`$max`
+//! the extreme or null, `$first`/`$last` the value, `$push`/`$addToSet` an array, `$stdDev*`
+//! `{count, mean, m2}` (merged with Chan's formula), `$mergeObjects` a document. Merging the
+//! partials of contiguous pieces of the input, in order, gives the unsplit result.
 //!
 //! Invariants: group keys are equal exactly when `order::values_equal` says so (`1` and `1.0`
 //! share a group; the first key seen is the one output); groups come out in the order their
@@ -8,7 +19,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
-use bson::{Bson, Document};
+use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
 
 use super::expr::Expr;
@@ -23,6 +34,18 @@ const ACCUMULATOR_STATE_BYTES: usize = 32;
 pub(crate) struct Group {
     id: Expr,
     fields: Vec<(String, Accumulator, Expr)>,
+    mode: GroupMode,
+}
+
+/// Which half of a split `$group` this is, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GroupMode {
+    /// Documents in, final values out.
+    Full,
+    /// Documents in, partial states out (a shard's half).
+    Partial,
+    /// Partial states in (`{_id, field: state}`), final values out (the router's half).
+    Merge,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +108,10 @@ enum State {
 
 impl Group {
     pub(crate) fn parse(arg: &Bson) -> Result<Group> {
+        Group::parse_as(arg, GroupMode::Full)
+    }
+
+    pub(crate) fn parse_as(arg: &Bson, mode: GroupMode) -> Result<Group> {
         let Bson::Document(spec) = arg else {
             // MongoDB: Location15947.
             return Err(QueryError::failed_to_parse("a group's fields must be specified in an object"));
@@ -132,13 +159,13 @@ impl Group {
             };
             fields.push((name.clone(), kind, expr));
         }
-        Ok(Group { id, fields })
+        Ok(Group { id, fields, mode })
     }
 
     pub(crate) fn run(
         &self,
         input: DocStream<'_>,
-        budget: Option<usize>,
+        budget: super::Budget,
         scope: Option<&super::expr::Scope<'_>>,
     ) -> Result<Vec<Document>> {
         let mut index: BTreeMap<OrdBson, usize> = BTreeMap::new();
@@ -146,7 +173,10 @@ impl Group {
         let mut bytes = 0usize;
         for r in input {
             let doc = r?;
-            let key = self.id.eval_in(&doc, scope)?.unwrap_or(Bson::Null);
+            let key = match self.mode {
+                GroupMode::Merge => doc.get("_id").cloned().unwrap_or(Bson::Null),
+                _ => self.id.eval_in(&doc, scope)?.unwrap_or(Bson::Null),
+            };
             let g = match index.get(&OrdBson(key.clone())) {
                 Some(&g) => g,
                 None => {
@@ -158,17 +188,14 @@ impl Group {
                     groups.len() - 1
                 }
             };
-            for ((_, _, expr), state) in self.fields.iter().zip(groups[g].1.iter_mut()) {
-                let v = expr.eval_in(&doc, scope)?;
-                bytes = bytes.saturating_add(state.add(v)?);
+            for ((name, _, expr), state) in self.fields.iter().zip(groups[g].1.iter_mut()) {
+                let grew = match self.mode {
+                    GroupMode::Merge => state.merge(doc.get(name))?,
+                    _ => state.add(expr.eval_in(&doc, scope)?)?,
+                };
+                bytes = bytes.saturating_add(grew);
             }
-            if budget.is_some_and(|max| bytes > max) {
-                return Err(QueryError::new(
-                    ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
-                    "Exceeded memory limit for $group, but didn't allow external sort. Pass \
-                     allowDiskUse:true to opt in.",
-                ));
-            }
+            budget.check(bytes, "$group")?;
         }
         Ok(groups
             .into_iter()
@@ -176,7 +203,8 @@ impl Group {
                 let mut out = Document::new();
                 out.insert("_id", key);
                 for ((name, _, _), state) in self.fields.iter().zip(states) {
-                    out.insert(name.clone(), state.finish());
+                    let value = if self.mode == GroupMode::Partial { state.partial() } else { state.finish() };
+                    out.insert(name.clone(), value);
                 }
                 out
             })
@@ -199,12 +227,8 @@ fn accumulator(op: &str) -> Result<Accumulator> {
         "$stdDevPop" => StdDevPop,
         "$stdDevSamp" => StdDevSamp,
         "$mergeObjects" => MergeObjects,
-        // MongoDB: Location15952, which proto lacks; InvalidPipelineOperator is the nearest.
         other => {
-            return Err(QueryError::new(
-                ErrorCode::InvalidPipelineOperator,
-                format!("unknown group operator '{other}'"),
-            ));
+            return Err(QueryError::new(ErrorCode::Location15952, format!("unknown group operator '{other}'")));
         }
     })
 }
@@ -303,6 +327,85 @@ impl State {
         }
     }
 
+    /// The state as BSON a [`State::merge`] elsewhere folds in.
+    fn partial(self) -> Bson {
+        match self {
+            State::Sum(n) => n.into(),
+            State::Avg { sum, count } => Bson::Document(doc! { "sum": Bson::from(sum), "count": count_bson(count) }),
+            State::Min(v) | State::Max(v) | State::First(v) => v.unwrap_or(Bson::Null),
+            State::Last(v) => v,
+            State::Push(items) | State::AddToSet(items, _) => Bson::Array(items),
+            State::StdDev { count, mean, m2, .. } => {
+                Bson::Document(doc! { "count": count_bson(count), "mean": mean, "m2": m2 })
+            }
+            State::MergeObjects(d) => Bson::Document(d),
+        }
+    }
+
+    /// Folds in another piece's partial state (`None`: the field was missing, as when a shard's
+    /// partial came from an older spec — treated as an empty piece). Returns the bytes newly held.
+    fn merge(&mut self, partial: Option<&Bson>) -> Result<usize> {
+        let Some(p) = partial else { return Ok(0) };
+        match self {
+            State::Sum(sum) => {
+                if let Some(n) = Num::of(p) {
+                    *sum = sum.add(n?);
+                }
+                Ok(0)
+            }
+            State::Avg { sum, count } => {
+                let (s, c) = match p {
+                    Bson::Document(d) => (d.get("sum"), d.get("count")),
+                    _ => return Err(bad_partial("$avg", p)),
+                };
+                if let Some(n) = s.and_then(Num::of) {
+                    *sum = sum.add(n?);
+                }
+                *count += count_of(c).ok_or_else(|| bad_partial("$avg", p))?;
+                Ok(0)
+            }
+            State::Min(cur) => Ok(extreme(cur, Some(p.clone()), Ordering::Less)),
+            State::Max(cur) => Ok(extreme(cur, Some(p.clone()), Ordering::Greater)),
+            State::First(_) | State::Last(_) | State::MergeObjects(_) => self.add(Some(p.clone())),
+            State::Push(items) => match p {
+                Bson::Array(more) => {
+                    let size = more.iter().map(value_size).sum();
+                    items.extend(more.iter().cloned());
+                    Ok(size)
+                }
+                _ => Err(bad_partial("$push", p)),
+            },
+            State::AddToSet(..) => match p {
+                Bson::Array(more) => {
+                    let mut grew = 0usize;
+                    for v in more {
+                        grew = grew.saturating_add(self.add(Some(v.clone()))?);
+                    }
+                    Ok(grew)
+                }
+                _ => Err(bad_partial("$addToSet", p)),
+            },
+            State::StdDev { count, mean, m2, .. } => {
+                let Bson::Document(d) = p else { return Err(bad_partial("$stdDev", p)) };
+                let nb = count_of(d.get("count")).ok_or_else(|| bad_partial("$stdDev", p))?;
+                let (Some(Bson::Double(mb)), Some(Bson::Double(m2b))) = (d.get("mean"), d.get("m2")) else {
+                    return Err(bad_partial("$stdDev", p));
+                };
+                if nb == 0 {
+                    return Ok(0);
+                }
+                // Chan, Golub and LeVeque's pairwise update of Welford's state.
+                let na = *count as f64;
+                let n = *count + nb;
+                let delta = mb - *mean;
+                *mean += delta * nb as f64 / n as f64;
+                *m2 += m2b + delta * delta * na * nb as f64 / n as f64;
+                *count = n;
+                Ok(0)
+            }
+        }
+    }
+
     fn finish(self) -> Bson {
         match self {
             State::Sum(n) => n.into(),
@@ -319,6 +422,23 @@ impl State {
             State::MergeObjects(d) => Bson::Document(d),
         }
     }
+}
+
+fn count_bson(n: u64) -> Bson {
+    i64::try_from(n).map_or(Bson::Int64(i64::MAX), Bson::Int64)
+}
+
+fn count_of(v: Option<&Bson>) -> Option<u64> {
+    match v {
+        Some(Bson::Int64(n)) => u64::try_from(*n).ok(),
+        Some(Bson::Int32(n)) => u64::try_from(*n).ok(),
+        _ => None,
+    }
+}
+
+/// A shard sent a partial state of the wrong shape: a bug or a version mismatch, not user input.
+fn bad_partial(acc: &str, got: &Bson) -> QueryError {
+    QueryError::new(ErrorCode::InternalError, format!("malformed partial {acc} state from a shard: {got}"))
 }
 
 /// `$min`/`$max`: keeps `v` if it is `want` of the current value; null and missing are skipped.

@@ -220,7 +220,7 @@ fn get_nested<'d>(doc: &'d Document, parts: &[String]) -> Option<&'d Bson> {
 }
 
 /// Sets a dotted field, replacing non-documents on the way with documents.
-fn set_nested(doc: &mut Document, parts: &[String], v: Bson) {
+pub(super) fn set_nested(doc: &mut Document, parts: &[String], v: Bson) {
     let Some((last, init)) = parts.split_last() else {
         return;
     };

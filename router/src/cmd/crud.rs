@@ -22,7 +22,7 @@ use crate::state::{ConnContext, RouterState};
 const CONFIG_DB: &str = "config";
 
 /// A write, passed through to the one shard of an unsharded namespace or split by shard key.
-async fn routed_write(state: &RouterState, cmd: &Command, coll: &str, kind: WriteKind) -> HandlerResult {
+pub(crate) async fn routed_write(state: &RouterState, cmd: &Command, coll: &str, kind: WriteKind) -> HandlerResult {
     let with_modified = matches!(kind, WriteKind::Update);
     let mut attempt = 0;
     loop {
@@ -102,6 +102,15 @@ fn read_filter(kind: ReadKind, body: &Document) -> Document {
     body.get_document(field).cloned().unwrap_or_default()
 }
 
+/// Whether an `aggregate` has a top-level stage only the router runs (read from the raw body).
+fn has_router_stage(cmd: &Command) -> bool {
+    let Ok(Some(bson::RawBsonRef::Array(stages))) = cmd.body.get("pipeline") else { return false };
+    stages.into_iter().any(|s| {
+        matches!(s, Ok(bson::RawBsonRef::Document(d))
+            if crate::cmd::lookup::ROUTER_STAGES.iter().any(|n| d.get(n).ok().flatten().is_some()))
+    })
+}
+
 /// An empty answer for a database the catalog does not know.
 fn empty_reply(kind: ReadKind, ns: &str) -> HandlerResult {
     match kind {
@@ -139,7 +148,11 @@ async fn routed_read(state: &RouterState, cmd: &Command, coll: &str, kind: ReadK
         };
         let result = match (&placement, targets.len()) {
             (Placement::NoDatabase, _) | (_, 0) => return empty_reply(kind, &format!("{}.{coll}", cmd.db)),
-            (_, 1) => single(state, cmd, kind, &placement, targets.iter().next().map_or("", |s| s.as_str())).await,
+            // `$lookup`, `$out` and `$merge` touch other collections: the router runs them, even
+            // over one shard.
+            (_, 1) if !(kind == ReadKind::Aggregate && has_router_stage(cmd)) => {
+                single(state, cmd, kind, &placement, targets.iter().next().map_or("", |s| s.as_str())).await
+            }
             (_, _) => match kind {
                 ReadKind::Find => routed_read::find(state, cmd, coll, &placement, &targets).await,
                 ReadKind::Aggregate => routed_read::aggregate(state, cmd, coll, &placement, &targets).await,
@@ -221,6 +234,19 @@ pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &Command) -
         let all: Vec<bson::Bson> =
             Document::try_from(cmd.body.as_ref())?.get_array("pipeline").cloned().unwrap_or_default();
         return crate::cmd::stats::coll_stats_stage(state, cmd, coll, &spec, &all[1..]).await;
+    }
+    if let Ok(Some(bson::RawBsonRef::Array(stages))) = cmd.body.get("pipeline")
+        && let Some(Ok(bson::RawBsonRef::Document(first))) = stages.into_iter().next()
+        && let Ok(Some(_)) = first.get(crate::cmd::data_distribution::STAGE)
+    {
+        let all: Vec<bson::Bson> =
+            Document::try_from(cmd.body.as_ref())?.get_array("pipeline").cloned().unwrap_or_default();
+        let spec = match all.first() {
+            Some(bson::Bson::Document(d)) => d.get(crate::cmd::data_distribution::STAGE).cloned(),
+            _ => None,
+        };
+        let spec = spec.unwrap_or(bson::Bson::Null);
+        return crate::cmd::data_distribution::run(state, cmd, &spec, &all[1..]).await;
     }
     match cmd.collection() {
         Ok(coll) => routed_read(state, cmd, coll, ReadKind::Aggregate).await,

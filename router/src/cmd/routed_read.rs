@@ -1,8 +1,8 @@
 //! Reads that span several shards: `find` merged in sort order with skip/limit applied after the
 //! merge, streamed through a `MergeCursor` over the shards' cursors; `count` summed, `distinct`
-//! unioned, `aggregate` with its leading per-document stages run on the shards and the rest on
-//! the router (its input gathered whole, bounded by `shard_call::MERGE_BYTES_MAX`, and handed out
-//! through a buffered router cursor).
+//! unioned, `aggregate` split (`shoal_query::aggregate::split`) into what the shards run and what
+//! the router runs over their merged output (streamed when only a skip/limit is left, otherwise
+//! gathered whole within the aggregation memory limit and handed out through a buffered cursor).
 //!
 //! Must not: handle single-shard reads (`crud.rs` passes those through without copying).
 
@@ -10,13 +10,14 @@ use std::collections::{BTreeSet, VecDeque};
 
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use bytes::Bytes;
+use shoal_proto::ErrorCode;
 use shoal_proto::shard::CommandRequest;
-use shoal_query::aggregate::Pipeline;
+use shoal_query::aggregate::{Pipeline, split};
 use shoal_query::projection::Projection;
 use shoal_query::sort::SortSpec;
 
 use crate::cmd::forward::{self, BatchField};
-use crate::cmd::{shard_call, shard_read};
+use crate::cmd::{lookup, shard_call, shard_read};
 use crate::command::Command;
 use crate::error::CommandError;
 use crate::merge;
@@ -26,10 +27,6 @@ use crate::state::RouterState;
 
 /// Default first batch size, as MongoDB's.
 const FIRST_BATCH_DEFAULT: usize = 101;
-
-/// Stages that transform each document alone, so they may run on the shards before a merge.
-const PER_DOCUMENT_STAGES: &[&str] =
-    &["$match", "$project", "$addFields", "$set", "$unset", "$unwind", "$replaceRoot", "$replaceWith"];
 
 fn request_with(cmd: &Command, body: &Document) -> Result<CommandRequest, CommandError> {
     let mut buf = Vec::new();
@@ -56,7 +53,7 @@ fn number(v: Option<&Bson>) -> i64 {
 }
 
 /// Runs `body` as find/aggregate on every shard in `targets` and returns each shard's documents.
-async fn gather(
+pub(crate) async fn gather(
     state: &RouterState,
     cmd: &Command,
     placement: &Placement,
@@ -79,7 +76,7 @@ async fn gather(
 }
 
 /// The client's first batch of `docs`; the rest stays in a buffered router cursor.
-fn reply_with(
+pub(crate) fn reply_with(
     state: &RouterState,
     ns: &str,
     docs: Vec<Document>,
@@ -142,19 +139,46 @@ pub async fn find(
         }
         _ => None,
     };
-    // Each shard's first batch opens its cursor; the rest is pulled as the client asks.
+    let ns = format!("{}.{coll}", cmd.db);
+    let merge = Merge { sort, projection, skip, limit, batch, single_batch };
+    serve_merged(state, cmd, &ns, placement, targets, &body, false, merge).await
+}
+
+/// How a [`MergeCursor`] combines the shards' streams and hands out the result.
+struct Merge {
+    sort: SortSpec,
+    projection: Option<Projection>,
+    skip: usize,
+    limit: Option<usize>,
+    /// The client's first batch size (0: an empty first batch).
+    batch: usize,
+    single_batch: bool,
+}
+
+/// Opens `body` (find or aggregate) as a cursor on every target and serves the client a router
+/// cursor merging them: each shard's first batch opens its cursor; the rest is pulled as the
+/// client asks.
+#[allow(clippy::too_many_arguments)]
+async fn serve_merged(
+    state: &RouterState,
+    cmd: &Command,
+    ns: &str,
+    placement: &Placement,
+    targets: &BTreeSet<String>,
+    body: &Document,
+    aggregate: bool,
+    merge: Merge,
+) -> Result<RawDocumentBuf, CommandError> {
+    let Merge { sort, projection, skip, limit, batch, single_batch } = merge;
     state.targeting.record(targets.iter());
-    let calls = targets.iter().map(|shard| {
-        let body = &body;
-        async move {
-            let req = routing::versioned(request_with(cmd, body)?, placement, shard);
-            let (reply, member) = shard_read::read_cursor(state, shard, req, false).await?;
-            let mut buffered = VecDeque::with_capacity(reply.documents.len());
-            for d in &reply.documents {
-                buffered.push_back(Document::from_reader(&mut d.as_ref())?);
-            }
-            Ok::<Source, CommandError>(Source { shard: shard.clone(), member, cursor_id: reply.cursor_id, buffered })
+    let calls = targets.iter().map(|shard| async move {
+        let req = routing::versioned(request_with(cmd, body)?, placement, shard);
+        let (reply, member) = shard_read::read_cursor(state, shard, req, aggregate).await?;
+        let mut buffered = VecDeque::with_capacity(reply.documents.len());
+        for d in &reply.documents {
+            buffered.push_back(Document::from_reader(&mut d.as_ref())?);
         }
+        Ok::<Source, CommandError>(Source { shard: shard.clone(), member, cursor_id: reply.cursor_id, buffered })
     });
     let mut sources = Vec::new();
     let mut failure = None;
@@ -164,9 +188,15 @@ pub async fn find(
             Err(e) => failure = Some(e),
         }
     }
-    let ns = format!("{}.{coll}", cmd.db);
-    let mut cursor =
-        MergeCursor { ns: ns.clone(), request_id: cmd.request_id.to_string(), sort, projection, skip, limit, sources };
+    let mut cursor = MergeCursor {
+        ns: ns.to_owned(),
+        request_id: cmd.request_id.to_string(),
+        sort,
+        projection,
+        skip,
+        limit,
+        sources,
+    };
     if let Some(e) = failure {
         cursor.kill(state).await;
         return Err(e);
@@ -184,12 +214,12 @@ pub async fn find(
         }
     };
     let id = if cursor.has_more() && !single_batch {
-        state.cursors.register_merging(ns.clone(), cursor)
+        state.cursors.register_merging(ns.to_owned(), cursor)
     } else {
         cursor.kill(state).await;
         0
     };
-    forward::cursor_reply(BatchField::First, &encode_all(&first)?, id, &ns)
+    forward::cursor_reply(BatchField::First, &encode_all(&first)?, id, ns)
 }
 
 /// Documents as the BSON bytes a cursor reply carries.
@@ -262,7 +292,10 @@ pub async fn distinct(
     Ok(RawDocumentBuf::try_from(&out)?)
 }
 
-/// `aggregate` over several shards.
+/// `aggregate` over several shards, split by `shoal_query::aggregate::split`: the shards run
+/// the per-document prefix and the first blocking stage's shard half; when nothing but a skip or
+/// limit is left the router streams the shards' cursors through a [`MergeCursor`], otherwise it
+/// gathers their output (bounded) and runs the rest itself.
 pub async fn aggregate(
     state: &RouterState,
     cmd: &Command,
@@ -275,42 +308,84 @@ pub async fn aggregate(
         Some(Bson::Array(a)) => a.clone(),
         _ => return Err(CommandError::type_mismatch("'pipeline' option must be specified as an array")),
     };
-    let split = stages
-        .iter()
-        .position(|s| !matches!(s, Bson::Document(d) if d.keys().next().is_some_and(|k| PER_DOCUMENT_STAGES.contains(&k.as_str()))))
-        .unwrap_or(stages.len());
-    let (shard_part, router_part) = stages.split_at(split);
+    let allow_disk_use = body.get_bool("allowDiskUse").unwrap_or(false);
+    let lets = body.get_document("let").ok().cloned();
+    // Validates the whole pipeline before any shard sees a piece of it.
+    Pipeline::parse(&stages)?.with_let(lets.as_ref())?;
+    let split = split::split(&stages)?;
     let batch = match body.get_document("cursor").ok().map(|c| number(c.get("batchSize"))) {
         Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
         Some(_) if body.get_document("cursor").is_ok_and(|c| c.contains_key("batchSize")) => 0,
         _ => FIRST_BATCH_DEFAULT,
     };
-    // `$sort` then `$limit` right after the shard part: each shard's top-k is enough for the
-    // router's (which still sorts and limits the union).
-    let mut pushed = shard_part.to_vec();
-    let stage_name = |b: &Bson| match b {
-        Bson::Document(d) => d.keys().next().cloned(),
-        _ => None,
-    };
-    if router_part.len() >= 2
-        && stage_name(&router_part[0]).as_deref() == Some("$sort")
-        && stage_name(&router_part[1]).as_deref() == Some("$limit")
-    {
-        pushed.extend_from_slice(&router_part[..2]);
-    }
-    body.insert("pipeline", pushed);
+    body.insert("pipeline", split.shard.clone());
     body.insert("cursor", doc! {});
-    let streams = gather(state, cmd, placement, targets, &body, true).await?;
-    let merged: Vec<Document> = streams.into_iter().flatten().collect();
-    let docs = if router_part.is_empty() {
-        merged
-    } else {
-        let allow_disk = body.get_bool("allowDiskUse").unwrap_or(false);
-        Pipeline::parse(router_part)?
-            .with_allow_disk_use(allow_disk)
-            .with_let(body.get_document("let").ok())?
-            .run(merged.into_iter())?
-    };
     let ns = format!("{}.{coll}", cmd.db);
+    let sort = SortSpec::parse(split.merge_sort.as_ref().unwrap_or(&Document::new()))?;
+    if let Some((skip, limit)) = skip_limit_only(&split.router) {
+        let merge = Merge { sort, projection: None, skip, limit, batch, single_batch: false };
+        return serve_merged(state, cmd, &ns, placement, targets, &body, true, merge).await;
+    }
+    let streams = gather(state, cmd, placement, targets, &body, true).await?;
+    let held: usize = streams.iter().flatten().map(shoal_query::aggregate::doc_size).sum();
+    let limit_bytes = shoal_query::aggregate::memory_limit_bytes();
+    if !allow_disk_use && held > limit_bytes {
+        return Err(CommandError::new(
+            ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
+            format!(
+                "the shards' output for the router's part of the pipeline ({held} bytes) exceeds the memory \
+                 limit of {limit_bytes} bytes; pass allowDiskUse:true to opt in"
+            ),
+        ));
+    }
+    let merged = merge::merge_sorted(streams, &sort, 0, None);
+    let docs = lookup::run_router_part(state, cmd, &split.router, merged, allow_disk_use, lets.as_ref()).await?;
     reply_with(state, &ns, docs, batch)
+}
+
+/// `Some((skip, limit))` when `stages` are at most a `$skip` and a `$limit` (either order
+/// collapses to one skip and one limit), which a [`MergeCursor`] applies while streaming.
+fn skip_limit_only(stages: &[Bson]) -> Option<(usize, Option<usize>)> {
+    let mut skip = 0usize;
+    let mut limit: Option<usize> = None;
+    for stage in stages {
+        let Bson::Document(d) = stage else { return None };
+        let (Some((name, v)), 1) = (d.iter().next(), d.len()) else { return None };
+        let n = usize::try_from(number(Some(v))).ok()?;
+        match name.as_str() {
+            // A skip after a limit eats into it.
+            "$skip" => {
+                skip = skip.saturating_add(n);
+                limit = limit.map(|l| l.saturating_sub(n));
+            }
+            "$limit" => limit = Some(limit.map_or(n, |l| l.min(n))),
+            _ => return None,
+        }
+    }
+    Some((skip, limit))
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::bson;
+
+    use super::*;
+
+    fn stages(v: Bson) -> Vec<Bson> {
+        match v {
+            Bson::Array(a) => a,
+            _ => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn skip_and_limit_collapse_for_the_merge_cursor() {
+        assert_eq!(skip_limit_only(&[]), Some((0, None)));
+        assert_eq!(skip_limit_only(&stages(bson!([{"$skip": 2}, {"$limit": 3}]))), Some((2, Some(3))));
+        // A skip after a limit eats into it.
+        assert_eq!(skip_limit_only(&stages(bson!([{"$limit": 5}, {"$skip": 2}]))), Some((2, Some(3))));
+        assert_eq!(skip_limit_only(&stages(bson!([{"$limit": 5}, {"$limit": 2.0}]))), Some((0, Some(2))));
+        assert_eq!(skip_limit_only(&stages(bson!([{"$limit": 5}, {"$match": {}}]))), None);
+        assert_eq!(skip_limit_only(&stages(bson!([{"$skip": -1}]))), None);
+    }
 }

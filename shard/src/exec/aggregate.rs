@@ -118,13 +118,26 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let queue = match engine.store.collection(&ns_string) {
         Some(coll) => {
             let leading = pipeline.leading_match().cloned().unwrap_or_default();
-            let path = plan::plan(&coll, &leading, None, body.get("hint"))?.path;
+            let sort = pipeline.leading_sort();
+            let chosen = plan::plan(&coll, &leading, sort.as_ref().map(|(s, _)| s), body.get("hint"))?;
             let scan_filter = if leading.is_empty() { None } else { Some(Filter::parse(&leading)?.with_vars(&vars)) };
             let failure: RefCell<Option<ExecError>> = RefCell::new(None);
             let owned = req.owned();
-            let docs =
-                crate::exec::scan::iter_matches(&engine.store, &coll, &path, scan_filter.as_ref(), owned, &failure);
-            let out = buffer_results(pipeline.stream(docs), limit);
+            // An index (or `_id` order) that yields the leading `$sort`'s order replaces it.
+            let (reverse, start) = match &sort {
+                Some((_, after)) if chosen.sorted => (chosen.reverse, *after),
+                _ => (false, 0),
+            };
+            let docs = crate::exec::scan::iter_matches(
+                &engine.store,
+                &coll,
+                &chosen.path,
+                scan_filter.as_ref(),
+                owned,
+                reverse,
+                &failure,
+            );
+            let out = buffer_results(pipeline.stream_from_stage(start, docs), limit);
             if let Some(e) = failure.into_inner() {
                 return Err(e);
             }

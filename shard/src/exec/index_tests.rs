@@ -118,6 +118,15 @@ fn writes_maintain_indexes_and_unique_ones_refuse_duplicates() {
     assert_eq!(plan.get_str("stage").expect("stage"), "FETCH", "no SORT stage: {plan}");
     let ex = explain(&e, doc! { "find": "c", "filter": {"zz": 1} });
     assert_eq!(scan_stage(&ex).0, "COLLSCAN");
+
+    // An aggregation's leading $match + $sort read in index order (the $sort is skipped).
+    let r = req(
+        doc! { "aggregate": "c", "pipeline": [{"$match": {"b": 1}}, {"$sort": {"a": -1}}, {"$limit": 3}], "cursor": {} },
+    );
+    let (batch, _) = exec::aggregate::run(&e, &Request::parse(&r).expect("parse")).expect("aggregate");
+    let docs: Vec<Document> =
+        batch.documents.iter().map(|b| Document::from_reader(&mut &b[..]).expect("doc")).collect();
+    assert_eq!(ids(&docs), vec![19, 16, 13]);
 }
 
 #[test]

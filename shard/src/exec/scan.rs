@@ -325,6 +325,7 @@ pub fn iter_matches<'a>(
     path: &'a AccessPath,
     filter: Option<&'a Filter>,
     owned: Option<&'a Ownership>,
+    reverse: bool,
     failure: &'a std::cell::RefCell<Option<crate::error::ExecError>>,
 ) -> Box<dyn Iterator<Item = Document> + 'a> {
     let fail = move |e: crate::error::ExecError| {
@@ -351,7 +352,7 @@ pub fn iter_matches<'a>(
         }
         AccessPath::Range { lower, upper } => Box::new(
             store
-                .scan(coll, lower.clone(), upper.clone(), false)
+                .scan(coll, lower.clone(), upper.clone(), reverse)
                 .enumerate()
                 .map_while(move |(examined, kv)| {
                     if (examined as u64).is_multiple_of(deadline::CHECK_EVERY)
@@ -369,7 +370,7 @@ pub fn iter_matches<'a>(
                 .flatten(),
         ),
         AccessPath::Index(scan) => Box::new(
-            IndexMatches::new(store, None, coll, scan, false)
+            IndexMatches::new(store, None, coll, scan, reverse)
                 .map_while(move |m| m.map_or_else(fail, |m| Some(m.doc)))
                 .map_while(kept)
                 .flatten(),

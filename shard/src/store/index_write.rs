@@ -49,12 +49,13 @@ impl WriteTxn<'_> {
         coll: &CollectionInfo,
         id: &Bson,
         new: Option<&RawDocument>,
+        old_absent: bool,
     ) -> Result<(), StorageError> {
         let Some(current) = self.current_collection(coll) else { return Ok(()) };
         if current.indexes.is_empty() {
             return Ok(());
         }
-        let old = match self.get(coll, id)? {
+        let old = match if old_absent { None } else { self.get(coll, id)? } {
             Some(raw) => Some(decode(&raw)?),
             None => None,
         };
@@ -62,8 +63,9 @@ impl WriteTxn<'_> {
             Some(raw) => Some(decode(raw.as_bytes())?),
             None => None,
         };
-        let mut puts: Vec<Entry> = Vec::new();
-        let mut deletes: Vec<Vec<u8>> = Vec::new();
+        // (entry, whether its index is unique: only those are staged for later unique checks).
+        let mut puts: Vec<(Entry, bool)> = Vec::new();
+        let mut deletes: Vec<(Vec<u8>, bool)> = Vec::new();
         let mut now_multikey: Vec<String> = Vec::new();
         for spec in &current.indexes {
             // An old version that cannot be indexed (stored before the index existed) has no
@@ -80,13 +82,15 @@ impl WriteTxn<'_> {
                 },
                 None => (Vec::new(), false),
             };
-            let old_keys: HashSet<&[u8]> = old_entries.iter().map(|e| e.key.as_slice()).collect();
-            let new_keys: HashSet<&[u8]> = new_entries.iter().map(|e| e.key.as_slice()).collect();
-            for e in &old_entries {
-                if !new_keys.contains(e.key.as_slice()) {
-                    deletes.push(e.key.clone());
+            if !old_entries.is_empty() {
+                let new_keys: HashSet<&[u8]> = new_entries.iter().map(|e| e.key.as_slice()).collect();
+                for e in &old_entries {
+                    if !new_keys.contains(e.key.as_slice()) {
+                        deletes.push((e.key.clone(), spec.unique));
+                    }
                 }
             }
+            let old_keys: HashSet<&[u8]> = old_entries.iter().map(|e| e.key.as_slice()).collect();
             for e in new_entries {
                 if old_keys.contains(e.key.as_slice()) {
                     continue;
@@ -94,20 +98,24 @@ impl WriteTxn<'_> {
                 if spec.unique && !self.replicating && self.unique_conflict(e.prefix(), &e.key[e.key_len..])? {
                     return Err(duplicate_key(&current, spec, &e.values));
                 }
-                puts.push(e);
+                puts.push((e, spec.unique));
             }
             if multikey && !spec.multikey {
                 now_multikey.push(spec.name.clone());
             }
         }
-        for key in deletes {
-            self.batch.delete(Space::Indexes, key.clone());
-            self.staged_index.insert(key, None);
+        for (key, unique) in deletes {
+            if unique {
+                self.staged_index.insert(key.clone(), None);
+            }
+            self.batch.delete(Space::Indexes, key);
         }
-        for e in puts {
+        for (e, unique) in puts {
             let value = Bytes::from(bson_bytes(&e.value)?);
-            self.batch.put(Space::Indexes, e.key.clone(), value.clone());
-            self.staged_index.insert(e.key, Some(value));
+            if unique {
+                self.staged_index.insert(e.key.clone(), Some(value.clone()));
+            }
+            self.batch.put(Space::Indexes, e.key, value);
         }
         if !now_multikey.is_empty() {
             let mut info = (*current).clone();
@@ -130,7 +138,7 @@ impl WriteTxn<'_> {
     }
 
     /// Whether an entry of another document lies under `prefix` (`ident ‖ key`), as this
-    /// transaction sees the index.
+    /// transaction sees the index (entries of unique indexes are staged for this).
     fn unique_conflict(&self, prefix: &[u8], own_id: &[u8]) -> Result<bool, StorageError> {
         let upper = prefix_upper_bound(prefix);
         let upper_bound = upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
@@ -209,8 +217,10 @@ impl WriteTxn<'_> {
                     return Err(duplicate_key(&current, &spec, &e.values));
                 }
                 let value = Bytes::from(bson_bytes(&e.value)?);
-                self.batch.put(Space::Indexes, e.key.clone(), value.clone());
-                self.staged_index.insert(e.key, Some(value));
+                if spec.unique {
+                    self.staged_index.insert(e.key.clone(), Some(value.clone()));
+                }
+                self.batch.put(Space::Indexes, e.key, value);
             }
             self.flush_if_large()?;
         }

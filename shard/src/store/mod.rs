@@ -933,6 +933,7 @@ impl WriteTxn<'_> {
         self.store.engine.get(Space::Documents, &key)
     }
 
+    /// Stores a new document; unless replicating, the caller has checked its `_id` is free.
     pub fn insert(&mut self, coll: &CollectionInfo, id: &Bson, doc: &RawDocument) -> Result<(), StorageError> {
         self.put_document(coll, id, doc, OpKind::Insert)
     }
@@ -942,7 +943,7 @@ impl WriteTxn<'_> {
     }
 
     pub fn delete(&mut self, coll: &CollectionInfo, id: &Bson) -> Result<(), StorageError> {
-        self.maintain_indexes(coll, id, None)?;
+        self.maintain_indexes(coll, id, None, false)?;
         let key = keys::document_key(coll.id, id);
         if !self.replicating {
             let o = id_document(id)?;
@@ -960,7 +961,9 @@ impl WriteTxn<'_> {
         doc: &RawDocument,
         kind: OpKind,
     ) -> Result<(), StorageError> {
-        self.maintain_indexes(coll, id, Some(doc))?;
+        // A client insert's `_id` was checked free by the caller: no old version to unindex.
+        let old_absent = kind == OpKind::Insert && !self.replicating;
+        self.maintain_indexes(coll, id, Some(doc), old_absent)?;
         let key = keys::document_key(coll.id, id);
         let value = Bytes::copy_from_slice(doc.as_bytes());
         match kind {

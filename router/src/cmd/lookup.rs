@@ -1,0 +1,150 @@
+//! The router's part of a split pipeline, with `$lookup` stages run here: the stages between two
+//! `$lookup`s run in `shoal_query::aggregate`, and each `$lookup` queries its foreign collection
+//! through the router's own routing (targeted by shard key when `foreignField` is it). A final
+//! `$out`/`$merge` hands the results to `agg_output`.
+//!
+//! ```text
+//!   merged shard output -> [stages] -> $lookup: distinct local values, batched
+//!                                        -> find {foreignField: {$in: batch}} on the foreign ns
+//!                                        -> attach matches as `as` -> [stages] -> …
+//! ```
+//!
+//! Invariants: the foreign documents held for one `$lookup` stay within the aggregation memory
+//! limit (292 beyond it) unless `allowDiskUse`, and within `shard_call::MERGE_BYTES_MAX` always;
+//! each foreign document is held once however many batches match it.
+
+use std::collections::{BTreeSet, HashSet};
+
+use bson::{Bson, Document, doc};
+use shoal_proto::ErrorCode;
+use shoal_query::aggregate::lookup::{self, Lookup};
+use shoal_query::aggregate::output::Output;
+use shoal_query::aggregate::{Pipeline, doc_size};
+
+use crate::cmd::{agg_output, routed_read, shard_call};
+use crate::command::Command;
+use crate::error::CommandError;
+use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX};
+use crate::state::RouterState;
+
+/// Stages only the router runs: they read or write other collections.
+pub const ROUTER_STAGES: &[&str] = &["$lookup", "$out", "$merge"];
+
+fn is_router_stage(stage: &Bson) -> bool {
+    matches!(stage, Bson::Document(d) if ROUTER_STAGES.iter().any(|n| d.contains_key(*n)))
+}
+
+/// Distinct local values sent in one foreign query's `$in`.
+const LOOKUP_VALUES_PER_QUERY_MAX: usize = 1000;
+
+/// Runs `stages` over `input` at the router.
+pub async fn run_router_part(
+    state: &RouterState,
+    cmd: &Command,
+    stages: &[Bson],
+    input: Vec<Document>,
+    allow_disk_use: bool,
+    lets: Option<&Document>,
+) -> Result<Vec<Document>, CommandError> {
+    let mut docs = input;
+    let mut rest = stages;
+    while !rest.is_empty() {
+        let at = rest.iter().position(is_router_stage).unwrap_or(rest.len());
+        if at > 0 {
+            docs = Pipeline::parse(&rest[..at])?
+                .with_allow_disk_use(allow_disk_use)
+                .with_let(lets)?
+                .run(docs.into_iter())?;
+        }
+        match rest.get(at) {
+            Some(Bson::Document(stage)) if stage.contains_key("$lookup") => {
+                let spec = Lookup::parse(stage.get("$lookup").unwrap_or(&Bson::Null))?;
+                docs = run_lookup(state, cmd, &spec, docs, allow_disk_use, lets).await?;
+            }
+            // The last stage (parsing checked): the results are written, the reply is empty.
+            Some(Bson::Document(stage)) => {
+                let out = match (stage.get("$out"), stage.get("$merge")) {
+                    (Some(arg), _) => Output::parse_out(arg)?,
+                    (_, Some(arg)) => Output::parse_merge(arg)?,
+                    _ => return Err(CommandError::new(ErrorCode::InternalError, "unexpected router stage")),
+                };
+                agg_output::write(state, cmd, &out, docs).await?;
+                return Ok(Vec::new());
+            }
+            _ => {}
+        }
+        rest = &rest[(at + 1).min(rest.len())..];
+    }
+    Ok(docs)
+}
+
+async fn run_lookup(
+    state: &RouterState,
+    cmd: &Command,
+    spec: &Lookup,
+    docs: Vec<Document>,
+    allow_disk_use: bool,
+    lets: Option<&Document>,
+) -> Result<Vec<Document>, CommandError> {
+    let values = lookup::distinct(docs.iter().flat_map(|d| spec.local_values(d)));
+    let mut sub = spec.sub_pipeline(lets)?;
+    let limit_bytes =
+        if allow_disk_use { shard_call::MERGE_BYTES_MAX } else { shoal_query::aggregate::memory_limit_bytes() };
+    let mut foreign: Vec<Document> = Vec::new();
+    let mut seen_ids: HashSet<Vec<u8>> = HashSet::new();
+    let mut held = 0usize;
+    for batch in values.chunks(LOOKUP_VALUES_PER_QUERY_MAX) {
+        for d in fetch(state, cmd, &spec.from, spec.candidates_filter(batch)).await? {
+            let id = doc! { "_id": d.get("_id").cloned().unwrap_or(Bson::Null) }.to_vec()?;
+            if !seen_ids.insert(id) {
+                continue;
+            }
+            held = held.saturating_add(doc_size(&d));
+            if held > limit_bytes {
+                let code = if allow_disk_use {
+                    ErrorCode::ExceededMemoryLimit
+                } else {
+                    ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed
+                };
+                return Err(CommandError::new(
+                    code,
+                    format!(
+                        "$lookup: the documents of '{}' matching the local values exceed the router's limit of \
+                         {limit_bytes} bytes{}",
+                        spec.from,
+                        if allow_disk_use { "" } else { "; pass allowDiskUse:true to opt in" }
+                    ),
+                ));
+            }
+            foreign.push(d);
+        }
+    }
+    docs.into_iter().map(|d| spec.attach(d, &foreign, sub.as_mut()).map_err(CommandError::from)).collect()
+}
+
+/// Every document of `db.coll` matching `filter`, through the router's routing (a stale
+/// placement is refreshed and retried, bounded).
+async fn fetch(
+    state: &RouterState,
+    cmd: &Command,
+    coll: &str,
+    filter: Document,
+) -> Result<Vec<Document>, CommandError> {
+    let body = doc! { "find": coll, "filter": filter.clone(), "$db": cmd.db.clone() };
+    let mut attempt = 0;
+    loop {
+        let placement = routing::placement(state, &cmd.db, coll, false).await?;
+        let targets: BTreeSet<String> = match &placement {
+            Placement::NoDatabase => return Ok(Vec::new()),
+            p => p.targets(&filter),
+        };
+        match routed_read::gather(state, cmd, &placement, &targets, &body, false).await {
+            Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
+                routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+            Ok(streams) => return Ok(streams.into_iter().flatten().collect()),
+        }
+    }
+}
