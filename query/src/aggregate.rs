@@ -179,34 +179,29 @@ impl Pipeline {
 
     /// The command's `let`: each value is an expression evaluated once (it sees no document), and
     /// every stage (`$facet` sub-pipelines included) sees the results as `$$name`.
-    pub fn with_let(mut self, lets: Option<&Document>) -> Result<Pipeline> {
-        let Some(lets) = lets else { return Ok(self) };
-        let mut vars = Vec::with_capacity(lets.len());
-        for (name, v) in lets {
-            let mut chars = name.chars();
-            let valid = chars.next().is_some_and(|c| c.is_ascii_lowercase())
-                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
-                return Err(QueryError::failed_to_parse(format!(
-                    "'{name}' starts with an invalid character for a user variable name"
-                )));
-            }
-            let value = expr::Expr::parse(v)?.eval(&Document::new())?.unwrap_or(Bson::Undefined);
-            vars.push((name.clone(), value));
-        }
-        self.set_vars(vars);
-        Ok(self)
+    pub fn with_let(self, lets: Option<&Document>) -> Result<Pipeline> {
+        let vars = crate::vars::LetVars::parse(lets)?;
+        Ok(self.with_vars(&vars))
     }
 
-    fn set_vars(&mut self, vars: Vec<(String, Bson)>) {
+    /// [`Pipeline::with_let`] with variables already evaluated (a command's `let` shared by its
+    /// filter and its pipeline, as for pipeline updates).
+    pub fn with_vars(mut self, vars: &crate::vars::LetVars) -> Pipeline {
+        if !vars.is_empty() {
+            self.set_vars(vars);
+        }
+        self
+    }
+
+    fn set_vars(&mut self, vars: &crate::vars::LetVars) {
         for stage in &mut self.stages {
-            if let Stage::Facet(facets) = stage {
-                for (_, p) in facets.iter_mut() {
-                    p.set_vars(vars.clone());
-                }
+            match stage {
+                Stage::Facet(facets) => facets.iter_mut().for_each(|(_, p)| p.set_vars(vars)),
+                Stage::Match { filter, .. } => *filter = std::mem::replace(filter, Filter::match_all()).with_vars(vars),
+                _ => {}
             }
         }
-        self.vars = vars;
+        self.vars = vars.as_slice().to_vec();
     }
 
     /// `allowDiskUse: true`: raises the memory bound of blocking stages by
@@ -294,9 +289,15 @@ impl Pipeline {
         let mut s = input;
         for i in start..self.stages.len() {
             s = match &self.stages[i] {
-                Stage::Match { filter, .. } => {
-                    Box::new(s.filter(move |r| r.as_ref().map_or(true, |d| filter.matches(d))))
-                }
+                // `$expr` errors fail the pipeline rather than drop the document.
+                Stage::Match { filter, .. } => Box::new(s.filter_map(move |r| match r {
+                    Ok(d) => match filter.try_matches(&d) {
+                        Ok(true) => Some(Ok(d)),
+                        Ok(false) => None,
+                        Err(e) => Some(Err(e)),
+                    },
+                    Err(e) => Some(Err(e)),
+                })),
                 Stage::Reshape { projection, .. } => Box::new(
                     s.map(move |r| r.and_then(|d| projection.apply_in(&d, Some(&expr::Scope::Many(&self.vars))))),
                 ),

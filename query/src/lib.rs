@@ -10,6 +10,7 @@
 //! edge will report.
 
 pub mod aggregate;
+pub mod collation;
 pub mod display;
 pub mod error;
 pub mod filter;
@@ -22,5 +23,6 @@ pub mod projection;
 pub mod shard_key;
 pub mod sort;
 pub mod update;
+pub mod vars;
 
 pub use error::QueryError;

@@ -17,8 +17,8 @@ use std::cmp::Ordering;
 use bson::{Bson, Document};
 use shoal_proto::ErrorCode;
 
+use crate::collation::Collation;
 use crate::error::{QueryError, Result};
-use crate::order::compare_values;
 
 static NULL: Bson = Bson::Null;
 static UNDEFINED: Bson = Bson::Undefined;
@@ -26,6 +26,8 @@ static UNDEFINED: Bson = Bson::Undefined;
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SortSpec {
     keys: Vec<SortKey>,
+    /// How strings compare (binary unless the command gave a collation).
+    collation: Collation,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -68,7 +70,7 @@ impl SortSpec {
             }
             keys.push(SortKey { path: path.clone(), parts, descending });
         }
-        Ok(SortSpec { keys })
+        Ok(SortSpec { keys, collation: Collation::Simple })
     }
 
     /// Parses the `sort` option of `find`, which must be a document.
@@ -82,6 +84,12 @@ impl SortSpec {
         }
     }
 
+    /// The spec comparing strings under `collation` (the command's).
+    pub fn with_collation(mut self, collation: Collation) -> SortSpec {
+        self.collation = collation;
+        self
+    }
+
     pub fn keys(&self) -> &[SortKey] {
         &self.keys
     }
@@ -93,7 +101,7 @@ impl SortSpec {
     /// Compares two documents by this spec (`Equal` for every pair when the spec is empty).
     pub fn compare(&self, a: &Document, b: &Document) -> Ordering {
         for key in &self.keys {
-            let ord = compare_values(key.extract(a), key.extract(b));
+            let ord = self.collation.compare(key.extract(a, self.collation), key.extract(b, self.collation));
             let ord = if key.descending { ord.reverse() } else { ord };
             if ord != Ordering::Equal {
                 return ord;
@@ -105,13 +113,13 @@ impl SortSpec {
     /// The values a document sorts by, one per key; what routers compare when merging the
     /// already-sorted streams of several shards.
     pub fn sort_key<'d>(&self, doc: &'d Document) -> Vec<&'d Bson> {
-        self.keys.iter().map(|k| k.extract(doc)).collect()
+        self.keys.iter().map(|k| k.extract(doc, self.collation)).collect()
     }
 
     /// Compares two keys produced by [`SortSpec::sort_key`].
     pub fn compare_keys(&self, a: &[&Bson], b: &[&Bson]) -> Ordering {
         for ((key, x), y) in self.keys.iter().zip(a).zip(b) {
-            let ord = compare_values(x, y);
+            let ord = self.collation.compare(x, y);
             let ord = if key.descending { ord.reverse() } else { ord };
             if ord != Ordering::Equal {
                 return ord;
@@ -123,14 +131,14 @@ impl SortSpec {
 
 impl SortKey {
     /// The value this key sorts `doc` by.
-    fn extract<'d>(&self, doc: &'d Document) -> &'d Bson {
+    fn extract<'d>(&self, doc: &'d Document, collation: Collation) -> &'d Bson {
         let mut candidates = Vec::new();
         match doc.get(&self.parts[0]) {
             Some(v) => collect(v, &self.parts[1..], &mut candidates),
             None => candidates.push(&NULL),
         }
         let pick = |best: &'d Bson, c: &'d Bson| {
-            let ord = compare_values(c, best);
+            let ord = collation.compare(c, best);
             let better = if self.descending { ord == Ordering::Greater } else { ord == Ordering::Less };
             if better { c } else { best }
         };
@@ -319,5 +327,24 @@ mod tests {
             all.truncate(k);
             assert_eq!(top_k(docs.clone(), &spec, k), all, "k={k}");
         }
+    }
+
+    #[test]
+    fn collation_orders_strings_case_insensitively() {
+        let docs = vec![
+            doc! {"_id": 1, "s": "b"},
+            doc! {"_id": 2, "s": "B"},
+            doc! {"_id": 3, "s": "a"},
+            doc! {"_id": 4, "s": ["C", "A"]},
+            doc! {"_id": 5, "s": 1},
+        ];
+        let ci = Collation::parse(&doc! {"locale": "en", "strength": 2}).unwrap();
+        let spec = SortSpec::parse(&doc! {"s": 1}).unwrap().with_collation(ci);
+        let mut got = docs.clone();
+        sort_documents(&mut got, &spec);
+        let got: Vec<Bson> = got.iter().map(|d| d.get("_id").cloned().unwrap()).collect();
+        // Numbers first; "A" of doc 4 ties with "a" (stable); "b" and "B" tie.
+        assert_eq!(got, ids(&[5, 3, 4, 1, 2]));
+        assert_eq!(sorted(doc! {"s": 1}, docs), ids(&[5, 4, 2, 3, 1]));
     }
 }

@@ -212,6 +212,15 @@ impl UpdateSpec {
         Ok(UpdateSpec::Pipeline(pipeline))
     }
 
+    /// The update with the command's `let` variables visible to a pipeline update (operator
+    /// and replacement updates have no expressions that could see them).
+    pub fn with_vars(self, vars: &crate::vars::LetVars) -> UpdateSpec {
+        match self {
+            UpdateSpec::Pipeline(p) => UpdateSpec::Pipeline(p.with_vars(vars)),
+            other => other,
+        }
+    }
+
     pub fn is_replacement(&self) -> bool {
         matches!(self, UpdateSpec::Replacement(_))
     }

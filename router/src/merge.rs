@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 
 use bson::{Bson, Document};
-use shoal_query::order::compare_values;
+use shoal_query::collation::Collation;
 use shoal_query::sort::SortSpec;
 
 /// Merges per-shard streams, each already sorted by `sort` (or in any order when `sort` is
@@ -44,9 +44,15 @@ pub fn merge_sorted(streams: Vec<Vec<Document>>, sort: &SortSpec, skip: usize, l
 
 /// The union of `distinct` answers: deduplicated by BSON equality, sorted as MongoDB returns.
 pub fn union_values(answers: Vec<Vec<Bson>>) -> Vec<Bson> {
+    union_values_collated(answers, Collation::Simple)
+}
+
+/// [`union_values`] where values equal under `collation` ("a" and "A" case-insensitively) are
+/// one value (the first shard's), as each shard's own `distinct` already does.
+pub fn union_values_collated(answers: Vec<Vec<Bson>>, collation: Collation) -> Vec<Bson> {
     let mut all: Vec<Bson> = answers.into_iter().flatten().collect();
-    all.sort_by(compare_values);
-    all.dedup_by(|a, b| compare_values(a, b) == Ordering::Equal);
+    all.sort_by(|a, b| collation.compare(a, b));
+    all.dedup_by(|a, b| collation.compare(a, b) == Ordering::Equal);
     all
 }
 

@@ -182,7 +182,7 @@ impl Lookup {
                     vars.retain(|(n, _)| n != name);
                     vars.push((name.clone(), value));
                 }
-                sub.pipeline.set_vars(vars);
+                sub.pipeline.set_vars(&crate::vars::LetVars::from_pairs(vars));
                 sub.pipeline.run(matches)?.into_iter().map(Bson::Document).collect()
             }
         };

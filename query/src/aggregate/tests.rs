@@ -574,5 +574,5 @@ fn let_variables_reach_every_stage() {
     let out = p.run(vec![doc! {"v": 1}, doc! {"v": 4}].into_iter()).unwrap();
     assert_eq!(out, vec![doc! {"f": [{"tag": "ab", "s": 10}]}]);
     let bad = Pipeline::parse(&[]).unwrap().with_let(Some(&doc! {"Bad": 1}));
-    assert_eq!(bad.err().map(|e| e.code), Some(ErrorCode::FailedToParse));
+    assert_eq!(bad.err().map(|e| e.code), Some(ErrorCode::Location16867));
 }

@@ -15,6 +15,7 @@ use bson::{Bson, Document};
 
 use super::regex::Pattern;
 use super::types::TypeSet;
+use crate::collation::Collation;
 use crate::order::{canonical_type, compare_values};
 use crate::path::{self, LeafArrays};
 
@@ -25,7 +26,30 @@ pub(crate) enum Expr {
     Nor(Vec<Expr>),
     Not(Box<Expr>),
     Const(bool),
-    Path { path: FieldPath, test: Test },
+    Path {
+        path: FieldPath,
+        test: Test,
+    },
+    /// `$expr`: an aggregation expression over the whole document; matches when truthy. Only at
+    /// the top level (inside `$and`/`$or`/`$nor`), never inside `$elemMatch`.
+    Agg(Box<AggMatch>),
+    /// `$jsonSchema`: the whole document against a schema. Top level only, as `$expr`.
+    Schema(Box<super::schema::Schema>),
+}
+
+/// The operand of `$expr` and the command's `let` variables it sees.
+#[derive(Debug, Clone)]
+pub(crate) struct AggMatch {
+    pub(crate) expr: crate::aggregate::expr::Expr,
+    pub(crate) vars: crate::vars::LetVars,
+}
+
+impl AggMatch {
+    fn eval(&self, doc: &Document) -> Result<bool, crate::QueryError> {
+        let scope = crate::aggregate::expr::Scope::Many(self.vars.as_slice());
+        let v = self.expr.eval_in(doc, Some(&scope))?;
+        Ok(crate::aggregate::operators::truthy(v.as_ref()))
+    }
 }
 
 /// A dotted path, split once at parse time.
@@ -52,6 +76,9 @@ pub(crate) enum CmpOp {
 #[derive(Debug, Clone)]
 pub(crate) enum Test {
     Cmp(CmpOp, Bson),
+    /// A comparison under a non-simple collation: the operand is already collated; the value
+    /// is collated when tested.
+    CmpCollated(CmpOp, Bson, Collation),
     In(InList),
     Exists,
     Type(TypeSet),
@@ -77,6 +104,8 @@ pub(crate) struct InList {
     pub(crate) sorted: Vec<Bson>,
     pub(crate) has_null: bool,
     pub(crate) regexes: Vec<Pattern>,
+    /// The values in `sorted` are collated by it (regexes still see the original values).
+    pub(crate) collation: Collation,
 }
 
 impl InList {
@@ -84,11 +113,19 @@ impl InList {
         values.sort_by(compare_values);
         values.dedup_by(|a, b| compare_values(a, b) == Ordering::Equal);
         let has_null = values.iter().any(|v| matches!(v, Bson::Null));
-        Self { sorted: values, has_null, regexes }
+        Self { sorted: values, has_null, regexes, collation: Collation::Simple }
+    }
+
+    fn set_collation(&mut self, collation: Collation) {
+        let values = std::mem::take(&mut self.sorted);
+        let regexes = std::mem::take(&mut self.regexes);
+        *self = InList::new(values.iter().map(|v| collation.collate(v).into_owned()).collect(), regexes);
+        self.collation = collation;
     }
 
     fn contains(&self, v: &Bson) -> bool {
-        self.sorted.binary_search_by(|probe| compare_values(probe, v)).is_ok()
+        let v = self.collation.collate(v);
+        self.sorted.binary_search_by(|probe| compare_values(probe, &v)).is_ok()
     }
 }
 
@@ -106,6 +143,80 @@ impl Expr {
                 });
                 found.is_break()
             }
+            // Callers that can report errors use `try_matches`; here a failed evaluation
+            // selects nothing.
+            Expr::Agg(a) => a.eval(doc).unwrap_or(false),
+            Expr::Schema(schema) => schema.matches(doc),
+        }
+    }
+
+    /// [`Expr::matches`] that reports `$expr`'s evaluation errors (`$divide` by zero, an
+    /// undefined variable) instead of treating them as no match, as MongoDB fails the operation.
+    pub(crate) fn try_matches(&self, doc: &Document) -> Result<bool, crate::QueryError> {
+        match self {
+            Expr::And(children) => {
+                for c in children {
+                    if !c.try_matches(doc)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+            Expr::Or(children) | Expr::Nor(children) => {
+                let mut any = false;
+                for c in children {
+                    if c.try_matches(doc)? {
+                        any = true;
+                        break;
+                    }
+                }
+                Ok(any == matches!(self, Expr::Or(_)))
+            }
+            Expr::Not(child) => Ok(!child.try_matches(doc)?),
+            Expr::Agg(a) => a.eval(doc),
+            other => Ok(other.matches(doc)),
+        }
+    }
+
+    /// Whether `$expr` or `$jsonSchema` occurs in the logical tree (they look at the whole
+    /// document, so `$elemMatch` may not hold them).
+    pub(crate) fn has_whole_document_operator(&self) -> bool {
+        match self {
+            Expr::And(c) | Expr::Or(c) | Expr::Nor(c) => c.iter().any(Expr::has_whole_document_operator),
+            Expr::Not(c) => c.has_whole_document_operator(),
+            Expr::Agg(_) | Expr::Schema(_) => true,
+            Expr::Const(_) | Expr::Path { .. } => false,
+        }
+    }
+
+    /// Whether evaluation can fail (an `$expr` somewhere).
+    pub(crate) fn can_fail(&self) -> bool {
+        match self {
+            Expr::And(c) | Expr::Or(c) | Expr::Nor(c) => c.iter().any(Expr::can_fail),
+            Expr::Not(c) => c.can_fail(),
+            Expr::Agg(_) => true,
+            Expr::Schema(_) | Expr::Const(_) | Expr::Path { .. } => false,
+        }
+    }
+
+    /// Makes every string comparison of the tree use `collation` (`$regex` is not affected, as
+    /// in MongoDB; `$expr` is given it by [`AggMatch`]'s own comparisons, which stay binary).
+    pub(crate) fn set_collation(&mut self, collation: Collation) {
+        match self {
+            Expr::And(c) | Expr::Or(c) | Expr::Nor(c) => c.iter_mut().for_each(|e| e.set_collation(collation)),
+            Expr::Not(c) => c.set_collation(collation),
+            Expr::Path { test, .. } => test.set_collation(collation),
+            Expr::Agg(_) | Expr::Schema(_) | Expr::Const(_) => {}
+        }
+    }
+
+    /// Gives every `$expr` the command's `let` variables.
+    pub(crate) fn set_vars(&mut self, vars: &crate::vars::LetVars) {
+        match self {
+            Expr::And(c) | Expr::Or(c) | Expr::Nor(c) => c.iter_mut().for_each(|e| e.set_vars(vars)),
+            Expr::Not(c) => c.set_vars(vars),
+            Expr::Agg(a) => a.vars = vars.clone(),
+            Expr::Schema(_) | Expr::Const(_) | Expr::Path { .. } => {}
         }
     }
 }
@@ -120,9 +231,25 @@ impl Test {
         }
     }
 
+    fn set_collation(&mut self, collation: Collation) {
+        match self {
+            Test::Cmp(op, rhs) if crate::collation::has_string(rhs) => {
+                *self = Test::CmpCollated(*op, collation.collate(rhs).into_owned(), collation);
+            }
+            Test::In(list) => list.set_collation(collation),
+            Test::ElemMatchObject(e) => e.set_collation(collation),
+            Test::ElemMatchValue(tests) | Test::And(tests) => tests.iter_mut().for_each(|t| t.set_collation(collation)),
+            Test::Not(t) => t.set_collation(collation),
+            _ => {}
+        }
+    }
+
     pub(crate) fn matches(&self, v: Option<&Bson>) -> bool {
         match self {
             Test::Cmp(op, rhs) => compare_matches(*op, rhs, v),
+            Test::CmpCollated(op, rhs, collation) => {
+                compare_matches(*op, rhs, v.map(|v| collation.collate(v)).as_deref())
+            }
             Test::In(list) => match v {
                 None => list.has_null,
                 Some(v) => list.contains(v) || list.regexes.iter().any(|re| re.matches_value(v)),

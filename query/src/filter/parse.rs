@@ -10,7 +10,7 @@
 use bson::{Bson, Document};
 use shoal_proto::ErrorCode;
 
-use super::expr::{CmpOp, Expr, FieldPath, InList, Test};
+use super::expr::{AggMatch, CmpOp, Expr, FieldPath, InList, Test};
 use super::regex::Pattern;
 use super::types::TypeSet;
 use crate::error::QueryError;
@@ -78,7 +78,21 @@ fn parse_top_level(key: &str, value: &Bson, depth: usize) -> Result<Option<Expr>
         "$comment" => return Ok(None),
         "$alwaysTrue" => Expr::Const(true),
         "$alwaysFalse" => Expr::Const(false),
-        "$where" | "$text" | "$expr" | "$jsonSchema" | "$sampleRate" => {
+        "$expr" => Expr::Agg(Box::new(AggMatch {
+            expr: crate::aggregate::expr::Expr::parse(value)?,
+            vars: crate::vars::LetVars::default(),
+        })),
+        "$jsonSchema" => match value {
+            Bson::Document(schema) => Expr::Schema(Box::new(super::schema::Schema::parse(schema)?)),
+            // MongoDB: TypeMismatch, "$jsonSchema must be an object".
+            other => {
+                return Err(QueryError::type_mismatch(format!(
+                    "$jsonSchema must be an object, not {}",
+                    crate::display::type_name(other)
+                )));
+            }
+        },
+        "$where" | "$text" | "$sampleRate" => {
             return Err(QueryError::new(ErrorCode::NotImplemented, format!("{key} is not supported by Shoal yet")));
         }
         _ => {
@@ -346,7 +360,11 @@ fn parse_elem_match(arg: &Bson, depth: usize) -> Result<Test, QueryError> {
         let clauses = parse_operators(d, depth + 1)?;
         Ok(Test::ElemMatchValue(clauses.into_iter().map(clause_to_test).collect()))
     } else {
-        Ok(Test::ElemMatchObject(Box::new(parse_filter(d, depth + 1)?)))
+        let inner = parse_filter(d, depth + 1)?;
+        if inner.has_whole_document_operator() {
+            return Err(QueryError::bad_value("$expr and $jsonSchema can only be applied to the top-level document"));
+        }
+        Ok(Test::ElemMatchObject(Box::new(inner)))
     }
 }
 

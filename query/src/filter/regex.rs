@@ -54,6 +54,10 @@ impl Pattern {
         Ok(Self { source: source.to_owned(), options: options.to_owned(), compiled })
     }
 
+    pub(crate) fn matches_str(&self, s: &str) -> bool {
+        self.compiled.is_match(s)
+    }
+
     /// MongoDB's `RegexMatchExpression::matchesSingleElement`.
     pub(crate) fn matches_value(&self, v: &Bson) -> bool {
         match v {

@@ -325,7 +325,7 @@ fn parse_errors() {
     assert_eq!((e.code, e.message.as_str()), (ErrorCode::BadValue, "unknown operator: $foo"));
     assert_eq!(err(doc! {"a": {"$gt": 1, "b": 1}}).message, "unknown operator: b");
     assert_eq!(err(doc! {"$foo": 1}).message, "unknown top level operator: $foo");
-    for op in ["$where", "$text", "$expr", "$jsonSchema"] {
+    for op in ["$where", "$text"] {
         assert_eq!(err(doc! {op: "x"}).code, ErrorCode::NotImplemented, "{op}");
     }
     assert_eq!(err(doc! {"a": {"$near": [0, 0]}}).code, ErrorCode::NotImplemented);
@@ -392,4 +392,122 @@ fn equality_fields_seed_upserts() {
     let e = equality_fields(&doc! {"a": 1, "a.b": 2}).expect_err("prefix");
     assert_eq!(e.code, ErrorCode::NotSingleValueField);
     assert_eq!(equality_fields(&doc! {"a.b": 1, "a.c": 2}).expect("siblings"), doc! {"a": {"b": 1, "c": 2}});
+}
+
+#[test]
+fn expr_compares_fields_of_one_document() {
+    let docs = [doc! {"_id": 1, "a": 5, "b": 3}, doc! {"_id": 2, "a": 1, "b": 3}, doc! {"_id": 3, "a": 2}];
+    assert_eq!(ids(doc! {"$expr": {"$gt": ["$a", "$b"]}}, &docs), vec![1, 3]);
+    assert_eq!(ids(doc! {"$expr": {"$eq": [{"$add": ["$a", 1]}, "$b"]}}, &docs), Vec::<i32>::new());
+    // Truthiness: a missing field, null and 0 are false; anything else (a string, []) is true.
+    assert_eq!(ids(doc! {"$expr": "$b"}, &docs), vec![1, 2]);
+    assert_eq!(ids(doc! {"$expr": {"$subtract": ["$a", 1]}}, &docs), vec![1, 3]);
+    assert_eq!(ids(doc! {"$expr": []}, &docs), vec![1, 2, 3]);
+    assert_eq!(ids(doc! {"$expr": "$$ROOT.b"}, &docs), vec![1, 2]);
+    assert_eq!(ids(doc! {"a": {"$lt": 5}, "$or": [{"$expr": {"$eq": ["$a", 2]}}, {"b": 3}]}, &docs), vec![2, 3]);
+    assert_eq!(ids(doc! {"$nor": [{"$expr": "$b"}]}, &docs), vec![3]);
+}
+
+#[test]
+fn expr_errors_propagate_through_try_matches() {
+    let f = Filter::parse(&doc! {"$expr": {"$gt": [{"$divide": ["$a", "$b"]}, 1]}}).unwrap();
+    assert_eq!(f.try_matches(&doc! {"a": 4, "b": 2}), Ok(true));
+    let e = f.try_matches(&doc! {"a": 4, "b": 0}).unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadValue);
+    assert!(!f.matches(&doc! {"a": 4, "b": 0}));
+    // Short-circuits as MongoDB's $and does: the first false child ends evaluation.
+    let f = Filter::parse(&doc! {"$and": [{"a": 1}, {"$expr": {"$divide": [1, 0]}}]}).unwrap();
+    assert_eq!(f.try_matches(&doc! {"a": 2}), Ok(false));
+    assert!(f.try_matches(&doc! {"a": 1}).is_err());
+    let undefined = Filter::parse(&doc! {"$expr": "$$nope"}).unwrap();
+    assert_eq!(undefined.try_matches(&doc! {}).unwrap_err().code, ErrorCode::Location17276);
+}
+
+#[test]
+fn expr_sees_let_variables() {
+    let vars = crate::vars::LetVars::parse(Some(&doc! {"lim": 3, "name": {"$toUpper": "x"}})).unwrap();
+    let f = Filter::parse(&doc! {"$expr": {"$and": [{"$gt": ["$a", "$$lim"]}, {"$eq": ["$n", "$$name"]}]}})
+        .unwrap()
+        .with_vars(&vars);
+    assert_eq!(f.try_matches(&doc! {"a": 4, "n": "X"}), Ok(true));
+    assert_eq!(f.try_matches(&doc! {"a": 3, "n": "X"}), Ok(false));
+    let nested = Filter::parse(&doc! {"$or": [{"$expr": "$$lim"}]}).unwrap().with_vars(&vars);
+    assert_eq!(nested.try_matches(&doc! {}), Ok(true));
+}
+
+#[test]
+fn expr_parse_errors() {
+    assert_eq!(err(doc! {"$expr": {"$nope": 1}}).code, ErrorCode::InvalidPipelineOperator);
+    assert_eq!(err(doc! {"a": {"$elemMatch": {"$expr": true}}}).code, ErrorCode::BadValue);
+    assert_eq!(err(doc! {"a": {"$expr": true}}).code, ErrorCode::BadValue);
+}
+
+#[test]
+fn collation_changes_string_comparisons_only() {
+    use crate::collation::Collation;
+    let ci = Collation::parse(&doc! {"locale": "en", "strength": 2}).unwrap();
+    let base = Collation::parse(&doc! {"locale": "en", "strength": 1}).unwrap();
+    let docs = [
+        doc! {"_id": 1, "s": "apple"},
+        doc! {"_id": 2, "s": "APPLE"},
+        doc! {"_id": 3, "s": "Äpple"},
+        doc! {"_id": 4, "s": ["x", "Banana"]},
+        doc! {"_id": 5, "s": 7},
+        doc! {"_id": 6, "s": {"t": "APPLE"}},
+    ];
+    let with = |filter: Document, c: Collation| -> Vec<i32> {
+        let f = Filter::parse(&filter).unwrap().with_collation(c).unwrap();
+        docs.iter().filter(|d| f.matches(d)).map(|d| d.get_i32("_id").unwrap()).collect()
+    };
+    assert_eq!(with(doc! {"s": "Apple"}, Collation::Simple), Vec::<i32>::new());
+    assert_eq!(with(doc! {"s": "Apple"}, ci), vec![1, 2]);
+    assert_eq!(with(doc! {"s": "Apple"}, base), vec![1, 2, 3]);
+    assert_eq!(with(doc! {"s": {"$in": ["banana", 7]}}, ci), vec![4, 5]);
+    assert_eq!(with(doc! {"s": {"$nin": ["APPLE"]}}, ci), vec![3, 4, 5, 6]);
+    assert_eq!(with(doc! {"s": {"$ne": "apple"}}, base), vec![4, 5, 6]);
+    assert_eq!(with(doc! {"s": {"$gt": "b", "$lt": "c"}}, ci), vec![4]);
+    assert_eq!(with(doc! {"s": {"t": "apple"}}, ci), vec![6]);
+    assert_eq!(with(doc! {"s": {"$elemMatch": {"$eq": "BANANA"}}}, ci), vec![4]);
+    // $regex stays binary, as in MongoDB.
+    assert_eq!(with(doc! {"s": {"$regex": "^apple"}}, ci), vec![1]);
+    let expr = Filter::parse(&doc! {"$expr": true}).unwrap().with_collation(ci).unwrap_err();
+    assert_eq!(expr.code, ErrorCode::NotImplemented);
+}
+
+mod equivalences {
+    //! `$expr` and `$jsonSchema` against the plain operators they coincide with on numbers.
+    use bson::doc;
+    use proptest::prelude::*;
+
+    use crate::filter::Filter;
+
+    fn number() -> impl Strategy<Value = bson::Bson> {
+        prop_oneof![
+            (-5i32..5).prop_map(bson::Bson::Int32),
+            (-5i64..5).prop_map(bson::Bson::Int64),
+            (-10i32..10).prop_map(|h| bson::Bson::Double(f64::from(h) / 2.0)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn expr_comparisons_equal_field_operators_on_numbers(a in number(), c in number(), op in 0usize..5) {
+            let (agg, query) = [("$gt", "$gt"), ("$gte", "$gte"), ("$lt", "$lt"), ("$lte", "$lte"), ("$eq", "$eq")][op];
+            let d = doc! {"a": a};
+            let via_expr = Filter::parse(&doc! {"$expr": {agg: ["$a", c.clone()]}}).unwrap().try_matches(&d).unwrap();
+            let via_field = Filter::parse(&doc! {"a": {query: c}}).unwrap().matches(&d);
+            prop_assert_eq!(via_expr, via_field);
+        }
+
+        #[test]
+        fn schema_bounds_equal_range_operators(a in number(), lo in number(), hi in number(), exclusive in any::<bool>()) {
+            let d = doc! {"a": a};
+            let schema = doc! {"$jsonSchema": {"properties": {"a": {
+                "minimum": lo.clone(), "exclusiveMinimum": exclusive, "maximum": hi.clone(),
+            }}}};
+            let low = if exclusive { "$gt" } else { "$gte" };
+            let range = doc! {"a": {low: lo, "$lte": hi}};
+            prop_assert_eq!(Filter::parse(&schema).unwrap().matches(&d), Filter::parse(&range).unwrap().matches(&d));
+        }
+    }
 }

@@ -83,6 +83,11 @@ impl TypeSet {
         Ok(())
     }
 
+    /// Whether embedded documents (`object`, 3) are in the set.
+    pub(crate) fn contains_object(&self) -> bool {
+        self.codes.contains(&3)
+    }
+
     pub(crate) fn contains(&self, v: &Bson) -> bool {
         let is_number = matches!(v, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_));
         (self.any_number && is_number) || self.codes.contains(&type_code(v))

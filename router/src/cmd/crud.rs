@@ -136,7 +136,11 @@ async fn routed_read(state: &RouterState, cmd: &Command, coll: &str, kind: ReadK
         let targets: BTreeSet<String> = match &placement {
             Placement::Sharded(_) => {
                 if filter.is_none() {
-                    filter = Some(read_filter(kind, &Document::try_from(cmd.body.as_ref())?));
+                    let body = Document::try_from(cmd.body.as_ref())?;
+                    // Shard key ranges order strings in binary: under another collation an
+                    // equality or range on a string key may match documents in any chunk.
+                    let simple = shoal_query::collation::Collation::from_command(&body, &cmd.name)?.is_simple();
+                    filter = Some(if simple { read_filter(kind, &body) } else { Document::new() });
                 }
                 placement.targets(filter.as_ref().unwrap_or(&Document::new()))
             }

@@ -113,7 +113,8 @@ pub async fn find(
     let sort = match body.get("sort") {
         Some(Bson::Document(s)) => SortSpec::parse(s)?,
         _ => SortSpec::parse(&Document::new())?,
-    };
+    }
+    .with_collation(shoal_query::collation::Collation::from_command(&body, "find")?);
     let skip = usize::try_from(number(body.get("skip"))).unwrap_or(0);
     let raw_limit = number(body.get("limit"));
     let single_batch = raw_limit < 0 || body.get_bool("singleBatch").unwrap_or(false);
@@ -285,7 +286,8 @@ pub async fn distinct(
             _ => answers.push(Vec::new()),
         }
     }
-    let values = merge::union_values(answers);
+    let collation = shoal_query::collation::Collation::from_command(&body, "distinct")?;
+    let values = merge::union_values_collated(answers, collation);
     let out = doc! { "values": values };
     Ok(RawDocumentBuf::try_from(&out)?)
 }

@@ -253,12 +253,17 @@ pub async fn update_or_delete(
     for (i, raw) in stmts.iter().enumerate() {
         let stmt = Document::from_reader(&mut raw.as_ref())?;
         let filter = statement_filter(&stmt);
+        // Under a non-simple collation the shard key's (binary) ranges cannot narrow the targets.
+        // A bad collation is the statement's error, reported by the shards.
+        let simple = shoal_query::collation::Collation::from_command(&stmt, field).map_or(true, |c| c.is_simple());
+        let target_filter = if simple { filter.clone() } else { Document::new() };
         let multi = is_multi(kind, &stmt);
         let mut done: Vec<String> = Vec::new();
         let mut attempt = 0;
         let mut failed = false;
         loop {
-            let targets: Vec<String> = placement.targets(&filter).into_iter().filter(|s| !done.contains(s)).collect();
+            let targets: Vec<String> =
+                placement.targets(&target_filter).into_iter().filter(|s| !done.contains(s)).collect();
             if let Placement::Sharded(t) = &placement {
                 let exact = target::is_exact_key(t, &filter);
                 if matches!(kind, WriteKind::Update) && stmt.get_bool("upsert").unwrap_or(false) && !exact {
@@ -302,7 +307,7 @@ pub async fn update_or_delete(
                 }
             }
             if !multi && targets.len() > 1 {
-                match one_match(state, cmd, coll, &placement, &targets, &filter).await {
+                match one_match(state, cmd, Some(&stmt), coll, &placement, &targets, &filter).await {
                     Ok(Some((shard, id))) => {
                         let mut pinned = stmt.clone();
                         pinned.insert("q", doc! { "$and": [filter.clone(), { "_id": id }] });
@@ -363,16 +368,30 @@ pub async fn update_or_delete(
 }
 
 /// The shard and `_id` of one document matching `filter` among `targets` (first shard first).
+#[allow(clippy::too_many_arguments)]
 pub async fn one_match(
     state: &RouterState,
     cmd: &Command,
+    stmt: Option<&Document>,
     coll: &str,
     placement: &Placement,
     targets: &[String],
     filter: &Document,
 ) -> Result<Option<(String, Bson)>, CommandError> {
-    let find =
+    let mut find =
         doc! { "find": coll, "filter": filter.clone(), "projection": { "_id": 1 }, "limit": 1, "singleBatch": true };
+    // The filter may use the command's `let` variables (`$expr`) and the collation of the
+    // statement (update, delete) or of the command (findAndModify).
+    let body = Document::try_from(cmd.body.as_ref())?;
+    let collation = match stmt {
+        Some(s) => s.get("collation"),
+        None => body.get("collation"),
+    };
+    for (field, value) in [("let", body.get("let")), ("collation", collation)] {
+        if let Some(v) = value {
+            find.insert(field, v.clone());
+        }
+    }
     for shard in targets {
         let req = CommandRequest {
             request_id: cmd.request_id.to_string(),
@@ -429,7 +448,7 @@ pub async fn find_and_modify_without_key(
             }
         }
     }
-    let Some((shard, id)) = one_match(state, cmd, coll, placement, targets, &query).await? else {
+    let Some((shard, id)) = one_match(state, cmd, None, coll, placement, targets, &query).await? else {
         let none = doc! { "lastErrorObject": { "n": 0, "updatedExisting": false }, "value": Bson::Null };
         return RawDocumentBuf::try_from(&none).map_err(CommandError::from);
     };

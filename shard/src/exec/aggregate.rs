@@ -109,9 +109,9 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     };
     args::check_collation(body, "aggregate")?;
     args::check_hint(body, "aggregate")?;
-    let lets = args::opt_document(body, "aggregate", "let")?;
+    let vars = shoal_query::vars::LetVars::from_command(body, "aggregate")?;
     let allow_disk_use = args::opt_bool(body, "aggregate", "allowDiskUse")?.unwrap_or(false);
-    let pipeline = Pipeline::parse(&stages)?.with_allow_disk_use(allow_disk_use).with_let(lets)?;
+    let pipeline = Pipeline::parse(&stages)?.with_allow_disk_use(allow_disk_use).with_vars(&vars);
     let ns_string = ns.to_string();
 
     let limit = if allow_disk_use { RESULTS_MAX_BYTES_DISK_USE } else { RESULTS_MAX_BYTES };
@@ -120,7 +120,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
             let leading = pipeline.leading_match().cloned().unwrap_or_default();
             let sort = pipeline.leading_sort();
             let chosen = plan::plan(&coll, &leading, sort.as_ref().map(|(s, _)| s), body.get("hint"))?;
-            let scan_filter = if leading.is_empty() { None } else { Some(Filter::parse(&leading)?) };
+            let scan_filter = if leading.is_empty() { None } else { Some(Filter::parse(&leading)?.with_vars(&vars)) };
             let failure: RefCell<Option<ExecError>> = RefCell::new(None);
             let owned = req.owned();
             // An index (or `_id` order) that yields the leading `$sort`'s order replaces it.

@@ -2,6 +2,7 @@
 
 use bson::{Bson, Document};
 use shoal_proto::{ErrorCode, Namespace};
+use shoal_query::collation::Collation;
 
 use crate::error::{ExecError, ExecResult};
 
@@ -80,18 +81,29 @@ pub fn namespace(db: &str, coll: &str) -> ExecResult<Namespace> {
     Namespace::new(db, coll).map_err(|e| ExecError::new(ErrorCode::InvalidNamespace, e.to_string()))
 }
 
-/// `collation` other than the simple binary one is not supported yet: refuse rather than answer
-/// with the wrong order.
+/// The `collation` of a command (or of one write statement), with MongoDB's codes for bad ones
+/// (see `shoal_query::collation`).
+pub fn collation(body: &Document, cmd: &str) -> ExecResult<Collation> {
+    Ok(Collation::from_command(body, cmd)?)
+}
+
+/// The filter the access path is planned from: under a non-simple collation none, so the scan is
+/// a full one. `_id` (and every index) keys strings in binary order, so a point read or range
+/// on a string under a case-insensitive collation would miss equal strings.
+pub fn planning_filter(filter: &Document, collation: Collation) -> std::borrow::Cow<'_, Document> {
+    if collation.is_simple() { std::borrow::Cow::Borrowed(filter) } else { std::borrow::Cow::Owned(Document::new()) }
+}
+
+/// For commands that do not implement collations yet (`aggregate`): a valid non-simple
+/// collation is refused rather than answered in binary order.
 pub fn check_collation(body: &Document, cmd: &str) -> ExecResult<()> {
-    match body.get("collation") {
-        None | Some(Bson::Null) => Ok(()),
-        Some(Bson::Document(c)) if c.is_empty() || c.get_str("locale").ok() == Some("simple") => Ok(()),
-        Some(Bson::Document(_)) => Err(ExecError::new(
-            ErrorCode::NotImplemented,
-            "collation other than {locale: \"simple\"} is not supported yet",
-        )),
-        Some(other) => Err(wrong_type(cmd, "collation", other, "object")),
+    if collation(body, cmd)?.is_simple() {
+        return Ok(());
     }
+    Err(ExecError::new(
+        ErrorCode::NotImplemented,
+        format!("{cmd} supports only the simple collation ({{locale: \"simple\"}}) in Shoal"),
+    ))
 }
 
 /// Checks a `hint`'s type (an index name or key pattern); the planner resolves it against the

@@ -27,15 +27,17 @@ pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
             None => return Err(args::wrong_type("count", "limit", v, "long")),
         },
     };
-    args::check_collation(body, "count")?;
+    let collation = args::collation(body, "count")?;
     args::check_hint(body, "count")?;
-    let filter = Filter::parse(&query)?;
+    let vars = shoal_query::vars::LetVars::from_command(body, "count")?;
+    let filter = Filter::parse(&query)?.with_vars(&vars).with_collation(collation)?;
     let Some(coll) = engine.store.collection(&ns.to_string()) else {
         return Ok(doc! { "n": 0_i32 });
     };
-    let chosen = plan::plan(&coll, &query, None, body.get("hint"))?;
+    let plan_doc = args::planning_filter(&query, collation);
+    let chosen = plan::plan(&coll, &plan_doc, None, body.get("hint"))?;
     let path = chosen.path;
-    let filter = if query.is_empty() || plan::path_implies_filter(&path, &query) { None } else { Some(&filter) };
+    let filter = if query.is_empty() || plan::path_implies_filter(&path, &plan_doc) { None } else { Some(&filter) };
     let mut seen = 0u64;
     let mut n = 0u64;
     for_each_match(&engine.store, None, &coll, &path, filter, req.owned(), chosen.reverse, |_| {
@@ -67,21 +69,22 @@ pub fn distinct(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
         }
     };
     let query = args::opt_document(body, "distinct", "query")?.cloned().unwrap_or_default();
-    args::check_collation(body, "distinct")?;
+    let collation = args::collation(body, "distinct")?;
     args::check_hint(body, "distinct")?;
-    let filter = Filter::parse(&query)?;
+    let filter = Filter::parse(&query)?.with_collation(collation)?;
     let mut values = Vec::new();
     let mut seen = HashSet::new();
     let mut bytes = 0usize;
     if let Some(coll) = engine.store.collection(&ns.to_string()) {
-        let path = plan::plan(&coll, &query, None, body.get("hint"))?.path;
+        let path = plan::plan(&coll, &args::planning_filter(&query, collation), None, body.get("hint"))?.path;
         let parts: Vec<&str> = key.split('.').collect();
         for_each_match(&engine.store, None, &coll, &path, Some(&filter), req.owned(), false, |m| {
             let mut found = Vec::new();
             collect_path(&Bson::Document(m.doc), &parts, &mut found);
             for v in found {
-                // Equal values (1, 1.0, NumberLong(1)) are one distinct value, as in MongoDB.
-                if seen.insert(shoal_query::keystring::encode(&v)) {
+                // Equal values (1, 1.0, NumberLong(1); "a" and "A" under a case-insensitive
+                // collation) are one distinct value, as in MongoDB; the first one seen is kept.
+                if seen.insert(shoal_query::keystring::encode(&collation.collate(&v))) {
                     bytes += 16 + bson_len(&v);
                     if bytes > shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES {
                         return Err(ExecError::new(ErrorCode::BSONObjectTooLarge, "distinct too big, 16mb cap"));
@@ -92,7 +95,7 @@ pub fn distinct(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
             Ok(ControlFlow::Continue(()))
         })?;
     }
-    values.sort_by(shoal_query::order::compare_values);
+    values.sort_by(|a, b| collation.compare(a, b));
     Ok(doc! { "values": values })
 }
 

@@ -4,6 +4,7 @@
 use bson::{Bson, Document};
 use shoal_proto::ErrorCode;
 use shoal_query::filter::Filter;
+use shoal_query::vars::LetVars;
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::retry::{self, Outcome, Retryable};
@@ -14,11 +15,12 @@ use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, record};
 struct DeleteStatement {
     filter_doc: Document,
     filter: Filter,
+    collation: shoal_query::collation::Collation,
     single: bool,
     hint: Option<Bson>,
 }
 
-fn parse(stmt: &Document) -> ExecResult<DeleteStatement> {
+fn parse(stmt: &Document, vars: &LetVars) -> ExecResult<DeleteStatement> {
     let filter_doc = match stmt.get("q") {
         Some(Bson::Document(d)) => d.clone(),
         Some(other) => return Err(args::wrong_type("delete.deletes", "q", other, "object")),
@@ -48,14 +50,14 @@ fn parse(stmt: &Document) -> ExecResult<DeleteStatement> {
             ));
         }
     };
-    args::check_collation(stmt, "delete.deletes")?;
+    let collation = args::collation(stmt, "delete.deletes")?;
     args::check_hint(stmt, "delete.deletes")?;
-    let filter = Filter::parse(&filter_doc)?;
-    Ok(DeleteStatement { filter_doc, filter, single, hint: stmt.get("hint").cloned() })
+    let filter = Filter::parse(&filter_doc)?.with_vars(vars).with_collation(collation)?;
+    Ok(DeleteStatement { filter_doc, filter, collation, single, hint: stmt.get("hint").cloned() })
 }
 
-fn query(s: &DeleteStatement) -> Query<'_> {
-    Query { filter_doc: &s.filter_doc, filter: &s.filter, hint: s.hint.as_ref() }
+fn query<'a>(s: &'a DeleteStatement, plan_doc: &'a Document) -> Query<'a> {
+    Query { filter_doc: plan_doc, filter: &s.filter, hint: s.hint.as_ref() }
 }
 
 pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
@@ -67,6 +69,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
     let coll_name = args::collection_name(&req.body, "delete")?;
     let ns = args::namespace(req.db, &coll_name)?.to_string();
     let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
+    let vars = LetVars::from_command(&req.body, "delete")?;
     let stmts = statements(req, "deletes")?;
     let retry = Retryable::parse(&req.body, stmts.len())?;
     if let Some(answer) = retry::answer_probe(&engine.store, &req.body, retry.as_ref()) {
@@ -88,7 +91,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
                 txn.hold_together(true);
             }
             let result = (|| -> Result<i64, StatementError> {
-                let s = parse(&stmt.doc)?;
+                let s = parse(&stmt.doc, &vars)?;
                 if retry.is_some() && !s.single {
                     return Err(ExecError::new(
                         ErrorCode::InvalidOptions,
@@ -99,7 +102,8 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
                 let Some(coll) = txn.collection(&ns) else {
                     return Ok(0);
                 };
-                let matches = collect_matches(engine, txn, &coll, query(&s), s.single, None, req.owned())?;
+                let plan_doc = args::planning_filter(&s.filter_doc, s.collation);
+                let matches = collect_matches(engine, txn, &coll, query(&s, &plan_doc), s.single, None, req.owned())?;
                 for m in &matches {
                     let id = m.doc.get("_id").cloned().unwrap_or(Bson::Null);
                     txn.delete(&coll, &id).map_err(StatementError::Storage)?;

@@ -17,6 +17,7 @@ use shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES;
 use shoal_query::filter::Filter;
 use shoal_query::projection::Projection;
 use shoal_query::sort::SortSpec;
+use shoal_query::vars::LetVars;
 
 use crate::cursors::{Cursor, CursorSource, ScanCursor};
 use crate::error::{ExecError, ExecResult};
@@ -80,7 +81,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let batch_size = args::opt_non_negative(body, cmd, "batchSize")?.map(|b| b as usize);
     let single_batch = args::opt_bool(body, cmd, "singleBatch")?.unwrap_or(false);
     let allow_disk_use = args::opt_bool(body, cmd, "allowDiskUse")?.unwrap_or(false);
-    args::check_collation(body, cmd)?;
+    let collation = args::collation(body, cmd)?;
     args::check_hint(body, cmd)?;
     for unsupported in ["returnKey", "showRecordId", "tailable", "awaitData"] {
         if args::opt_bool(body, cmd, unsupported)?.unwrap_or(false) {
@@ -90,7 +91,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
             ));
         }
     }
-    for unsupported in ["min", "max", "let"] {
+    for unsupported in ["min", "max"] {
         if body.contains_key(unsupported) {
             return Err(ExecError::new(
                 ErrorCode::NotImplemented,
@@ -99,20 +100,24 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
         }
     }
 
-    let filter = Filter::parse(&filter_doc)?;
+    let vars = LetVars::from_command(body, cmd)?;
+    let filter = Filter::parse(&filter_doc)?.with_vars(&vars).with_collation(collation)?;
     let projection = if projection_doc.is_empty() { None } else { Some(Projection::parse(&projection_doc)?) };
-    let sort = if sort_doc.is_empty() { None } else { Some(SortSpec::parse(&sort_doc)?) };
+    let sort = if sort_doc.is_empty() { None } else { Some(SortSpec::parse(&sort_doc)?.with_collation(collation)) };
     let ns_string = ns.to_string();
 
     let Some(coll) = engine.store.collection(&ns_string) else {
         return Ok((Batch { documents: Vec::new(), cursor_id: 0 }, ns_string));
     };
-    let mut chosen = plan::plan(&coll, &filter_doc, Some(&sort_doc), body.get("hint"))?;
+    let plan_doc = args::planning_filter(&filter_doc, collation);
+    let mut chosen = plan::plan(&coll, &plan_doc, Some(&sort_doc), body.get("hint"))?;
     if let plan::AccessPath::Index(scan) = &mut chosen.path {
         scan.covered = plan::covered::covers(scan, &filter_doc, &projection_doc, &sort_doc, req.owned());
     }
+    // Index and `_id` order is binary: under another collation a sort is done in memory.
+    chosen.sorted &= collation.is_simple() || sort_doc.is_empty();
     let path = chosen.path;
-    let filter = if plan::path_implies_filter(&path, &filter_doc) { None } else { Some(filter) };
+    let filter = if plan::path_implies_filter(&path, &plan_doc) { None } else { Some(filter) };
     let first_batch = batch_size.unwrap_or(FIRST_BATCH_DEFAULT_DOCS);
 
     let source = match chosen.sorted.then_some(chosen.reverse) {

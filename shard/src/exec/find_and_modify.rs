@@ -49,7 +49,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let remove = args::opt_bool(body, CMD, "remove")?.unwrap_or(false);
     let return_new = args::opt_bool(body, CMD, "new")?.unwrap_or(false);
     let upsert = args::opt_bool(body, CMD, "upsert")?.unwrap_or(false);
-    args::check_collation(body, CMD)?;
+    let collation = args::collation(body, CMD)?;
     args::check_hint(body, CMD)?;
     let array_filters = crate::exec::update::array_filters(body, CMD)?;
     let update = match body.get("update") {
@@ -76,7 +76,10 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
         }
         _ => {}
     }
-    let filter = Filter::parse(&filter_doc)?;
+    let vars = shoal_query::vars::LetVars::from_command(body, CMD)?;
+    let filter = Filter::parse(&filter_doc)?.with_vars(&vars).with_collation(collation)?;
+    let sort = sort.map(|s| s.with_collation(collation));
+    let update = update.map(|u| u.with_vars(&vars));
     let project = |d: Option<Document>| -> ExecResult<Bson> {
         match (d, &fields) {
             (None, _) => Ok(Bson::Null),
@@ -107,7 +110,8 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
                 let Some(coll) = txn.collection(&ns.to_string()) else {
                     return Ok(doc! { "lastErrorObject": { "n": 0 }, "value": Bson::Null });
                 };
-                let matches = collect_matches(engine, txn, &coll, Query { filter_doc: &filter_doc, filter: &filter, hint: body.get("hint") }, true, sort.as_ref(), req.owned())?;
+                let plan_doc = args::planning_filter(&filter_doc, collation);
+                let matches = collect_matches(engine, txn, &coll, Query { filter_doc: &plan_doc, filter: &filter, hint: body.get("hint") }, true, sort.as_ref(), req.owned())?;
                 let Some(m) = matches.into_iter().next() else {
                     return Ok(doc! { "lastErrorObject": { "n": 0 }, "value": Bson::Null });
                 };
@@ -115,7 +119,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
                 return Ok(doc! { "lastErrorObject": { "n": 1 }, "value": project(Some(m.doc))? });
             }
             let Some(spec) = update else { return Err(ExecError::new(ErrorCode::InternalError, "update expected").into()) };
-            let stmt = UpdateStatement { filter_doc: filter_doc.clone(), filter: Filter::parse(&filter_doc)?, spec, multi: false, upsert, hint: None };
+            let stmt = UpdateStatement { filter_doc: filter_doc.clone(), filter: filter.clone(), collation, spec, multi: false, upsert, hint: None };
             let applied = apply(engine, txn, &ns, &stmt, sort.as_ref(), !return_new, req.owned())?;
             let mut last_error = doc! { "n": (applied.matched + applied.upserted_id.is_some() as i64) as i32, "updatedExisting": applied.matched > 0 };
             if let Some(id) = &applied.upserted_id {

@@ -61,9 +61,16 @@ pub fn decode(raw: &[u8]) -> ExecResult<Document> {
     Ok(Document::from_reader(&mut &raw[..])?)
 }
 
-/// Whether `doc` passes the filter and the ownership filter.
-fn keep(doc: &Document, filter: Option<&Filter>, owned: Option<&Ownership>) -> bool {
-    filter.is_none_or(|fl| fl.matches(doc)) && owned.is_none_or(|o| o.owns_document(doc))
+/// Whether `doc` passes the filter and the ownership filter, or the error an `$expr` raised.
+/// A filter that can fail runs after the ownership check, so an orphan cannot fail a query it
+/// would not be part of.
+fn keep(doc: &Document, filter: Option<&Filter>, owned: Option<&Ownership>) -> ExecResult<bool> {
+    let owns = |d: &Document| owned.is_none_or(|o| o.owns_document(d));
+    match filter {
+        None => Ok(owns(doc)),
+        Some(fl) if fl.can_fail() => Ok(owns(doc) && fl.try_matches(doc)?),
+        Some(fl) => Ok(fl.matches(doc) && owns(doc)),
+    }
 }
 
 /// Calls `f` with each matching document in key order (reverse: descending) starting within the
@@ -89,7 +96,7 @@ pub fn for_each_match(
             if let Some(raw) = raw {
                 counters::doc();
                 let doc = decode(&raw)?;
-                if keep(&doc, filter, owned) {
+                if keep(&doc, filter, owned)? {
                     let key = Bytes::from(crate::store::keys::document_key(coll.id, id));
                     let _ = f(Matched { key, raw, doc })?;
                 }
@@ -104,7 +111,7 @@ pub fn for_each_match(
                 let (key, raw) = kv?;
                 counters::doc();
                 let doc = decode(&raw)?;
-                if keep(&doc, filter, owned) && f(Matched { key, raw, doc })?.is_break() {
+                if keep(&doc, filter, owned)? && f(Matched { key, raw, doc })?.is_break() {
                     break;
                 }
             }
@@ -113,7 +120,7 @@ pub fn for_each_match(
         AccessPath::Index(scan) => {
             for m in IndexMatches::new(store, txn, coll, scan, reverse) {
                 let m = m?;
-                if keep(&m.doc, filter, owned) && f(m)?.is_break() {
+                if keep(&m.doc, filter, owned)? && f(m)?.is_break() {
                     break;
                 }
             }
@@ -310,8 +317,8 @@ pub fn resume_after(path: &AccessPath, last_key: &[u8], reverse: bool) -> Option
     }
 }
 
-/// The matching documents as an iterator (for pipelines that pull). A storage or decoding error
-/// ends the iteration and is left in `failure` for the caller to report.
+/// The matching documents as an iterator (for pipelines that pull). A storage, decoding or
+/// filter evaluation error ends the iteration and is left in `failure` for the caller to report.
 pub fn iter_matches<'a>(
     store: &'a Store,
     coll: &'a CollectionInfo,
@@ -325,6 +332,15 @@ pub fn iter_matches<'a>(
         failure.borrow_mut().get_or_insert(e);
         None
     };
+    // `Some(None)`: skipped; `None`: the error that ends the iteration.
+    let kept = move |d: Document| match keep(&d, filter, owned) {
+        Ok(true) => Some(Some(d)),
+        Ok(false) => Some(None),
+        Err(e) => {
+            failure.borrow_mut().get_or_insert(e);
+            None
+        }
+    };
     match path {
         AccessPath::Point(id) => {
             let doc = match store.get(coll, id) {
@@ -332,7 +348,7 @@ pub fn iter_matches<'a>(
                 Ok(None) => None,
                 Err(e) => fail(e.into()),
             };
-            Box::new(doc.into_iter().filter(move |d| keep(d, filter, owned)))
+            Box::new(doc.into_iter().map_while(kept).flatten())
         }
         AccessPath::Range { lower, upper } => Box::new(
             store
@@ -350,12 +366,14 @@ pub fn iter_matches<'a>(
                         Err(e) => fail(e.into()),
                     }
                 })
-                .filter(move |d| keep(d, filter, owned)),
+                .map_while(kept)
+                .flatten(),
         ),
         AccessPath::Index(scan) => Box::new(
             IndexMatches::new(store, None, coll, scan, reverse)
                 .map_while(move |m| m.map_or_else(fail, |m| Some(m.doc)))
-                .filter(move |d| keep(d, filter, owned)),
+                .map_while(kept)
+                .flatten(),
         ),
     }
 }

@@ -8,6 +8,7 @@ use bson::{Bson, Document, RawDocumentBuf};
 use shoal_proto::ErrorCode;
 use shoal_query::filter::Filter;
 use shoal_query::update::{UpdateContext, UpdateSpec};
+use shoal_query::vars::LetVars;
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::insert::{check_size, insert_prepared, with_id_first};
@@ -21,6 +22,7 @@ use crate::store::WriteTxn;
 pub struct UpdateStatement {
     pub filter_doc: Document,
     pub filter: Filter,
+    pub collation: shoal_query::collation::Collation,
     pub spec: UpdateSpec,
     pub multi: bool,
     pub upsert: bool,
@@ -28,7 +30,8 @@ pub struct UpdateStatement {
 }
 
 impl UpdateStatement {
-    pub fn parse(stmt: &Document) -> ExecResult<Self> {
+    /// One statement of `updates`, seeing the command's `let` variables.
+    pub fn parse(stmt: &Document, vars: &LetVars) -> ExecResult<Self> {
         let filter_doc = match stmt.get("q") {
             Some(Bson::Document(d)) => d.clone(),
             Some(other) => return Err(args::wrong_type("q", "q", other, "object")),
@@ -53,7 +56,7 @@ impl UpdateStatement {
         };
         let multi = args::opt_bool(stmt, "update.updates", "multi")?.unwrap_or(false);
         let upsert = args::opt_bool(stmt, "update.updates", "upsert")?.unwrap_or(false);
-        args::check_collation(stmt, "update.updates")?;
+        let collation = args::collation(stmt, "update.updates")?;
         args::check_hint(stmt, "update.updates")?;
         if multi && spec.is_replacement() {
             return Err(ExecError::new(
@@ -61,9 +64,9 @@ impl UpdateStatement {
                 "multi update is not supported for replacement-style update",
             ));
         }
-        let filter = Filter::parse(&filter_doc)?;
+        let filter = Filter::parse(&filter_doc)?.with_vars(vars).with_collation(collation)?;
         let hint = stmt.get("hint").cloned();
-        Ok(Self { filter_doc, filter, spec, multi, upsert, hint })
+        Ok(Self { filter_doc, filter, collation, spec: spec.with_vars(vars), multi, upsert, hint })
     }
 }
 
@@ -110,6 +113,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
     let coll_name = args::collection_name(&req.body, "update")?;
     let ns = args::namespace(req.db, &coll_name)?;
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
+    let vars = LetVars::from_command(&req.body, "update")?;
     let stmts = statements(req, "updates")?;
     let retry = Retryable::parse(&req.body, stmts.len())?;
     if let Some(answer) = retry::answer_probe(&engine.store, &req.body, retry.as_ref()) {
@@ -133,7 +137,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
                 }
                 txn.hold_together(true);
             }
-            let result = UpdateStatement::parse(&stmt.doc)
+            let result = UpdateStatement::parse(&stmt.doc, &vars)
                 .and_then(|s| refuse_multi(s, retry.is_some()))
                 .map_err(|e| StatementError::Exec(e, None))
                 .and_then(|s| apply_statement(engine, txn, &ns, &s, req.owned()));
@@ -214,7 +218,8 @@ pub fn apply(
     let ctx = UpdateContext { now: txn.now(), is_upsert_insert: false };
     let mut applied = Applied { matched: 0, modified: 0, last: None, upserted_id: None };
     if let Some(coll) = txn.collection(&ns.to_string()) {
-        let query = Query { filter_doc: &stmt.filter_doc, filter: &stmt.filter, hint: stmt.hint.as_ref() };
+        let plan_doc = args::planning_filter(&stmt.filter_doc, stmt.collation);
+        let query = Query { filter_doc: &plan_doc, filter: &stmt.filter, hint: stmt.hint.as_ref() };
         let matches = collect_matches(engine, txn, &coll, query, !stmt.multi, sort, owned)
             .map_err(|e| StatementError::Exec(e, None))?;
         for old in matches {
@@ -280,7 +285,8 @@ pub fn apply(
     Ok(applied)
 }
 
-/// A write statement's query.
+/// A write statement's query. `filter_doc` is what the access path is planned from
+/// (`args::planning_filter`: nothing under a non-simple collation).
 pub struct Query<'a> {
     pub filter_doc: &'a Document,
     pub filter: &'a Filter,
