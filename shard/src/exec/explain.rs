@@ -109,7 +109,11 @@ pub fn explain(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     };
     let ns = args::namespace(req.db, &coll_name)?;
     let q = query_of(&cmd, inner)?;
-    let filter = Filter::parse(&q.filter)?;
+    // Explained as it would run: with the command's `let` variables and collation.
+    let collation = args::collation(inner, &cmd)?;
+    let vars = shoal_query::vars::LetVars::from_command(inner, &cmd)?;
+    let filter = Filter::parse(&q.filter)?.with_vars(&vars).with_collation(collation)?;
+    let plan_doc = args::planning_filter(&q.filter, collation).into_owned();
     let Some(coll) = engine.store.collection(&ns.to_string()) else {
         let eof = doc! { "stage": "EOF" };
         let mut reply = doc! { "queryPlanner": { "namespace": ns.to_string(), "parsedQuery": q.filter.clone(), "winningPlan": eof.clone(), "rejectedPlans": [] } };
@@ -118,7 +122,8 @@ pub fn explain(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
         }
         return Ok(reply);
     };
-    let mut chosen = plan::plan(&coll, &q.filter, q.sort.as_ref(), q.hint.as_ref())?;
+    let mut chosen = plan::plan(&coll, &plan_doc, q.sort.as_ref(), q.hint.as_ref())?;
+    chosen.sorted &= collation.is_simple() || q.sort.is_none();
     if let (plan::AccessPath::Index(scan), Some(projection)) = (&mut chosen.path, q.projection.as_ref()) {
         scan.covered = plan::covered::covers(
             scan,

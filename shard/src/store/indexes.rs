@@ -108,7 +108,10 @@ impl IndexSpec {
         let sparse = flag("sparse")?;
         let partial = match spec.get("partialFilterExpression") {
             None => None,
-            Some(Bson::Document(d)) => Some((d.clone(), Filter::parse(d)?)),
+            Some(Bson::Document(d)) => {
+                check_partial(d, 0)?;
+                Some((d.clone(), Filter::parse(d)?))
+            }
             Some(_) => {
                 return Err(bad_spec(ErrorCode::TypeMismatch, "The field 'partialFilterExpression' must be an object"));
             }
@@ -238,6 +241,46 @@ impl IndexSpec {
     }
 }
 
+/// Operators MongoDB allows in a `partialFilterExpression` (on a field).
+const PARTIAL_FIELD_OPERATORS: &[&str] = &["$eq", "$exists", "$gt", "$gte", "$lt", "$lte", "$type", "$in"];
+
+/// Refuses what MongoDB refuses in a partial filter (`$expr`, `$jsonSchema`, `$ne`, `$regex`,
+/// `$exists: false`, ...): CannotCreateIndex (67).
+fn check_partial(filter: &Document, depth: usize) -> Result<(), QueryError> {
+    let refuse = |what: &str| {
+        bad_spec(
+            ErrorCode::CannotCreateIndex,
+            format!("Error in specification: Expression not supported in partial index: {what}"),
+        )
+    };
+    for (k, v) in filter {
+        match (k.as_str(), v) {
+            ("$and" | "$or", Bson::Array(items)) if depth < 4 => {
+                for item in items {
+                    match item {
+                        Bson::Document(d) => check_partial(d, depth + 1)?,
+                        _ => return Err(refuse(k)),
+                    }
+                }
+            }
+            (k, _) if k.starts_with('$') => return Err(refuse(k)),
+            (_, Bson::RegularExpression(_)) => return Err(refuse("$regex")),
+            (_, Bson::Document(ops)) if ops.keys().next().is_some_and(|o| o.starts_with('$')) => {
+                for (op, arg) in ops {
+                    // `$exists` only as `true`: documents lacking the field are not indexed.
+                    let exists_ok = op != "$exists" || matches!(arg, Bson::Boolean(true));
+                    let ok = PARTIAL_FIELD_OPERATORS.contains(&op.as_str()) && exists_ok;
+                    if !ok {
+                        return Err(refuse(&format!("{k}: {{ {op}: {arg} }}")));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// One index entry of a document.
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -334,6 +377,15 @@ mod tests {
             (doc! {"key": {"a": 1}, "expireAfterSeconds": -1}, ErrorCode::CannotCreateIndex),
             (doc! {"name": "x"}, ErrorCode::FailedToParse),
             (doc! {"key": {"a": 1}, "collation": {"locale": "en"}}, ErrorCode::NotImplemented),
+            (
+                doc! {"key": {"a": 1}, "partialFilterExpression": {"$expr": {"$gt": ["$a", 1]}}},
+                ErrorCode::CannotCreateIndex,
+            ),
+            (doc! {"key": {"a": 1}, "partialFilterExpression": {"a": {"$ne": 1}}}, ErrorCode::CannotCreateIndex),
+            (
+                doc! {"key": {"a": 1}, "partialFilterExpression": {"a": {"$exists": false}}},
+                ErrorCode::CannotCreateIndex,
+            ),
         ];
         for (spec, code) in cases {
             assert_eq!(IndexSpec::from_user(&spec).expect_err("invalid").code, code, "{spec}");
