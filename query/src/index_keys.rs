@@ -194,13 +194,7 @@ impl KeyPattern {
 }
 
 fn number(v: &Bson) -> f64 {
-    match v {
-        Bson::Int32(n) => f64::from(*n),
-        Bson::Int64(n) => *n as f64,
-        Bson::Double(d) => *d,
-        Bson::Decimal128(d) => d.to_string().parse().unwrap_or(0.0),
-        _ => 0.0,
-    }
+    crate::order::number_as_f64(v).unwrap_or(0.0)
 }
 
 /// Whether `path` passes through or ends at an array in `doc` (a one-element array still makes

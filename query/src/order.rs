@@ -55,6 +55,18 @@ pub const STRING_TYPE: u8 = 16;
 
 /// MongoDB's total order over values (`BSONElement::compareElementValues` with the simple
 /// collation).
+/// A number's value as f64 (int32, int64, double, decimal128), `None` for other types: for
+/// reading numeric arguments (directions, limits, options), not for comparing values.
+pub fn number_as_f64(v: &Bson) -> Option<f64> {
+    match v {
+        Bson::Int32(i) => Some(f64::from(*i)),
+        Bson::Int64(i) => Some(*i as f64),
+        Bson::Double(f) => Some(*f),
+        Bson::Decimal128(d) => d.to_string().parse().ok(),
+        _ => None,
+    }
+}
+
 pub fn compare_values(a: &Bson, b: &Bson) -> Ordering {
     let (ta, tb) = (canonical_type(a), canonical_type(b));
     if ta != tb {

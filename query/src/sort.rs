@@ -185,10 +185,8 @@ fn collect<'d>(cur: &'d Bson, rest: &[String], out: &mut Vec<&'d Bson>) {
 
 fn as_f64(v: &Bson) -> Option<f64> {
     match v {
-        Bson::Int32(i) => Some(f64::from(*i)),
-        Bson::Int64(i) => Some(*i as f64),
-        Bson::Double(f) => Some(*f),
-        _ => None,
+        Bson::Decimal128(_) => None,
+        v => crate::order::number_as_f64(v),
     }
 }
 

@@ -132,23 +132,18 @@ async fn index_kinds_change_plans_not_results() {
     assert_eq!(stats.get_i64("nReturned").expect("n"), 20);
     assert_eq!(stats.get_i64("totalDocsExamined").expect("docs"), 20, "{stats}");
     // Sorted by an index: no in-memory sort, same order as the unindexed copy.
-    let sorted: Vec<Document> = coll
-        .find(doc! { "a": 7 })
-        .sort(doc! { "b": -1, "_id": 1 })
-        .await
-        .expect("find")
-        .try_collect()
-        .await
-        .expect("docs");
-    let want: Vec<Document> = plain
-        .find(doc! { "a": 7 })
-        .sort(doc! { "b": -1, "_id": 1 })
-        .await
-        .expect("find")
-        .try_collect()
-        .await
-        .expect("docs");
-    assert_eq!(sorted, want);
+    let sorted = |c: Collection<Document>| async move {
+        let docs: Vec<Document> = c
+            .find(doc! { "a": 7 })
+            .sort(doc! { "b": -1, "_id": 1 })
+            .await
+            .expect("find")
+            .try_collect()
+            .await
+            .expect("docs");
+        docs
+    };
+    assert_eq!(sorted(coll.clone()).await, sorted(plain.clone()).await);
     // Covered: the unsharded copy answers from index entries alone, with the stored types.
     plain.create_index(model(doc! { "a": 1, "b": -1 }, IndexOptions::default())).await.expect("index");
     let covered: Vec<Document> = plain

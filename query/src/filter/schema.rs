@@ -93,13 +93,7 @@ fn is_number(v: &Bson) -> bool {
 }
 
 fn as_f64(v: &Bson) -> Option<f64> {
-    match v {
-        Bson::Int32(i) => Some(f64::from(*i)),
-        Bson::Int64(i) => Some(*i as f64),
-        Bson::Double(f) => Some(*f),
-        Bson::Decimal128(d) => d.to_string().parse().ok(),
-        _ => None,
-    }
+    crate::order::number_as_f64(v)
 }
 
 fn count(keyword: &str, v: &Bson) -> Result<usize, QueryError> {

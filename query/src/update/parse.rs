@@ -122,10 +122,8 @@ pub(super) fn is_number(v: &Bson) -> bool {
 /// The value of a numeric `Bson` as f64, for parse-time checks of small integral arguments.
 fn as_f64(v: &Bson) -> Option<f64> {
     match v {
-        Bson::Int32(i) => Some(f64::from(*i)),
-        Bson::Int64(i) => Some(*i as f64),
-        Bson::Double(f) => Some(*f),
-        _ => None,
+        Bson::Decimal128(_) => None,
+        v => crate::order::number_as_f64(v),
     }
 }
 

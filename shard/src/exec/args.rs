@@ -57,12 +57,11 @@ pub fn opt_non_negative(body: &Document, cmd: &str, field: &str) -> ExecResult<O
     Ok(Some(n))
 }
 
+/// A numeric argument's value (int32, int64 or double; decimals are not accepted here).
 pub fn as_f64(v: &Bson) -> Option<f64> {
     match v {
-        Bson::Int32(i) => Some(*i as f64),
-        Bson::Int64(i) => Some(*i as f64),
-        Bson::Double(d) => Some(*d),
-        _ => None,
+        Bson::Decimal128(_) => None,
+        v => shoal_query::order::number_as_f64(v),
     }
 }
 

@@ -4,18 +4,9 @@
 
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
-use shoal_proto::shard::CommandRequest;
 
+use super::tests::{engine, req, write};
 use crate::exec::{self, Engine, Request};
-
-fn engine(dir: &std::path::Path) -> std::sync::Arc<Engine> {
-    let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
-    crate::open_engine(&config).expect("open")
-}
-
-fn req(body: Document) -> CommandRequest {
-    CommandRequest { db: "db".into(), body: body.to_vec().expect("encode").into(), ..Default::default() }
-}
 
 fn command(
     e: &Engine,
@@ -24,15 +15,6 @@ fn command(
 ) -> crate::error::ExecResult<Document> {
     let r = req(body);
     f(e, &Request::parse(&r).expect("parse")).map(|(d, _)| d)
-}
-
-fn write(
-    e: &Engine,
-    f: fn(&Engine, &Request<'_>) -> crate::error::ExecResult<(exec::WriteOutcome, u64)>,
-    body: Document,
-) -> exec::WriteOutcome {
-    let r = req(body);
-    f(e, &Request::parse(&r).expect("parse")).expect("write").0
 }
 
 /// Every document a find returns, following the cursor with batches of `batch`.

@@ -6,12 +6,12 @@ use shoal_proto::shard::CommandRequest;
 
 use crate::exec::{self, Engine, Request};
 
-fn engine(dir: &std::path::Path) -> std::sync::Arc<Engine> {
+pub(super) fn engine(dir: &std::path::Path) -> std::sync::Arc<Engine> {
     let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
     crate::open_engine(&config).expect("open")
 }
 
-fn req(body: Document) -> CommandRequest {
+pub(super) fn req(body: Document) -> CommandRequest {
     CommandRequest {
         request_id: "t".into(),
         db: "db".into(),
@@ -31,7 +31,7 @@ fn find(e: &Engine, body: Document) -> Vec<Document> {
     batch.documents.iter().map(|b| Document::from_reader(&mut &b[..]).expect("doc")).collect()
 }
 
-fn write(
+pub(super) fn write(
     e: &Engine,
     f: fn(&Engine, &Request<'_>) -> crate::error::ExecResult<(exec::WriteOutcome, u64)>,
     body: Document,

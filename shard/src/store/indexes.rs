@@ -55,12 +55,10 @@ fn bad_spec(code: ErrorCode, message: impl Into<String>) -> QueryError {
     QueryError::new(code, message)
 }
 
-fn as_i64(v: &Bson) -> Option<f64> {
+fn as_number(v: &Bson) -> Option<f64> {
     match v {
-        Bson::Int32(n) => Some(f64::from(*n)),
-        Bson::Int64(n) => Some(*n as f64),
-        Bson::Double(d) => Some(*d),
-        _ => None,
+        Bson::Decimal128(_) => None,
+        v => shoal_query::order::number_as_f64(v),
     }
 }
 
@@ -98,7 +96,7 @@ impl IndexSpec {
             match spec.get(field) {
                 None => Ok(false),
                 Some(Bson::Boolean(b)) => Ok(*b),
-                Some(v) => match as_i64(v) {
+                Some(v) => match as_number(v) {
                     Some(n) => Ok(n != 0.0),
                     None => Err(bad_spec(ErrorCode::TypeMismatch, format!("The field '{field}' must be a boolean"))),
                 },
@@ -127,7 +125,7 @@ impl IndexSpec {
         }
         let expire_after_secs = match spec.get("expireAfterSeconds") {
             None => None,
-            Some(v) => match as_i64(v) {
+            Some(v) => match as_number(v) {
                 Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= i32::MAX as f64 => Some(n as i64),
                 _ => {
                     return Err(bad_spec(
@@ -191,7 +189,7 @@ impl IndexSpec {
         let corrupt =
             |detail: String| StorageError::Corrupt { space: "meta", detail: format!("index record: {detail}") };
         let mut listing = record.clone();
-        let ident = listing.remove("ident").and_then(|v| as_i64(&v)).ok_or_else(|| corrupt("ident".into()))? as u64;
+        let ident = listing.remove("ident").and_then(|v| as_number(&v)).ok_or_else(|| corrupt("ident".into()))? as u64;
         let building = matches!(listing.remove("building"), Some(Bson::Boolean(true)));
         let multikey = matches!(listing.remove("multikey"), Some(Bson::Boolean(true)));
         let mut spec = Self::from_user(&listing).map_err(|e| corrupt(e.message))?;

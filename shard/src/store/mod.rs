@@ -121,17 +121,9 @@ impl Store {
             catalog.next_id = catalog.next_id.max(info.id + 1);
             catalog.by_ns.insert(info.full_name(), Arc::new(info));
         }
-        // Ids of dropped collections are not reused either.
-        for kv in engine.scan(
-            Space::Meta,
-            Bound::Included(keys::DROPPED_PREFIX),
-            prefix_upper_bound(keys::DROPPED_PREFIX).as_deref().map_or(Bound::Unbounded, Bound::Excluded),
-            false,
-        ) {
-            let (key, _) = kv?;
-            if let Ok(raw) = <[u8; 8]>::try_from(&key[keys::DROPPED_PREFIX.len()..]) {
-                catalog.next_id = catalog.next_id.max(u64::from_be_bytes(raw) + 1);
-            }
+        // Ids of dropped collections and indexes are not reused either.
+        for prefix in [keys::DROPPED_PREFIX, keys::DROPPED_INDEX_PREFIX] {
+            catalog.next_id = catalog.next_id.max(after_marked_ids(engine.as_ref(), prefix)?);
         }
         catalog.next_id = catalog.next_id.max(1);
         abandon_unfinished_builds(engine.as_ref(), &mut catalog)?;
@@ -563,22 +555,29 @@ impl Store {
     }
 }
 
-/// Index builds a restart interrupted are abandoned (their clients got no answer; MongoDB
-/// resumes them instead): the specs leave the catalog and their entries are purged. Ident
-/// counters also skip every index ident, dropped ones included.
-fn abandon_unfinished_builds(engine: &dyn Engine, catalog: &mut Catalog) -> Result<(), StorageError> {
-    let mut batch = WriteBatch::new();
+/// One past the largest id named by a marker under `prefix` (`prefix ‖ id u64 BE`), 0 if none.
+fn after_marked_ids(engine: &dyn Engine, prefix: &[u8]) -> Result<u64, StorageError> {
+    let mut next = 0;
+    let upper = prefix_upper_bound(prefix);
     for kv in engine.scan(
         Space::Meta,
-        Bound::Included(keys::DROPPED_INDEX_PREFIX),
-        prefix_upper_bound(keys::DROPPED_INDEX_PREFIX).as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+        Bound::Included(prefix),
+        upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
         false,
     ) {
         let (key, _) = kv?;
-        if let Ok(raw) = <[u8; 8]>::try_from(&key[keys::DROPPED_INDEX_PREFIX.len()..]) {
-            catalog.next_id = catalog.next_id.max(u64::from_be_bytes(raw) + 1);
+        if let Ok(raw) = <[u8; 8]>::try_from(&key[prefix.len()..]) {
+            next = next.max(u64::from_be_bytes(raw) + 1);
         }
     }
+    Ok(next)
+}
+
+/// Index builds a restart interrupted are abandoned (their clients got no answer; MongoDB
+/// resumes them instead): the specs leave the catalog and their entries are purged. Ident
+/// counters also skip every live index's ident.
+fn abandon_unfinished_builds(engine: &dyn Engine, catalog: &mut Catalog) -> Result<(), StorageError> {
+    let mut batch = WriteBatch::new();
     for info in catalog.by_ns.values_mut() {
         for spec in &info.indexes {
             catalog.next_id = catalog.next_id.max(spec.ident + 1);
