@@ -3,8 +3,9 @@
 //!
 //! Unsorted finds (and finds whose sort the access path yields: `_id` order, or an index read
 //! forwards or backwards) stream: each batch resumes the scan after the last key returned, so
-//! memory stays bounded by one batch. Other sorts gather the matches first, bounded by [`SORT_MEMORY_MAX_BYTES`] unless the sort is top-k (with a limit) or
-//! the client allowed disk use.
+//! memory stays bounded by one batch. Other sorts gather the matches first, bounded by
+//! [`SORT_MEMORY_MAX_BYTES`] unless the sort is top-k (with a limit); with `allowDiskUse` ten
+//! times that (no spilling yet), then ExceededMemoryLimit (146).
 
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
@@ -14,6 +15,7 @@ use bson::{Document, RawDocumentBuf};
 use bytes::Bytes;
 use shoal_proto::ErrorCode;
 use shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES;
+use shoal_query::aggregate::ALLOW_DISK_USE_MEMORY_FACTOR;
 use shoal_query::filter::Filter;
 use shoal_query::projection::Projection;
 use shoal_query::sort::SortSpec;
@@ -182,6 +184,16 @@ fn sorted_matches(
                 ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
                 format!(
                     "Executor error during find command :: caused by :: Sort exceeded memory limit of {SORT_MEMORY_MAX_BYTES} bytes, but did not opt in to external sorting."
+                ),
+            ));
+        } else if bytes > SORT_MEMORY_MAX_BYTES * ALLOW_DISK_USE_MEMORY_FACTOR {
+            // No spilling yet: with allowDiskUse the sort may hold more, but never unbounded.
+            return Err(ExecError::new(
+                ErrorCode::ExceededMemoryLimit,
+                format!(
+                    "Executor error during find command :: caused by :: Sort exceeded memory limit of {} bytes \
+                     even with allowDiskUse (Shoal does not spill sorts to disk yet)",
+                    SORT_MEMORY_MAX_BYTES * ALLOW_DISK_USE_MEMORY_FACTOR
                 ),
             ));
         }
