@@ -82,6 +82,7 @@ codes! {
     IndexBuildAborted = 276,
     NoQueryExecutionPlans = 291,
     Location16766 = 16766,
+    Location51183 = 51183,
     ExceededTimeLimit = 262,
     IllegalOpMsgFlag = 223,
     TooManyDocumentSequences = 233,

@@ -215,6 +215,23 @@ async fn unique_indexes_refuse_duplicates_with_the_key() {
     unsharded.insert_one(doc! { "_id": 100, "x": 1 }).await.expect("missing email is null");
     let second_null = unsharded.insert_one(doc! { "_id": 101, "x": 2 }).await;
     expect::write_error(second_null, 11000);
+    // $merge on a field other than _id needs a unique index on it in the target (51183).
+    let merge_on_email = vec![
+        doc! { "$match": { "_id": { "$lt": 3 } } },
+        doc! { "$project": { "_id": 0, "email": 1, "seen": { "$literal": true } } },
+        doc! { "$merge": { "into": "u", "on": "email", "whenMatched": "merge", "whenNotMatched": "discard" } },
+    ];
+    let err = unsharded.aggregate(vec![doc! { "$merge": { "into": "dups", "on": "n" } }]).await;
+    expect::command_error(err, 51183);
+    let merged: Vec<Document> = unsharded
+        .aggregate(merge_on_email)
+        .await
+        .expect("$merge on a unique field")
+        .try_collect()
+        .await
+        .expect("cursor");
+    assert!(merged.is_empty());
+    assert_eq!(unsharded.count_documents(doc! { "seen": true }).await.expect("count"), 3);
     // Sharding it on another key would leave email's uniqueness unenforceable.
     let refused = client.database("admin").run_command(doc! { "shardCollection": "uq.u", "key": { "_id": 1 } }).await;
     expect::command_error(refused, 72);

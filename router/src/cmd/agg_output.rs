@@ -48,6 +48,7 @@ pub async fn write(state: &RouterState, cmd: &Command, out: &Output, docs: Vec<D
             }
         }
         Output::Merge(spec) => {
+            check_unique_on(state, &db, coll, &placement, &spec.on).await?;
             let writes = docs.into_iter().map(|d| spec.write_for(d)).collect::<Result<Vec<_>, _>>()?;
             let mut inserts = Vec::new();
             let mut updates = Vec::new();
@@ -79,6 +80,49 @@ pub async fn write(state: &RouterState, cmd: &Command, out: &Output, docs: Vec<D
         }
     }
     Ok(())
+}
+
+/// MongoDB's rule: `$merge`'s `on` fields other than `_id` need a unique index on exactly them
+/// in the target (51183), or matches could be ambiguous.
+async fn check_unique_on(
+    state: &RouterState,
+    db: &str,
+    coll: &str,
+    placement: &Placement,
+    on: &[String],
+) -> Result<(), CommandError> {
+    if on.len() == 1 && on[0] == "_id" {
+        return Ok(());
+    }
+    let missing = || {
+        CommandError::new(
+            ErrorCode::Location51183,
+            format!("Cannot find index to verify that join fields will be unique: {on:?} in {db}.{coll}"),
+        )
+    };
+    let Placement::Unsharded { shard, .. } = placement else { return Err(missing()) };
+    let request = shoal_proto::shard::CommandRequest {
+        db: db.to_owned(),
+        body: doc! { "listIndexes": coll }.to_vec()?.into(),
+        ..Default::default()
+    };
+    let listed = match crate::cmd::shard_call::command(state, shard, request).await {
+        Ok(d) => d,
+        Err(e) if e.code == ErrorCode::NamespaceNotFound.code() => return Err(missing()),
+        Err(e) => return Err(e),
+    };
+    let mut wanted: Vec<&str> = on.iter().map(String::as_str).collect();
+    wanted.sort_unstable();
+    let specs = listed.get_document("cursor").and_then(|c| c.get_array("firstBatch")).cloned().unwrap_or_default();
+    let found = specs.iter().filter_map(Bson::as_document).any(|spec| {
+        let unique =
+            matches!(spec.get("unique"), Some(Bson::Boolean(true))) && !spec.contains_key("partialFilterExpression");
+        let mut fields: Vec<&str> =
+            spec.get_document("key").map(|k| k.keys().map(String::as_str).collect()).unwrap_or_default();
+        fields.sort_unstable();
+        unique && fields == wanted
+    });
+    if found { Ok(()) } else { Err(missing()) }
 }
 
 /// `docs` with an `_id` each (a new ObjectId where missing), refused if two share one — before
