@@ -15,12 +15,14 @@
 //! write through [`Store::apply`] instead, which stores the primary's entries verbatim. Every
 //! commit publishes the new [`Position`] (see [`Store::subscribe`]).
 
+mod apply;
 pub mod catalog;
 mod index_write;
 pub mod indexes;
 pub mod keys;
 pub mod oplog;
 pub mod oplog_size;
+mod purge;
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -463,56 +465,6 @@ impl Store {
         self.group.wait_durable(seq).await
     }
 
-    /// Deletes the documents of collections and the entries of indexes dropped earlier, in
-    /// bounded batches. Returns how many keys it deleted; run it until it returns 0.
-    pub fn purge_dropped(&self) -> Result<usize, StorageError> {
-        let documents = self.purge_marked(keys::DROPPED_PREFIX, Space::Documents)?;
-        if documents > 0 {
-            return Ok(documents);
-        }
-        self.purge_marked(keys::DROPPED_INDEX_PREFIX, Space::Indexes)
-    }
-
-    /// One batch of deletions for the first marker under `marker_prefix` (its 8-byte suffix is
-    /// the key prefix of what to delete in `space`); the marker goes with the last batch.
-    fn purge_marked(&self, marker_prefix: &[u8], space: Space) -> Result<usize, StorageError> {
-        let upper = prefix_upper_bound(marker_prefix);
-        let first = self
-            .engine
-            .scan(
-                Space::Meta,
-                Bound::Included(marker_prefix),
-                upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
-                false,
-            )
-            .next();
-        let Some(kv) = first else { return Ok(0) };
-        let (marker, _) = kv?;
-        let Ok(prefix) = <[u8; 8]>::try_from(&marker[marker_prefix.len()..]) else {
-            return Err(StorageError::Corrupt { space: "meta", detail: "dropped-collection marker".into() });
-        };
-        let upper = prefix_upper_bound(&prefix);
-        let mut batch = WriteBatch::new();
-        for kv in self
-            .engine
-            .scan(
-                space,
-                Bound::Included(&prefix[..]),
-                upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
-                false,
-            )
-            .take(DROP_DELETE_BATCH_KEYS)
-        {
-            batch.delete(space, kv?.0);
-        }
-        let deleted = batch.len();
-        if deleted < DROP_DELETE_BATCH_KEYS {
-            batch.delete(Space::Meta, marker);
-        }
-        self.engine.commit(batch)?;
-        Ok(deleted.max(1))
-    }
-
     pub fn shutdown(&self) {
         self.group.shutdown();
     }
@@ -774,89 +726,6 @@ impl WriteTxn<'_> {
         }
         let found = self.store.catalog.read().unwrap_or_else(|p| p.into_inner()).by_uuid(uuid)?;
         (!dropped.contains(&found.full_name())).then_some(found)
-    }
-
-    /// Stores one entry another member wrote and applies its effect (see [`Store::apply`]).
-    fn apply_entry(&mut self, raw: &Bytes) -> Result<(), StorageError> {
-        let doc = RawDocument::from_bytes(raw)
-            .map_err(|e| StorageError::Corrupt { space: "oplog", detail: e.to_string() })?;
-        let entry = EntryView::parse(doc)?;
-        let corrupt =
-            |what: &str| StorageError::Corrupt { space: "oplog", detail: format!("{} entry: {what}", entry.op) };
-        let ts = entry.optime.timestamp();
-        let key = keys::oplog_key(ts);
-        self.staged_oplog_bytes += oplog_size::entry_bytes(&key, raw);
-        self.batch.put(Space::Oplog, key.to_vec(), raw.clone());
-        self.writer.clock.observe(ts);
-        self.writer.last = self.writer.last.max(entry.optime);
-        let coll = entry.uuid.and_then(|u| self.collection_by_uuid(u));
-        match (entry.op, coll) {
-            ("i" | "u", Some(coll)) => {
-                let id_source = if entry.op == "u" { entry.o2.unwrap_or(entry.o) } else { entry.o };
-                let id = id_source.get("_id").ok().flatten().ok_or_else(|| corrupt("no _id"))?;
-                let id = Bson::try_from(id).map_err(|e| corrupt(&e.to_string()))?;
-                self.put_document(&coll, &id, entry.o, OpKind::Update)?;
-            }
-            ("d", Some(coll)) => {
-                let id = entry.o.get("_id").ok().flatten().ok_or_else(|| corrupt("no _id"))?;
-                let id = Bson::try_from(id).map_err(|e| corrupt(&e.to_string()))?;
-                self.delete(&coll, &id)?;
-            }
-            ("c", coll) => self.apply_command(&entry, coll)?,
-            ("i" | "u" | "d", None) => {
-                tracing::debug!(ns = entry.ns, optime = %entry.optime, "entry of an unknown collection skipped");
-            }
-            _ => {}
-        }
-        for (key, value) in oplog::meta_writes(doc)? {
-            match value {
-                Some(v) => self.batch.put(Space::Meta, key, v),
-                None => self.batch.delete(Space::Meta, key),
-            }
-        }
-        self.flush_if_large()
-    }
-
-    fn apply_command(&mut self, entry: &EntryView<'_>, coll: Option<Arc<CollectionInfo>>) -> Result<(), StorageError> {
-        let db = entry.ns.strip_suffix(".$cmd").unwrap_or(entry.ns);
-        let corrupt = |what: &str| StorageError::Corrupt { space: "oplog", detail: format!("command entry: {what}") };
-        if let Ok(name) = entry.o.get_str("create") {
-            let ns = Namespace::new(db, name).map_err(|e| corrupt(&e.to_string()))?;
-            let uuid = entry.uuid.ok_or_else(|| corrupt("create without ui"))?;
-            match self.collection(&ns.to_string()) {
-                Some(existing) if existing.uuid == uuid => {}
-                Some(existing) => {
-                    // A collection of the same name from before: it was dropped on the primary.
-                    self.drop_collection(&existing)?;
-                    self.create_recorded(&ns, uuid, entry.o)?;
-                }
-                None => self.create_recorded(&ns, uuid, entry.o)?,
-            }
-        } else if entry.o.get_str("drop").is_ok()
-            && let Some(coll) = coll
-        {
-            self.drop_collection(&coll)?;
-        } else if entry.o.get_str("createIndexes").is_ok()
-            && let Some(coll) = coll
-        {
-            let mut spec = Document::try_from(entry.o).map_err(|e| corrupt(&e.to_string()))?;
-            spec.remove("createIndexes");
-            let spec = indexes::IndexSpec::from_user(&spec).map_err(|e| corrupt(&e.message))?;
-            self.create_index_now(&coll, spec)?;
-        } else if entry.o.get_str("dropIndexes").is_ok()
-            && let Some(coll) = coll
-        {
-            let name = entry.o.get_str("index").map_err(|e| corrupt(&e.to_string()))?;
-            self.drop_index(&coll, name, false)?;
-        }
-        Ok(())
-    }
-
-    fn create_recorded(&mut self, ns: &Namespace, uuid: Uuid, o: &RawDocument) -> Result<(), StorageError> {
-        let mut options =
-            Document::try_from(o).map_err(|e| StorageError::Corrupt { space: "oplog", detail: e.to_string() })?;
-        options.remove("create");
-        self.create_collection(ns, uuid, options).map(|_| ())
     }
 
     /// Removes the collection from the catalog; its documents are deleted later by
