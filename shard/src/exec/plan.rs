@@ -20,7 +20,6 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use bson::{Bson, Document};
-use shoal_query::index_keys::KeyKind;
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::args;
@@ -77,14 +76,6 @@ pub struct Plan {
     pub sorted: bool,
     /// Other indexes that could have been used (explain's `rejectedPlans`).
     pub rejected: Vec<Arc<IndexSpec>>,
-}
-
-/// Chooses the access path for `filter` on `coll` (no sort, no hint).
-pub fn choose(coll: &CollectionInfo, filter: &Document) -> AccessPath {
-    match plan(coll, filter, None, None) {
-        Ok(p) => p.path,
-        Err(_) => id_path(coll, filter),
-    }
 }
 
 /// The `_id` path: a point, a range or the whole collection.
@@ -227,11 +218,6 @@ pub fn path_implies_filter(path: &AccessPath, filter: &Document) -> bool {
     matches!(path, AccessPath::Point(_))
         && filter.len() == 1
         && matches!(filter.get("_id"), Some(v) if !matches!(v, Bson::Document(_) | Bson::Array(_) | Bson::RegularExpression(_)))
-}
-
-/// Whether the pattern has a field ordered by hash (no ranges, no sort).
-pub fn is_hashed(kind: KeyKind) -> bool {
-    kind == KeyKind::Hashed
 }
 
 #[cfg(test)]

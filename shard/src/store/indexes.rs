@@ -25,7 +25,7 @@ use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
 use shoal_query::QueryError;
 use shoal_query::filter::Filter;
-use shoal_query::index_keys::{KeyKind, KeyPattern};
+use shoal_query::index_keys::KeyPattern;
 
 use crate::storage::StorageError;
 
@@ -338,11 +338,6 @@ pub fn decode_listings(bytes: &[u8]) -> Result<Vec<IndexSpec>, QueryError> {
             _ => Err(QueryError::bad_value("an index listing is not a document")),
         })
         .collect()
-}
-
-/// Whether any field of the pattern orders keys descending.
-pub fn directions(spec: &IndexSpec) -> Vec<KeyKind> {
-    spec.pattern.fields.iter().map(|(_, k)| *k).collect()
 }
 
 /// Specs of a collection record's `indexes` array.

@@ -26,6 +26,11 @@ fn coll(indexes: &[Document]) -> CollectionInfo {
     }
 }
 
+/// The path chosen with no sort and no hint.
+fn choose(c: &CollectionInfo, filter: &Document) -> AccessPath {
+    plan(c, filter, None, None).expect("plan").path
+}
+
 fn index_name(p: &Plan) -> Option<&str> {
     match &p.path {
         AccessPath::Index(s) => Some(s.spec.name.as_str()),
