@@ -48,7 +48,7 @@ use bson::Document;
 use crate::error::QueryError;
 
 pub use extract::{KeyRange, equality_fields, field_equalities, field_range, id_equality, id_range};
-pub use index_bounds::field_key_intervals;
+pub use index_bounds::{field_key_intervals, regex_key_prefix};
 
 /// A parsed query filter, ready to test documents.
 #[derive(Debug, Clone)]

@@ -45,6 +45,62 @@ pub fn field_key_intervals(filter: &Document, field: &str) -> Vec<KeyRange> {
     out
 }
 
+/// The key bytes every string of `field` matched by an anchored, case-sensitive regex conjunct
+/// begins with (`/^abc/`, `{$regex: "^ab.*"}` → the encoding of `"abc"`, `"ab"` without its
+/// terminator): an index scans just the keys with that prefix. `None` without such a regex, or
+/// when its literal prefix is empty. Strings are the only values such a regex matches.
+pub fn regex_key_prefix(filter: &Document, field: &str) -> Option<Vec<u8>> {
+    conjuncts(filter).filter(|(key, _)| *key == field).find_map(|(_, value)| {
+        let (pattern, options) = match value {
+            Bson::RegularExpression(r) => (r.pattern.as_str().to_owned(), r.options.as_str().to_owned()),
+            Bson::Document(d) if is_operator_document(d) => match (d.get("$regex"), d.get("$options")) {
+                (Some(Bson::String(p)), None) => (p.clone(), String::new()),
+                (Some(Bson::String(p)), Some(Bson::String(o))) => (p.clone(), o.clone()),
+                (Some(Bson::RegularExpression(r)), None) => {
+                    (r.pattern.as_str().to_owned(), r.options.as_str().to_owned())
+                }
+                _ => return None,
+            },
+            _ => return None,
+        };
+        // Case-insensitive, multi-line (`^` after any newline) and extended syntax widen what
+        // the pattern's first characters mean.
+        if options.chars().any(|o| matches!(o, 'i' | 'm' | 'x')) {
+            return None;
+        }
+        let prefix = literal_prefix(&pattern)?;
+        let mut key = encode(&Bson::String(prefix));
+        key.pop(); // the terminator: longer strings continue where it was
+        Some(key)
+    })
+}
+
+/// The literal characters right after a leading `^`, up to the first metacharacter (a
+/// quantifier makes the character before it optional, so that one is dropped too); none for a
+/// pattern with an alternation.
+fn literal_prefix(pattern: &str) -> Option<String> {
+    // An alternation may match without the anchor (`^ab|cd` matches "xcd").
+    if pattern.contains('|') {
+        return None;
+    }
+    let rest = pattern.strip_prefix('^')?;
+    let mut prefix = String::new();
+    let mut chars = rest.chars().peekable();
+    while let Some(c) = chars.next() {
+        if "\\.^$|()[]{}*+?".contains(c) {
+            if matches!(c, '*' | '?' | '{') {
+                prefix.pop();
+            }
+            break;
+        }
+        if matches!(chars.peek(), Some('*' | '?' | '{')) {
+            break;
+        }
+        prefix.push(c);
+    }
+    (!prefix.is_empty()).then_some(prefix)
+}
+
 fn comparison(op: &str, arg: &Bson) -> Option<KeyRange> {
     if matches!(arg, Bson::RegularExpression(_) | Bson::Undefined | Bson::Array(_)) {
         return None;
@@ -110,5 +166,27 @@ mod tests {
         assert!(field_key_intervals(&doc! {"a": [1, 2]}, "a").is_empty());
         assert!(field_key_intervals(&doc! {"a": {"$ne": 1}}, "a").is_empty());
         assert_eq!(field_key_intervals(&doc! {"$and": [{"a": 1}, {"a": {"$lt": 3}}]}, "a").len(), 2);
+    }
+
+    #[test]
+    fn anchored_regexes_give_key_prefixes() {
+        let re = |p: &str, o: &str| {
+            Bson::RegularExpression(bson::Regex {
+                pattern: p.try_into().expect("no NUL"),
+                options: o.try_into().expect("no NUL"),
+            })
+        };
+        let prefix_of = |v: Bson| regex_key_prefix(&doc! {"a": v}, "a");
+        let key = prefix_of(re("^abc", "")).expect("prefix");
+        for s in ["abc", "abcd", "abc\u{0}x"] {
+            assert!(encode(&Bson::String(s.into())).starts_with(&key), "{s}");
+        }
+        assert!(!encode(&Bson::String("abd".into())).starts_with(&key));
+        assert_eq!(prefix_of(re("^ab?c", "")), prefix_of(re("^a", "")), "b is optional");
+        assert_eq!(prefix_of(Bson::Document(doc! {"$regex": "^ab.*"})), prefix_of(re("^ab", "")));
+        assert!(prefix_of(re("^abc", "i")).is_none());
+        assert!(prefix_of(re("abc", "")).is_none());
+        assert!(prefix_of(re("^.bc", "")).is_none());
+        assert!(prefix_of(re("^ab|cd", "")).is_none(), "the alternative is unanchored");
     }
 }

@@ -111,6 +111,45 @@ fn writes_maintain_indexes_and_unique_ones_refuse_duplicates() {
     assert_eq!(ids(&docs), vec![19, 16, 13]);
 }
 
+fn regex(pattern: &str, options: &str) -> Bson {
+    Bson::RegularExpression(bson::Regex {
+        pattern: pattern.try_into().expect("no NUL"),
+        options: options.try_into().expect("no NUL"),
+    })
+}
+
+#[test]
+fn anchored_regexes_scan_only_their_prefix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = engine(dir.path());
+    let names = ["ab", "abc", "abd", "abz", "ac", "b", "aa", "ABC"];
+    let docs: Vec<Bson> =
+        names.iter().enumerate().map(|(i, n)| Bson::Document(doc! {"_id": i as i32, "n": *n, "m": *n})).collect();
+    write(&e, exec::insert::run, doc! { "insert": "c", "documents": docs });
+    command(
+        &e,
+        exec::indexes::create_indexes,
+        doc! { "createIndexes": "c", "indexes": [{"key": {"n": 1}, "name": "n_1"}, {"key": {"m": -1}, "name": "m_-1"}] },
+    )
+    .expect("create");
+    for field in ["n", "m"] {
+        let mut filter = Document::new();
+        filter.insert(field, regex("^ab", ""));
+        let found = find_all(&e, doc! { "find": "c", "filter": filter.clone(), "sort": {"_id": 1} }, 2);
+        assert_eq!(ids(&found), vec![0, 1, 2, 3], "{field}");
+        let ex = explain(&e, doc! { "find": "c", "filter": filter.clone() });
+        assert_eq!(scan_stage(&ex).0, "IXSCAN", "{ex}");
+        let stats = ex.get_document("executionStats").expect("stats");
+        assert_eq!(stats.get_i64("totalKeysExamined").expect("keys"), 4, "only the prefix's keys: {stats}");
+    }
+    let insensitive = doc! { "n": regex("^ab", "i") };
+    assert_eq!(
+        ids(&find_all(&e, doc! { "find": "c", "filter": insensitive.clone(), "sort": {"_id": 1} }, 10)),
+        vec![0, 1, 2, 3, 7]
+    );
+    assert_eq!(scan_stage(&explain(&e, doc! { "find": "c", "filter": insensitive })).0, "COLLSCAN");
+}
+
 #[test]
 fn multikey_indexes_return_each_document_once() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -10,7 +10,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use bson::{Bson, Document};
-use shoal_query::filter::{KeyRange, field_equalities, field_key_intervals};
+use shoal_query::filter::{KeyRange, field_equalities, field_key_intervals, regex_key_prefix};
 use shoal_query::index_keys::KeyKind;
 use shoal_query::keystring;
 
@@ -69,6 +69,19 @@ fn shown_bound(b: &Bound<Vec<u8>>, lower: bool) -> String {
             }
         }
     }
+}
+
+/// A regex prefix bound's bytes as a complete string encoding (for display).
+fn tail_value(b: &Bound<Vec<u8>>, kind: KeyKind) -> Vec<u8> {
+    let mut key = match b {
+        Bound::Included(k) | Bound::Excluded(k) => k.clone(),
+        Bound::Unbounded => Vec::new(),
+    };
+    if kind == KeyKind::Descending {
+        keystring::invert(&mut key);
+    }
+    key.push(0);
+    key
 }
 
 fn invert(b: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
@@ -155,7 +168,23 @@ pub fn candidate(spec: &Arc<IndexSpec>, filter: &Document, sort: Option<&Documen
         }
         let intervals = field_key_intervals(filter, path);
         let Some(first) = intervals.first().cloned() else {
-            shown.insert(path.clone(), full());
+            match regex_key_prefix(filter, path) {
+                Some(mut key) => {
+                    // Every key with this prefix, in the field's direction.
+                    if *kind == KeyKind::Descending {
+                        keystring::invert(&mut key);
+                    }
+                    let upper = prefix_upper_bound(&key).map_or(Bound::Unbounded, Bound::Excluded);
+                    tail = (Bound::Included(key), upper);
+                    range = true;
+                    excludes_null = true;
+                    let shown_prefix = shown_bound(&Bound::Included(tail_value(&tail.0, *kind)), true);
+                    shown.insert(path.clone(), vec![Bson::String(format!("{shown_prefix}, …) by regex prefix"))]);
+                }
+                None => {
+                    shown.insert(path.clone(), full());
+                }
+            }
             continue;
         };
         let iv: KeyRange = if spec.multikey {
