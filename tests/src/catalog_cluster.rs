@@ -53,7 +53,7 @@ pub async fn start_config_servers(dir: &Path, ports: &[u16]) -> anyhow::Result<(
 impl CatalogCluster {
     pub async fn start() -> anyhow::Result<CatalogCluster> {
         let dir = tempfile::tempdir()?;
-        let (config, config_addrs) = start_config_servers(dir.path(), &crate::up::free_ports(3)?).await?;
+        let (config, config_addrs) = start_config_servers(dir.path(), &crate::ports::free_ports(3)?).await?;
         let shard = Process::start(ProcessSpec {
             name: "shard0".into(),
             role: "shard".into(),

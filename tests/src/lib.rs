@@ -12,7 +12,8 @@
 //! router), [`sharded_cluster`] (3 config servers + 2 shards on fixed ports + routers routing by chunk, for
 //! migrations and shard restarts), [`context`] (per-test client, shared cluster, watchdog), [`expect`] (asserting exact
 //! MongoDB error codes), [`fixtures`] (seeding and reading back small datasets), [`wire`] (raw
-//! OP_MSG), [`up`] (a whole `shoal up` cluster from a spec).
+//! OP_MSG), [`up`] (a whole `shoal up` cluster from a spec), [`ports`] (loopback ports outside
+//! the kernel's ephemeral range, claimed per test process).
 
 pub mod balance;
 pub mod catalog_cluster;
@@ -20,6 +21,7 @@ pub mod cluster;
 pub mod context;
 pub mod expect;
 pub mod fixtures;
+pub mod ports;
 pub mod process;
 pub mod repl;
 pub mod replica_cluster;

@@ -38,7 +38,7 @@ impl ReplicaCluster {
     pub async fn start_with(members: usize, member_flags: &[&str]) -> anyhow::Result<ReplicaCluster> {
         let member_flags: Vec<String> = member_flags.iter().map(|f| f.to_string()).collect();
         let dir = tempfile::tempdir()?;
-        let ports = crate::up::free_ports(3 + members)?;
+        let ports = crate::ports::free_ports(3 + members)?;
         let (cfg_ports, member_ports) = ports.split_at(3);
         let (config, config_addrs) = crate::catalog_cluster::start_config_servers(dir.path(), cfg_ports).await?;
         let mut procs = Vec::new();

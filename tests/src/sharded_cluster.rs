@@ -56,7 +56,7 @@ impl ShardedCluster {
     pub async fn start_with(options: ClusterOptions) -> anyhow::Result<ShardedCluster> {
         let dir = tempfile::tempdir()?;
         let total = options.shards + options.spare_shards;
-        let ports = crate::up::free_ports(3 + total)?;
+        let ports = crate::ports::free_ports(3 + total)?;
         let (cfg_ports, shard_ports) = ports.split_at(3);
         let (config, config_addrs) = crate::catalog_cluster::start_config_servers(dir.path(), cfg_ports).await?;
         let mut shards = Vec::new();

@@ -1,7 +1,6 @@
 //! `shoal up` as a user runs it: a spec with three config servers, one shard and one router on
 //! free loopback ports, started by the launcher and stopped with SIGINT.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -14,13 +13,6 @@ use crate::process::{Process, ProcessSpec};
 /// Bound on waiting for the launcher to stop its cluster after SIGINT.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Ports the OS had free a moment ago (bound together, then released).
-pub fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
-    let listeners =
-        (0..n).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<std::io::Result<Vec<_>>>().context("bind")?;
-    listeners.iter().map(|l| Ok(l.local_addr()?.port())).collect()
-}
-
 /// A spec directory with its ports; `start` runs `shoal up` on it (again, after a stop).
 pub struct LocalUp {
     pub dir: PathBuf,
@@ -31,7 +23,7 @@ pub struct LocalUp {
 
 impl LocalUp {
     pub fn new(dir: &Path) -> anyhow::Result<Self> {
-        let ports = free_ports(5)?;
+        let ports = crate::ports::free_ports(5)?;
         let spec = dir.join("spec.yaml");
         let text = format!(
             "name: test\nbind_ip: 127.0.0.1\nconfig_servers:\n  - name: cfg1\n    port: {}\n  - name: cfg2\n    port: {}\n  - name: cfg3\n    port: {}\nrouters:\n  - name: router0\n    port: {}\nshards:\n  - name: shard0\n    members:\n      - port: {}\n",

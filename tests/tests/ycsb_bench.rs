@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use bson::{Bson, Document, doc};
 use mongodb::Client;
+use shoal_tests::ports::free_ports;
 use shoal_tests::shoal_bin;
-use shoal_tests::up::{LocalUp, free_ports, stop};
+use shoal_tests::up::{LocalUp, stop};
 
 /// Bound on one `shoal bench` invocation (a tiny phase takes well under a second).
 const BENCH_TIMEOUT: Duration = Duration::from_secs(120);
