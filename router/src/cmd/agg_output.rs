@@ -101,20 +101,12 @@ async fn check_unique_on(
         )
     };
     let Placement::Unsharded { shard, .. } = placement else { return Err(missing()) };
-    let request = shoal_proto::shard::CommandRequest {
-        db: db.to_owned(),
-        body: doc! { "listIndexes": coll }.to_vec()?.into(),
-        ..Default::default()
-    };
-    let listed = match crate::cmd::shard_call::command(state, shard, request).await {
-        Ok(d) => d,
-        Err(e) if e.code == ErrorCode::NamespaceNotFound.code() => return Err(missing()),
-        Err(e) => return Err(e),
+    let Some(specs) = crate::cmd::indexes::shard_index_specs(state, shard, db, coll).await? else {
+        return Err(missing());
     };
     let mut wanted: Vec<&str> = on.iter().map(String::as_str).collect();
     wanted.sort_unstable();
-    let specs = listed.get_document("cursor").and_then(|c| c.get_array("firstBatch")).cloned().unwrap_or_default();
-    let found = specs.iter().filter_map(Bson::as_document).any(|spec| {
+    let found = specs.iter().any(|spec| {
         let unique =
             matches!(spec.get("unique"), Some(Bson::Boolean(true))) && !spec.contains_key("partialFilterExpression");
         let mut fields: Vec<&str> =

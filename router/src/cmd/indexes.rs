@@ -32,6 +32,34 @@ pub async fn list_indexes(state: &RouterState, _conn: &ConnContext, cmd: &Comman
     Ok(RawDocumentBuf::try_from(&reply)?)
 }
 
+/// The index specifications `shard` lists for `db.coll`; `None` when it has no such collection.
+pub(crate) async fn shard_index_specs(
+    state: &RouterState,
+    shard: &str,
+    db: &str,
+    coll: &str,
+) -> Result<Option<Vec<Document>>, CommandError> {
+    let request = shoal_proto::shard::CommandRequest {
+        db: db.to_owned(),
+        body: bson::doc! { "listIndexes": coll }.to_vec()?.into(),
+        ..Default::default()
+    };
+    let listed = match crate::cmd::shard_call::command(state, shard, request).await {
+        Ok(d) => d,
+        Err(e) if e.code == ErrorCode::NamespaceNotFound.code() => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let batch = listed.get_document("cursor").and_then(|c| c.get_array("firstBatch")).cloned().unwrap_or_default();
+    Ok(Some(batch.into_iter().filter_map(|b| b.as_document().cloned()).collect()))
+}
+
+/// Whether an index key's fields begin with the shard key's (MongoDB's rule for unique indexes
+/// of a sharded collection).
+pub(crate) fn prefixed_by_shard_key(key: &Document, shard_key: &[&str]) -> bool {
+    let fields: Vec<&str> = key.keys().map(String::as_str).collect();
+    fields.len() >= shard_key.len() && fields[..shard_key.len()] == shard_key[..]
+}
+
 /// Refuses a unique index a sharded collection cannot enforce.
 fn check_unique_prefix(placement: &Placement, body: &Document) -> Result<(), CommandError> {
     let Placement::Sharded(table) = placement else { return Ok(()) };
@@ -42,8 +70,7 @@ fn check_unique_prefix(placement: &Placement, body: &Document) -> Result<(), Com
             continue;
         }
         let Ok(key) = spec.get_document("key") else { continue };
-        let fields: Vec<&str> = key.keys().map(String::as_str).collect();
-        if fields.len() < shard_key.len() || fields[..shard_key.len()] != shard_key[..] {
+        if !prefixed_by_shard_key(key, &shard_key) {
             let pattern: Document = table.key.fields.iter().map(|f| (f.name.clone(), Bson::Int32(1))).collect();
             return Err(CommandError::new(
                 ErrorCode::CannotCreateIndex,

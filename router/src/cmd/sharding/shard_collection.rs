@@ -177,26 +177,16 @@ async fn check_unique_indexes(
     req: &ShardCollectionRequest,
 ) -> Result<(), CommandError> {
     let Some((_, coll)) = req.ns.split_once('.') else { return Ok(()) };
-    let body = doc! { "listIndexes": coll };
-    let request = shoal_proto::shard::CommandRequest {
-        db: req.db.clone(),
-        body: body.to_vec().map_err(|e| CommandError::new(ErrorCode::InternalError, e.to_string()))?.into(),
-        ..Default::default()
-    };
-    let listed = match crate::cmd::shard_call::command(state, primary, request).await {
-        Ok(d) => d,
-        Err(e) if e.code == ErrorCode::NamespaceNotFound.code() => return Ok(()),
-        Err(e) => return Err(e),
+    let Some(specs) = crate::cmd::indexes::shard_index_specs(state, primary, &req.db, coll).await? else {
+        return Ok(());
     };
     let shard_key: Vec<&str> = req.key.fields.iter().map(|f| f.name.as_str()).collect();
-    let specs = listed.get_document("cursor").and_then(|c| c.get_array("firstBatch")).cloned().unwrap_or_default();
-    for spec in specs.iter().filter_map(Bson::as_document) {
+    for spec in &specs {
         if !matches!(spec.get("unique"), Some(Bson::Boolean(true))) {
             continue;
         }
         let Ok(key) = spec.get_document("key") else { continue };
-        let fields: Vec<&str> = key.keys().map(String::as_str).collect();
-        if fields.len() < shard_key.len() || fields[..shard_key.len()] != shard_key[..] {
+        if !crate::cmd::indexes::prefixed_by_shard_key(key, &shard_key) {
             return Err(CommandError::new(
                 ErrorCode::InvalidOptions,
                 format!(
