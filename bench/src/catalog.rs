@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use shoal_configsvr::catalog::api::RoutingAnswer;
-use shoal_configsvr::catalog::{Command, Epoch, InitialChunks, KeyPattern, Response};
+use shoal_configsvr::catalog::{Command, Epoch, InitialChunks, KeyPattern, Reply};
 use shoal_configsvr::client::{ClientSettings, ConfigClient};
 
 use crate::etcd::{self, EtcdCluster};
@@ -246,7 +246,7 @@ async fn measure_all(opts: &CatalogOptions, shoal: &ShoalCluster, etcd: &EtcdClu
             let c = Arc::clone(&c);
             async move {
                 match c.write(&lease_command(i)).await?.outcome {
-                    Ok(Response::Lease { .. }) => Ok(()),
+                    Ok(Reply::Lease { .. }) => Ok(()),
                     other => anyhow::bail!("unexpected outcome {other:?}"),
                 }
             }

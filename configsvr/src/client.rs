@@ -24,7 +24,7 @@ use tonic::transport::Channel;
 
 use crate::NodeId;
 use crate::catalog::api::{RoutingAnswer, RoutingSince};
-use crate::catalog::{Catalog, CatalogError, Command, Response};
+use crate::catalog::{Catalog, CatalogError, Command, Reply};
 use crate::codec;
 use crate::net::connect_lazy;
 
@@ -97,7 +97,7 @@ impl From<ConfigError> for ClientError {
 #[derive(Debug, Clone)]
 pub struct WriteOutcome {
     /// The catalog's answer; `Err` is a refusal that changed nothing.
-    pub outcome: Result<Response, CatalogError>,
+    pub outcome: Result<Reply, CatalogError>,
     pub log_index: u64,
     pub catalog_version: u64,
 }

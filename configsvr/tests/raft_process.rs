@@ -222,7 +222,7 @@ async fn lost_quorum_makes_writes_fail_in_bounded_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_commits_on_the_same_chunk_version_exactly_one_wins() {
-    use shoal_configsvr::catalog::{ChunkBound, Command, Epoch, InitialChunks, KeyPattern, Response};
+    use shoal_configsvr::catalog::{ChunkBound, Command, Epoch, InitialChunks, KeyPattern, Reply};
 
     let cluster = ProcCluster::start(3, &[]);
     cluster.wait_leader(LEADER_TIMEOUT).await;
@@ -247,7 +247,7 @@ async fn concurrent_commits_on_the_same_chunk_version_exactly_one_wins() {
         })
         .await
         .expect("shardCollection");
-    let Ok(Response::CollectionSharded { version, .. }) = sharded.outcome else {
+    let Ok(Reply::CollectionSharded { version, .. }) = sharded.outcome else {
         panic!("unexpected shardCollection outcome: {:?}", sharded.outcome);
     };
     // Eight clients, each through a different server, split the same chunk version at once.

@@ -1,10 +1,13 @@
 //! Shoal's process-boundary contracts.
 //!
-//! Owns the `.proto` files and their generated tonic/prost code, and the small types every process
-//! agrees on: MongoDB error codes ([`ErrorCode`]), namespaces ([`Namespace`]) and size limits.
-//! It must not contain behaviour: no I/O, no query logic. Everything here is shared by `router`,
-//! `shard` and (later) `configsvr`, so a change here is a protocol change.
+//! Owns the `.proto` files and their generated tonic/prost code, and the types every process
+//! agrees on: MongoDB error codes ([`ErrorCode`]), namespaces ([`Namespace`]), size limits, and the
+//! catalog's values ([`catalog`]: shards, databases, chunks, bounds, versions, settings) with their
+//! protobuf forms. It must not contain behaviour beyond the values' own rules: no I/O, no query
+//! logic. Everything here is shared by `router`, `shard` and `configsvr`, so a change here is a
+//! protocol change.
 
+pub mod catalog;
 pub mod error_code;
 pub mod limits;
 pub mod namespace;

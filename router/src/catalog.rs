@@ -3,7 +3,7 @@
 //! failures to MongoDB errors.
 
 use shoal_configsvr::catalog::api::{RoutingAnswer, RoutingSince};
-use shoal_configsvr::catalog::{Catalog, Command, Response};
+use shoal_configsvr::catalog::{Catalog, Command, Reply};
 use shoal_configsvr::client::{ClientError, ClientSettings, ConfigClient};
 use shoal_proto::ErrorCode;
 
@@ -69,7 +69,7 @@ impl CatalogAccess {
     }
 
     /// Commits `command`; a refusal by the catalog becomes the MongoDB error it carries.
-    pub async fn write(&self, command: &Command) -> Result<Response, CommandError> {
+    pub async fn write(&self, command: &Command) -> Result<Reply, CommandError> {
         let outcome = self.client()?.write(command).await.map_err(client_error)?;
         outcome.outcome.map_err(|e| CommandError::new(e.code(), e.to_string()))
     }

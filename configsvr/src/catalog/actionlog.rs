@@ -11,24 +11,11 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::changelog::{self, Detail};
-use super::command::Response;
+use super::Detail;
+use super::Reply;
+use super::changelog;
 use super::error::CatalogError;
 use super::{Catalog, Outcome};
-
-/// What the balancer last reported about its rounds.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct BalancerRounds {
-    /// Rounds completed since the cluster began (`numBalancerRounds`).
-    pub completed: u64,
-    /// Whether the reporter was inside a round at its last report; only meaningful while the
-    /// balancer lease is live (a holder that died mid-round never clears it).
-    pub in_round: bool,
-    /// Catalog time of the last report (ms).
-    pub reported_at_ms: u64,
-}
 
 impl Catalog {
     /// `Command::LogAction`: validated as a `LogChange` is, then appended to the action log.
@@ -46,18 +33,18 @@ impl Catalog {
     pub(super) fn report_balancer_rounds(&mut self, completed: u64, in_round: bool, now: u64) -> Outcome {
         let rounds = &mut self.balancer_rounds;
         if completed == 0 && rounds.in_round == in_round {
-            return Outcome::unchanged(Response::Done);
+            return Outcome::unchanged(Reply::Done);
         }
         rounds.completed = rounds.completed.saturating_add(completed);
         rounds.in_round = in_round;
         rounds.reported_at_ms = now;
-        Outcome::silent(Response::Done)
+        Outcome::silent(Reply::Done)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{CHANGELOG_ENTRIES_MAX, Command};
+    use super::super::{BalancerRounds, CHANGELOG_ENTRIES_MAX, Command};
     use super::*;
 
     fn action(what: &str) -> Command {

@@ -9,72 +9,11 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{ChunkBound, ChunkVersion};
+use super::{ChangelogEntry, Detail};
 
 /// Entries kept. MongoDB caps `config.changelog` by size (200 MB); a count keeps snapshots small
 /// (an entry is a few hundred bytes of JSON) while covering many balancer rounds.
 pub const CHANGELOG_ENTRIES_MAX: usize = 4096;
-
-/// A value in an entry's details; a closed set so entries round-trip through any serde format.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub enum Detail {
-    Str(String),
-    Int(i64),
-    Bool(bool),
-    Bound(ChunkBound),
-    Version(ChunkVersion),
-    List(Vec<Detail>),
-}
-
-impl From<&str> for Detail {
-    fn from(s: &str) -> Self {
-        Detail::Str(s.to_owned())
-    }
-}
-
-impl From<String> for Detail {
-    fn from(s: String) -> Self {
-        Detail::Str(s)
-    }
-}
-
-impl From<ChunkBound> for Detail {
-    fn from(b: ChunkBound) -> Self {
-        Detail::Bound(b)
-    }
-}
-
-impl From<ChunkVersion> for Detail {
-    fn from(v: ChunkVersion) -> Self {
-        Detail::Version(v)
-    }
-}
-
-impl From<bool> for Detail {
-    fn from(b: bool) -> Self {
-        Detail::Bool(b)
-    }
-}
-
-impl From<u64> for Detail {
-    fn from(n: u64) -> Self {
-        Detail::Int(i64::try_from(n).unwrap_or(i64::MAX))
-    }
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct ChangelogEntry {
-    pub seq: u64,
-    /// The catalog version this change produced.
-    pub catalog_version: u64,
-    pub time_ms: u64,
-    /// MongoDB's names where one exists: "split", "multi-split", "merge", "moveChunk.commit",
-    /// "addShard", "shardCollection", "dropCollection", ...
-    pub what: String,
-    /// The namespace, database or shard the change concerns ("" for cluster-wide changes).
-    pub ns: String,
-    pub details: BTreeMap<String, Detail>,
-}
 
 /// What a command handler wants logged; `apply` stamps it.
 #[derive(Debug)]
@@ -113,7 +52,7 @@ pub(crate) fn log_change(
     }
     let draft =
         LogDraft { what: std::borrow::Cow::Owned(what.to_owned()), ns: ns.to_owned(), details: details.clone() };
-    Ok(super::Outcome::logged(super::Response::Done, draft))
+    Ok(super::Outcome::logged(super::Reply::Done, draft))
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]

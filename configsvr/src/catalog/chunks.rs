@@ -16,10 +16,10 @@
 //! Every version a commit assigns is above `cv`, hence above every version its range had before;
 //! versions only grow and stay unique. Arithmetic is checked: overflow refuses the command.
 
+use super::Reply;
 use super::changelog::LogDraft;
-use super::command::Response;
 use super::error::CatalogError;
-use super::types::{CHUNK_HISTORY_ENTRIES_MAX, Chunk, ChunkBound, ChunkHistoryEntry, ChunkVersion, Collection, Epoch};
+use super::{CHUNK_HISTORY_ENTRIES_MAX, Chunk, ChunkBound, ChunkHistoryEntry, ChunkVersion, Collection, Epoch};
 use super::{Catalog, Outcome};
 
 /// Split points one `SplitChunk` may carry (MongoDB's `kMaxSplitPoints`).
@@ -124,7 +124,7 @@ impl Catalog {
         }
         coll.version = pieces.last().map_or(cv, |p| p.version);
         let collection_version = coll.placement(coll.version);
-        Ok(Outcome::logged(Response::Chunks { collection_version, changed: pieces }, log))
+        Ok(Outcome::logged(Reply::Chunks { collection_version, changed: pieces }, log))
     }
 
     pub(super) fn merge_chunks(
@@ -192,7 +192,7 @@ impl Catalog {
         coll.chunks.insert(min.clone(), merged.clone());
         coll.version = merged.version;
         let collection_version = coll.placement(coll.version);
-        Ok(Outcome::logged(Response::Chunks { collection_version, changed: vec![merged] }, log))
+        Ok(Outcome::logged(Reply::Chunks { collection_version, changed: vec![merged] }, log))
     }
 
     #[allow(clippy::too_many_arguments)] // one per field of the command
@@ -260,7 +260,7 @@ impl Catalog {
         changed.sort_by(|a, b| a.min.cmp(&b.min));
         coll.version = changed.iter().map(|c| c.version).max().unwrap_or(coll.version);
         let collection_version = coll.placement(coll.version);
-        Ok(Outcome::logged(Response::Chunks { collection_version, changed }, log))
+        Ok(Outcome::logged(Reply::Chunks { collection_version, changed }, log))
     }
 
     pub(super) fn set_chunk_jumbo(
@@ -275,7 +275,7 @@ impl Catalog {
         let chunk = Self::chunk_at(coll, min, expected)?;
         let collection_version = coll.placement(coll.version);
         if chunk.jumbo == jumbo {
-            return Ok(Outcome::unchanged(Response::Chunks { collection_version, changed: vec![chunk.clone()] }));
+            return Ok(Outcome::unchanged(Reply::Chunks { collection_version, changed: vec![chunk.clone()] }));
         }
         let Some(minor) = coll.version.minor.checked_add(1) else {
             return Err(CatalogError::VersionOverflow { ns: ns.to_owned() });
@@ -292,7 +292,7 @@ impl Catalog {
         }
         coll.version = version;
         let collection_version = coll.placement(version);
-        Ok(Outcome::logged(Response::Chunks { collection_version, changed }, log))
+        Ok(Outcome::logged(Reply::Chunks { collection_version, changed }, log))
     }
 
     /// The collection a handler already validated, for its mutation phase.

@@ -12,10 +12,10 @@ use uuid::Uuid;
 
 use std::collections::BTreeMap;
 
-use super::changelog::Detail;
-use super::leases::Fencing;
+use super::Detail;
+use super::Fencing;
 use super::settings::SettingsUpdate;
-use super::types::{Chunk, ChunkBound, ChunkVersion, Database, Epoch, KeyPattern, PlacementVersion, ShardId};
+use super::{ChunkBound, ChunkVersion, Epoch, KeyPattern, ShardId};
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub enum Command {
@@ -265,59 +265,4 @@ impl fmt::Display for Command {
             }
         }
     }
-}
-
-/// What a successful command answers.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub enum Response {
-    /// Success with nothing to report (also the reply to a command that changed nothing).
-    Done,
-    ShardAdded {
-        shard: ShardId,
-    },
-    RemoveShard(RemoveShardProgress),
-    /// The database as it now is (created, already present, or with its new primary).
-    Database(Database),
-    CollectionSharded {
-        uuid: Uuid,
-        version: PlacementVersion,
-    },
-    /// A split, merge, migration or jumbo change: the new collection version and the chunks the
-    /// command created or changed, in key order.
-    Chunks {
-        collection_version: PlacementVersion,
-        changed: Vec<Chunk>,
-    },
-    Dropped {
-        existed: bool,
-    },
-    /// The collection's version after `RefineShardKey`: its new generation.
-    ShardKeyRefined {
-        version: PlacementVersion,
-    },
-    Lease {
-        token: u64,
-        expires_at_ms: u64,
-    },
-    ReplicaGroup {
-        term: u64,
-        primary: Option<String>,
-    },
-}
-
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RemoveShardState {
-    Started,
-    Ongoing,
-    Completed,
-}
-
-/// The `removeShard` reply: where draining is and what still keeps the shard.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct RemoveShardProgress {
-    pub state: RemoveShardState,
-    pub remaining_chunks: u64,
-    pub remaining_jumbo_chunks: u64,
-    /// Databases whose primary is still this shard (`dbsToMove`).
-    pub databases_to_move: Vec<String>,
 }

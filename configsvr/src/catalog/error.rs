@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use shoal_proto::ErrorCode;
 
-use super::types::{ChunkBound, ChunkVersion, Epoch};
+use super::{ChunkBound, ChunkVersion, Epoch};
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CatalogError {

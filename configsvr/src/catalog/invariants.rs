@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use super::Catalog;
 use super::leases::Leases;
-use super::types::{CHUNK_HISTORY_ENTRIES_MAX, ChunkBound, Collection};
+use super::{CHUNK_HISTORY_ENTRIES_MAX, ChunkBound, Collection};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvariantViolation {

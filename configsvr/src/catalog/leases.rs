@@ -16,43 +16,17 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::Reply;
 use super::changelog::LogDraft;
-use super::command::Response;
 use super::error::CatalogError;
-use super::{Catalog, Outcome};
+use super::{Catalog, Fencing, Lease, Outcome};
 
-/// The lease the balancer holds.
-pub const BALANCER_LEASE: &str = "balancer";
 /// Longest lease: a holder that vanishes blocks others for at most this long.
 pub const LEASE_TTL_MS_MAX: u64 = 5 * 60 * 1000;
 /// Distinct lease names kept; expired leases are evicted to make room.
 pub const LEASES_MAX: usize = 1024;
 /// Longest lease name or holder.
 pub const LEASE_NAME_BYTES_MAX: usize = 256;
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct Lease {
-    pub holder: String,
-    pub expires_at_ms: u64,
-    pub token: u64,
-    /// When this token was granted (catalog clock); renewals keep it. Absent in catalogs written
-    /// before it existed, hence the default.
-    #[serde(default)]
-    pub acquired_at_ms: u64,
-}
-
-impl Lease {
-    pub fn is_live(&self, now_ms: u64) -> bool {
-        now_ms < self.expires_at_ms
-    }
-}
-
-/// Proof that the command's issuer holds a lease: its name and the token it was granted.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct Fencing {
-    pub lease: String,
-    pub token: u64,
-}
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Leases {
@@ -129,7 +103,7 @@ impl Catalog {
                 let expires_at_ms = expires_at_ms.max(l.expires_at_ms);
                 let lease = Lease { holder: holder.to_owned(), expires_at_ms, token, acquired_at_ms };
                 leases.leases.insert(name.to_owned(), lease);
-                return Ok(Outcome::silent(Response::Lease { token, expires_at_ms }));
+                return Ok(Outcome::silent(Reply::Lease { token, expires_at_ms }));
             }
             Some(_) => {}
             None => {
@@ -149,7 +123,7 @@ impl Catalog {
         let lease = Lease { holder: holder.to_owned(), expires_at_ms, token, acquired_at_ms: now_ms };
         leases.leases.insert(name.to_owned(), lease);
         let log = LogDraft::new("lease.acquire", name).with("holder", holder).with("token", token);
-        Ok(Outcome::logged(Response::Lease { token, expires_at_ms }, log))
+        Ok(Outcome::logged(Reply::Lease { token, expires_at_ms }, log))
     }
 
     pub(super) fn renew_lease(
@@ -170,16 +144,16 @@ impl Catalog {
             return Err(CatalogError::LeaseNotHeld { lease: name.to_owned(), holder: holder.to_owned() });
         }
         lease.expires_at_ms = lease.expires_at_ms.max(now_ms.saturating_add(ttl_ms));
-        Ok(Outcome::silent(Response::Lease { token, expires_at_ms: lease.expires_at_ms }))
+        Ok(Outcome::silent(Reply::Lease { token, expires_at_ms: lease.expires_at_ms }))
     }
 
     pub(super) fn release_lease(&mut self, name: &str, holder: &str, token: u64) -> Result<Outcome, CatalogError> {
         match self.leases.leases.get(name) {
             // Already gone: releasing twice is harmless.
-            None => Ok(Outcome::unchanged(Response::Done)),
+            None => Ok(Outcome::unchanged(Reply::Done)),
             Some(l) if l.holder == holder && l.token == token => {
                 self.leases.leases.remove(name);
-                Ok(Outcome::logged(Response::Done, LogDraft::new("lease.release", name).with("holder", holder)))
+                Ok(Outcome::logged(Reply::Done, LogDraft::new("lease.release", name).with("holder", holder)))
             }
             Some(_) => Err(CatalogError::LeaseNotHeld { lease: name.to_owned(), holder: holder.to_owned() }),
         }

@@ -5,7 +5,7 @@
 //! ```text
 //!   router / shard / balancer          config leader                  every replica
 //!   ------------------------   propose(Command, now_ms)   -------->   Catalog::apply(cmd, now_ms)
-//!        read versions V   -----------------------------------------> CAS on V: Ok(Response)
+//!        read versions V   -----------------------------------------> CAS on V: Ok(Reply)
 //!                                                                      or Err(CatalogError), unchanged
 //! ```
 //!
@@ -34,7 +34,6 @@ mod refine;
 mod routing;
 mod settings;
 mod shards;
-mod types;
 mod zones;
 
 #[cfg(test)]
@@ -44,22 +43,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use actionlog::BalancerRounds;
-pub use changelog::{CHANGELOG_ENTRIES_MAX, Changelog, ChangelogEntry, Detail};
-pub use command::{Command, InitialChunks, RemoveShardProgress, RemoveShardState, Response};
+pub use changelog::{CHANGELOG_ENTRIES_MAX, Changelog};
+pub use command::{Command, InitialChunks};
 pub use error::CatalogError;
 pub use invariants::InvariantViolation;
-pub use leases::{BALANCER_LEASE, Fencing, LEASE_TTL_MS_MAX, LEASES_MAX, Lease, Leases};
-pub use routing::{ChangedChunks, RoutingTable};
-pub use settings::{
-    ActiveWindow, BalancerMode, CHUNK_SIZE_MIB_DEFAULT, CHUNK_SIZE_MIB_MAX, CHUNK_SIZE_MIB_MIN, Settings,
-    SettingsUpdate, WindowChange,
-};
-pub use types::{
-    CHUNK_HISTORY_ENTRIES_MAX, Chunk, ChunkBound, ChunkHistoryEntry, ChunkVersion, Collection, Database,
-    DatabaseVersion, Epoch, KeyField, KeyFieldKind, KeyPattern, PlacementVersion, ReplicaGroup, Shard, ShardId,
-    ShardState, Timestamp, ZoneRange,
-};
+pub use leases::{LEASE_TTL_MS_MAX, LEASES_MAX, Leases};
+pub use settings::{SettingsUpdate, WindowChange};
+// The values the catalog holds are the cluster's shared vocabulary, defined in `shoal_proto`.
+pub use shoal_proto::catalog::*;
 
 use changelog::LogDraft;
 
@@ -121,7 +112,7 @@ impl Clock {
 /// What a handler did: the reply, and whether (and how) the catalog changed.
 #[derive(Debug)]
 pub(crate) struct Outcome {
-    response: Response,
+    response: Reply,
     effect: Effect,
 }
 
@@ -138,13 +129,13 @@ enum Effect {
 }
 
 impl Outcome {
-    fn unchanged(response: Response) -> Self {
+    fn unchanged(response: Reply) -> Self {
         Self { response, effect: Effect::Unchanged }
     }
-    fn silent(response: Response) -> Self {
+    fn silent(response: Reply) -> Self {
         Self { response, effect: Effect::Silent }
     }
-    pub(crate) fn logged(response: Response, log: LogDraft) -> Self {
+    pub(crate) fn logged(response: Reply, log: LogDraft) -> Self {
         Self { response, effect: Effect::Logged(log) }
     }
     /// The same change, recorded in the action log instead of the changelog.
@@ -162,7 +153,7 @@ impl Catalog {
     }
 
     /// Applies one committed command at log-entry time `now_ms`. On `Err` nothing changed.
-    pub fn apply(&mut self, cmd: &Command, now_ms: u64) -> Result<Response, CatalogError> {
+    pub fn apply(&mut self, cmd: &Command, now_ms: u64) -> Result<Reply, CatalogError> {
         let now = self.clock.now(now_ms);
         #[cfg(debug_assertions)]
         let before = invariants::Before::capture(self, cmd);
@@ -227,19 +218,19 @@ impl Catalog {
                 self.set_chunk_jumbo(ns, *epoch, min, *expected_version, *jumbo)
             }
             C::SetSettings(update) => {
-                let next = self.settings.updated(update)?;
+                let next = settings::updated(&self.settings, update)?;
                 if next == self.settings {
-                    return Ok(Outcome::unchanged(Response::Done));
+                    return Ok(Outcome::unchanged(Reply::Done));
                 }
                 self.settings = next;
-                Ok(Outcome::logged(Response::Done, LogDraft::new("setSettings", "")))
+                Ok(Outcome::logged(Reply::Done, LogDraft::new("setSettings", "")))
             }
             C::InitCluster { cluster_id } => {
                 if self.cluster_id.is_some() {
-                    return Ok(Outcome::unchanged(Response::Done));
+                    return Ok(Outcome::unchanged(Reply::Done));
                 }
                 self.cluster_id = Some(*cluster_id);
-                Ok(Outcome::logged(Response::Done, LogDraft::new("initCluster", "")))
+                Ok(Outcome::logged(Reply::Done, LogDraft::new("initCluster", "")))
             }
             C::AcquireLease { name, holder, ttl_ms } => self.acquire_lease(name, holder, *ttl_ms, now),
             C::RenewLease { name, holder, token, ttl_ms } => self.renew_lease(name, holder, *token, *ttl_ms, now),

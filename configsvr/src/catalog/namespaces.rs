@@ -13,13 +13,13 @@ use shoal_proto::namespace::validate_db;
 use uuid::Uuid;
 
 use super::changelog::LogDraft;
-use super::command::{InitialChunks, Response};
 use super::error::CatalogError;
-use super::types::{
+use super::{Catalog, Outcome};
+use super::{
     Chunk, ChunkBound, ChunkHistoryEntry, ChunkVersion, Collection, Database, DatabaseVersion, Epoch, KeyPattern,
     ShardId,
 };
-use super::{Catalog, Outcome};
+use super::{InitialChunks, Reply};
 
 /// Chunks `ShardCollection` may create at once. MongoDB caps `numInitialChunks` at 8192 per
 /// shard; a bound on the total keeps one Raft entry small.
@@ -56,7 +56,7 @@ impl Catalog {
         }
         if let Some(db) = self.databases.get(name) {
             if db.primary == primary {
-                return Ok(Outcome::unchanged(Response::Database(db.clone())));
+                return Ok(Outcome::unchanged(Reply::Database(db.clone())));
             }
             return Err(CatalogError::DatabaseExists { db: name.to_owned(), primary: db.primary.clone() });
         }
@@ -65,13 +65,13 @@ impl Catalog {
         let db = Database { name: name.to_owned(), primary: primary.to_owned(), version };
         self.databases.insert(name.to_owned(), db.clone());
         let log = LogDraft::new("createDatabase", name).with("primary", primary);
-        Ok(Outcome::logged(Response::Database(db), log))
+        Ok(Outcome::logged(Reply::Database(db), log))
     }
 
     /// Drops the database with its sharded collections and their zone ranges.
     pub(super) fn drop_database(&mut self, name: &str) -> Result<Outcome, CatalogError> {
         if self.databases.remove(name).is_none() {
-            return Ok(Outcome::unchanged(Response::Dropped { existed: false }));
+            return Ok(Outcome::unchanged(Reply::Dropped { existed: false }));
         }
         let prefix = format!("{name}.");
         let dropped: Vec<String> = self.collections.keys().filter(|ns| ns.starts_with(&prefix)).cloned().collect();
@@ -81,7 +81,7 @@ impl Catalog {
         self.zone_ranges.retain(|ns, _| !ns.starts_with(&prefix));
         let names = dropped.into_iter().map(Into::into).collect();
         let log = LogDraft::new("dropDatabase", name).with("collections", super::Detail::List(names));
-        Ok(Outcome::logged(Response::Dropped { existed: true }, log))
+        Ok(Outcome::logged(Reply::Dropped { existed: true }, log))
     }
 
     pub(super) fn move_primary(&mut self, name: &str, to: &str) -> Result<Outcome, CatalogError> {
@@ -89,7 +89,7 @@ impl Catalog {
             return Err(CatalogError::DatabaseNotFound { db: name.to_owned() });
         };
         if db.primary == to {
-            return Ok(Outcome::unchanged(Response::Database(db.clone())));
+            return Ok(Outcome::unchanged(Reply::Database(db.clone())));
         }
         self.target_shard(to)?;
         let Some(last_mod) = db.version.last_mod.checked_add(1) else {
@@ -100,7 +100,7 @@ impl Catalog {
         db.primary = to.to_owned();
         db.version.last_mod = last_mod;
         self.databases.insert(name.to_owned(), db.clone());
-        Ok(Outcome::logged(Response::Database(db), log))
+        Ok(Outcome::logged(Reply::Database(db), log))
     }
 
     #[allow(clippy::too_many_arguments)] // one per field of the command
@@ -129,7 +129,7 @@ impl Catalog {
         if let Some(existing) = self.collections.get(ns) {
             if existing.key == *key && existing.unique == unique {
                 let version = existing.placement(existing.version);
-                return Ok(Outcome::unchanged(Response::CollectionSharded { uuid: existing.uuid, version }));
+                return Ok(Outcome::unchanged(Reply::CollectionSharded { uuid: existing.uuid, version }));
             }
             return Err(CatalogError::AlreadySharded { ns: ns.to_owned() });
         }
@@ -197,17 +197,17 @@ impl Catalog {
         let placement = coll.placement(version);
         self.collections.insert(ns.to_owned(), coll);
         let log = LogDraft::new("shardCollection", ns).with("chunks", n_chunks).with("epoch", epoch.to_string());
-        Ok(Outcome::logged(Response::CollectionSharded { uuid, version: placement }, log))
+        Ok(Outcome::logged(Reply::CollectionSharded { uuid, version: placement }, log))
     }
 
     /// Drops a sharded collection and its zone ranges; dropping an unknown one is a no-op.
     pub(super) fn drop_collection(&mut self, ns: &str) -> Result<Outcome, CatalogError> {
         let Some(coll) = self.collections.remove(ns) else {
-            return Ok(Outcome::unchanged(Response::Dropped { existed: false }));
+            return Ok(Outcome::unchanged(Reply::Dropped { existed: false }));
         };
         self.zone_ranges.remove(ns);
         let log = LogDraft::new("dropCollection", ns).with("epoch", coll.epoch.to_string());
-        Ok(Outcome::logged(Response::Dropped { existed: true }, log))
+        Ok(Outcome::logged(Reply::Dropped { existed: true }, log))
     }
 
     pub(super) fn configure_collection(
@@ -232,7 +232,7 @@ impl Catalog {
         let no_auto_merge = enable_auto_merge.map_or(coll.no_auto_merge, |on| !on);
         let now = (no_balance, no_auto_merge, max_chunk_size_bytes);
         if now == (coll.no_balance, coll.no_auto_merge, coll.max_chunk_size_bytes) {
-            return Ok(Outcome::unchanged(Response::Done));
+            return Ok(Outcome::unchanged(Reply::Done));
         }
         coll.no_balance = no_balance;
         coll.no_auto_merge = no_auto_merge;
@@ -241,6 +241,6 @@ impl Catalog {
             .with("noBalance", no_balance)
             .with("enableAutoMerge", !no_auto_merge)
             .with("maxChunkSizeBytes", max_chunk_size_bytes.unwrap_or(0));
-        Ok(Outcome::logged(Response::Done, log))
+        Ok(Outcome::logged(Reply::Done, log))
     }
 }

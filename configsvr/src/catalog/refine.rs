@@ -20,11 +20,12 @@
 //! epoch in the command is a compare-and-set: a split, merge or migration based on the old epoch
 //! that has not committed yet is refused with StaleEpoch afterwards, and vice versa.
 
-use super::changelog::{Detail, LogDraft};
-use super::command::Response;
+use super::Detail;
+use super::Reply;
+use super::changelog::LogDraft;
 use super::error::CatalogError;
-use super::types::{Chunk, ChunkBound, Epoch, KeyPattern, ZoneRange};
 use super::{Catalog, Outcome};
+use super::{Chunk, ChunkBound, Epoch, KeyPattern, ZoneRange};
 
 /// Longest `bound_suffix`: MinKey encodes in one byte, and a key has at most 32 fields, so a real
 /// suffix is far shorter; the bound keeps one bad command from growing every chunk bound.
@@ -61,7 +62,7 @@ impl Catalog {
         if key.fields.len() == old.len() {
             // MongoDB answers ok to a refine to the key already in place.
             let version = coll.placement(coll.version);
-            return Ok(Outcome::unchanged(Response::ShardKeyRefined { version }));
+            return Ok(Outcome::unchanged(Reply::ShardKeyRefined { version }));
         }
         if bound_suffix.is_empty() || bound_suffix.len() > BOUND_SUFFIX_BYTES_MAX {
             return Err(CatalogError::bad_value(
@@ -123,6 +124,6 @@ impl Catalog {
         if !ranges.is_empty() {
             zone_ranges.insert(ns.to_owned(), ranges);
         }
-        Ok(Outcome::logged(Response::ShardKeyRefined { version }, log))
+        Ok(Outcome::logged(Reply::ShardKeyRefined { version }, log))
     }
 }

@@ -14,10 +14,10 @@
 use std::collections::BTreeSet;
 
 use super::changelog::LogDraft;
-use super::command::{RemoveShardProgress, RemoveShardState, Response};
 use super::error::CatalogError;
-use super::types::{ReplicaGroup, Shard, ShardState};
 use super::{Catalog, Outcome};
+use super::{RemoveShardProgress, RemoveShardState, Reply};
+use super::{ReplicaGroup, Shard, ShardState};
 
 /// MongoDB's replica-set member limit.
 pub const REPLICA_GROUP_MEMBERS_MAX: usize = 50;
@@ -76,7 +76,7 @@ impl Catalog {
         if let Some(existing) = self.shards.get(id) {
             let same_members = existing.group.members.iter().map(String::as_str).collect::<BTreeSet<_>>() == seen;
             if existing.replica_set == replica_set && same_members {
-                return Ok(Outcome::unchanged(Response::ShardAdded { shard: id.to_owned() }));
+                return Ok(Outcome::unchanged(Reply::ShardAdded { shard: id.to_owned() }));
             }
             return Err(CatalogError::ShardExists { shard: id.to_owned() });
         }
@@ -95,7 +95,7 @@ impl Catalog {
         };
         let log = LogDraft::new("addShard", id).with("host", shard.host_string());
         self.shards.insert(id.to_owned(), shard);
-        Ok(Outcome::logged(Response::ShardAdded { shard: id.to_owned() }, log))
+        Ok(Outcome::logged(Reply::ShardAdded { shard: id.to_owned() }, log))
     }
 
     pub(super) fn remove_shard(&mut self, id: &str) -> Result<Outcome, CatalogError> {
@@ -111,11 +111,11 @@ impl Catalog {
             if let Some(s) = self.shards.get_mut(id) {
                 s.state = ShardState::Draining;
             }
-            return Ok(Outcome::logged(Response::RemoveShard(progress), LogDraft::new("removeShard.start", id)));
+            return Ok(Outcome::logged(Reply::RemoveShard(progress), LogDraft::new("removeShard.start", id)));
         }
         let progress = self.drain_progress(id);
         if progress.remaining_chunks > 0 || !progress.databases_to_move.is_empty() {
-            return Ok(Outcome::unchanged(Response::RemoveShard(progress)));
+            return Ok(Outcome::unchanged(Reply::RemoveShard(progress)));
         }
         // Removing the last shard of a zone would leave that zone's ranges with nowhere to go.
         for zone in &shard.zones {
@@ -126,7 +126,7 @@ impl Catalog {
         }
         self.shards.remove(id);
         let done = RemoveShardProgress { state: RemoveShardState::Completed, ..progress };
-        Ok(Outcome::logged(Response::RemoveShard(done), LogDraft::new("removeShard", id)))
+        Ok(Outcome::logged(Reply::RemoveShard(done), LogDraft::new("removeShard", id)))
     }
 
     fn drain_progress(&self, id: &str) -> RemoveShardProgress {
@@ -183,7 +183,7 @@ impl Catalog {
             s.group.term = new_term;
             s.group.primary = primary.map(str::to_owned);
         }
-        let response = Response::ReplicaGroup { term: new_term, primary: primary.map(str::to_owned) };
+        let response = Reply::ReplicaGroup { term: new_term, primary: primary.map(str::to_owned) };
         Ok(Outcome::logged(response, log))
     }
 }

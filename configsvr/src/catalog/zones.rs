@@ -9,11 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use shoal_proto::Namespace;
 
+use super::Reply;
 use super::changelog::LogDraft;
-use super::command::Response;
 use super::error::CatalogError;
-use super::types::{ChunkBound, ShardId, ZoneRange};
 use super::{Catalog, Outcome};
+use super::{ChunkBound, ShardId, ZoneRange};
 
 /// Zones one shard may belong to.
 pub const ZONES_PER_SHARD_MAX: usize = 1024;
@@ -51,13 +51,13 @@ impl Catalog {
             return Err(CatalogError::ShardNotFound { shard: id.to_owned() });
         };
         if shard.zones.contains(zone) {
-            return Ok(Outcome::unchanged(Response::Done));
+            return Ok(Outcome::unchanged(Reply::Done));
         }
         if shard.zones.len() >= ZONES_PER_SHARD_MAX {
             return Err(CatalogError::limit("zones per shard", ZONES_PER_SHARD_MAX));
         }
         shard.zones.insert(zone.to_owned());
-        Ok(Outcome::logged(Response::Done, LogDraft::new("addShardToZone", id).with("zone", zone)))
+        Ok(Outcome::logged(Reply::Done, LogDraft::new("addShardToZone", id).with("zone", zone)))
     }
 
     pub(super) fn remove_shard_from_zone(&mut self, id: &str, zone: &str) -> Result<Outcome, CatalogError> {
@@ -66,7 +66,7 @@ impl Catalog {
         };
         if !shard.zones.contains(zone) {
             if self.zone_exists(zone) {
-                return Ok(Outcome::unchanged(Response::Done));
+                return Ok(Outcome::unchanged(Reply::Done));
             }
             return Err(CatalogError::ZoneNotFound { zone: zone.to_owned() });
         }
@@ -77,7 +77,7 @@ impl Catalog {
         if let Some(s) = self.shards.get_mut(id) {
             s.zones.remove(zone);
         }
-        Ok(Outcome::logged(Response::Done, LogDraft::new("removeShardFromZone", id).with("zone", zone)))
+        Ok(Outcome::logged(Reply::Done, LogDraft::new("removeShardFromZone", id).with("zone", zone)))
     }
 
     pub(super) fn update_zone_key_range(
@@ -97,7 +97,7 @@ impl Catalog {
         let exact = ranges.iter().position(|r| r.min == *min && r.max == *max);
         let Some(zone) = zone else {
             // Removal matches the range exactly, as MongoDB's removeRangeFromZone does.
-            let Some(i) = exact else { return Ok(Outcome::unchanged(Response::Done)) };
+            let Some(i) = exact else { return Ok(Outcome::unchanged(Reply::Done)) };
             let log = LogDraft::new("removeRangeFromZone", ns).with("min", min.clone()).with("max", max.clone());
             if let Some(list) = self.zone_ranges.get_mut(ns) {
                 list.remove(i);
@@ -105,7 +105,7 @@ impl Catalog {
                     self.zone_ranges.remove(ns);
                 }
             }
-            return Ok(Outcome::logged(Response::Done, log));
+            return Ok(Outcome::logged(Reply::Done, log));
         };
         if !self.zone_exists(zone) {
             return Err(CatalogError::ZoneNotFound { zone: zone.to_owned() });
@@ -113,7 +113,7 @@ impl Catalog {
         if let Some(i) = exact
             && ranges[i].zone == zone
         {
-            return Ok(Outcome::unchanged(Response::Done));
+            return Ok(Outcome::unchanged(Reply::Done));
         }
         if let Some(r) = ranges.iter().find(|r| r.min < *max && *min < r.max) {
             return Err(CatalogError::RangeOverlap { ns: ns.to_owned(), existing_zone: r.zone.clone() });
@@ -128,6 +128,6 @@ impl Catalog {
             .with("max", max.clone())
             .with("zone", zone);
         self.zone_ranges.entry(ns.to_owned()).or_default().insert(at, range);
-        Ok(Outcome::logged(Response::Done, log))
+        Ok(Outcome::logged(Reply::Done, log))
     }
 }

@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::catalog::{Catalog, CatalogError, Command, Response};
+pub use crate::catalog::{Catalog, CatalogError, Command, Reply};
 
 openraft::declare_raft_types!(
     /// Types of the config service's Raft group: `u64` node ids, nodes addressed by `host:port`.
@@ -50,7 +50,7 @@ impl fmt::Display for RaftRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RaftReply {
     pub catalog_version: u64,
-    pub outcome: Option<Result<Response, CatalogError>>,
+    pub outcome: Option<Result<Reply, CatalogError>>,
 }
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).

@@ -22,7 +22,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use shoal_configsvr::catalog::{BALANCER_LEASE, Command, Response};
+use shoal_configsvr::catalog::{BALANCER_LEASE, Command, Reply};
 use shoal_proto::ErrorCode;
 use tokio::sync::watch;
 
@@ -127,7 +127,7 @@ pub async fn keep(state: Arc<RouterState>, holder: String, book: SharedBook, mut
         let answer = tokio::time::timeout(LEASE_RENEW_INTERVAL, state.catalog.write(&command)).await;
         if let Ok(mut b) = book.lock() {
             match answer {
-                Ok(Ok(Response::Lease { token, .. })) => {
+                Ok(Ok(Reply::Lease { token, .. })) => {
                     if b.granted(token, sent_at) {
                         tracing::info!(%holder, token, "balancer lease acquired");
                     }

@@ -142,7 +142,7 @@ async fn database(state: &RouterState, name: &str, create: bool) -> Result<Optio
         .ok_or_else(|| CommandError::new(ErrorCode::ShardNotFound, "no shards in the cluster: run addShard first"))?;
     let command = Command::CreateDatabase { name: name.to_owned(), primary, uuid: uuid::Uuid::new_v4() };
     match state.catalog.write(&command).await? {
-        shoal_configsvr::catalog::Response::Database(db) => {
+        shoal_configsvr::catalog::Reply::Database(db) => {
             tracing::info!(db = %name, primary = %db.primary, "database created implicitly");
             state.routing.put_database(db.clone());
             Ok(Some(db))

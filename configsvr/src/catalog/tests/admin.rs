@@ -11,7 +11,7 @@ fn add(shard: &str, rs: &str, members: Vec<String>) -> Command {
 #[test]
 fn add_shard_and_its_refusals() {
     let mut fx = Fx::new();
-    assert_eq!(fx.ok(add("s0", "rs0", members("s0"))), Response::ShardAdded { shard: "s0".into() });
+    assert_eq!(fx.ok(add("s0", "rs0", members("s0"))), Reply::ShardAdded { shard: "s0".into() });
     let s0 = fx.cat.shard("s0").expect("added");
     assert_eq!(s0.host_string(), "rs0/s0-a:27018,s0-b:27018,s0-c:27018");
     assert_eq!((s0.group.term, s0.group.primary.as_deref(), s0.state), (0, None, ShardState::Active));
@@ -44,7 +44,7 @@ fn remove_shard_drains_then_completes() {
     fx.ok(fx.split(&ChunkBound::Min, &[b"m"]));
     fx.ok(fx.migrate(&k(b"m"), "s1"));
 
-    let Response::RemoveShard(p) = fx.ok(Command::RemoveShard { shard: "s0".into() }) else { panic!() };
+    let Reply::RemoveShard(p) = fx.ok(Command::RemoveShard { shard: "s0".into() }) else { panic!() };
     assert_eq!((p.state, p.remaining_chunks), (RemoveShardState::Started, 1));
     assert_eq!(p.databases_to_move, ["db"]);
     assert!(fx.cat.shard("s0").expect("still there").is_draining());
@@ -54,11 +54,11 @@ fn remove_shard_drains_then_completes() {
     assert_eq!(e, CatalogError::ShardDraining { shard: "s0".into() });
 
     // Asking again reports progress and changes nothing.
-    let Response::RemoveShard(p) = fx.noop(Command::RemoveShard { shard: "s0".into() }) else { panic!() };
+    let Reply::RemoveShard(p) = fx.noop(Command::RemoveShard { shard: "s0".into() }) else { panic!() };
     assert_eq!((p.state, p.remaining_chunks), (RemoveShardState::Ongoing, 1));
     fx.ok(fx.migrate(&ChunkBound::Min, "s2"));
     fx.ok(Command::MovePrimary { name: "db".into(), to: "s1".into() });
-    let Response::RemoveShard(p) = fx.ok(Command::RemoveShard { shard: "s0".into() }) else { panic!() };
+    let Reply::RemoveShard(p) = fx.ok(Command::RemoveShard { shard: "s0".into() }) else { panic!() };
     assert_eq!(p.state, RemoveShardState::Completed);
     assert!(fx.cat.shard("s0").is_none());
 }
@@ -93,7 +93,7 @@ fn databases() {
         primary: primary.into(),
         uuid: uuid(4),
     };
-    let Response::Database(db) = fx.noop(create("db", "s0")) else { panic!() };
+    let Reply::Database(db) = fx.noop(create("db", "s0")) else { panic!() };
     assert_eq!((db.primary.as_str(), db.version.last_mod), ("s0", 1));
     assert_eq!(fx.err(create("db", "s1")), CatalogError::DatabaseExists { db: "db".into(), primary: "s0".into() });
     assert_eq!(fx.err(create("x", "s9")).code(), ErrorCode::ShardNotFound);
@@ -103,9 +103,7 @@ fn databases() {
         assert_eq!(fx.err(create(reserved, "s0")), CatalogError::ReservedDatabase { db: reserved.into() });
     }
 
-    let Response::Database(moved) = fx.ok(Command::MovePrimary { name: "db".into(), to: "s1".into() }) else {
-        panic!()
-    };
+    let Reply::Database(moved) = fx.ok(Command::MovePrimary { name: "db".into(), to: "s1".into() }) else { panic!() };
     assert_eq!((moved.primary.as_str(), moved.version.last_mod, moved.version.uuid), ("s1", 2, db.version.uuid));
     fx.noop(Command::MovePrimary { name: "db".into(), to: "s1".into() });
     assert_eq!(
@@ -120,16 +118,16 @@ fn databases() {
     fx.ok(shard_cmd("dbx.c", InitialChunks::Single));
     fx.ok(Command::AddShardToZone { shard: "s0".into(), zone: "eu".into() });
     fx.ok(Command::UpdateZoneKeyRange { ns: "db.c".into(), min: k(b"a"), max: k(b"b"), zone: Some("eu".into()) });
-    assert_eq!(fx.ok(Command::DropDatabase { name: "db".into() }), Response::Dropped { existed: true });
+    assert_eq!(fx.ok(Command::DropDatabase { name: "db".into() }), Reply::Dropped { existed: true });
     assert!(fx.cat.collection("db.c").is_none() && fx.cat.zone_ranges("db.c").is_empty());
     assert!(fx.cat.collection("dbx.c").is_some(), "a database whose name extends 'db' is untouched");
-    assert_eq!(fx.noop(Command::DropDatabase { name: "db".into() }), Response::Dropped { existed: false });
+    assert_eq!(fx.noop(Command::DropDatabase { name: "db".into() }), Reply::Dropped { existed: false });
 }
 
 #[test]
 fn shard_collection_single_and_distributed() {
     let mut fx = Fx::with_shards(3);
-    let Response::CollectionSharded { version, .. } = fx.ok(shard_cmd(NS, InitialChunks::Single)) else { panic!() };
+    let Reply::CollectionSharded { version, .. } = fx.ok(shard_cmd(NS, InitialChunks::Single)) else { panic!() };
     assert_eq!((version.epoch, version.version), (epoch(7), ChunkVersion::new(1, 0)));
     assert_eq!(fx.layout(), vec![(ChunkBound::Min, ChunkVersion::new(1, 0), "s0".into())]);
     // Sharding again the same way is a no-op; another key is refused.
@@ -154,7 +152,7 @@ fn shard_collection_single_and_distributed() {
         unique: false,
         initial: InitialChunks::Distributed { split_points: points, shards },
     };
-    let Response::CollectionSharded { version, .. } = fx.ok(hashed) else { panic!() };
+    let Reply::CollectionSharded { version, .. } = fx.ok(hashed) else { panic!() };
     assert_eq!(version.version, ChunkVersion::new(1, 3));
     let got: Vec<_> = fx
         .cat
@@ -231,8 +229,8 @@ fn drop_and_reshard_changes_the_epoch() {
     let mut fx = Fx::with_collection(2);
     fx.ok(fx.split(&ChunkBound::Min, &[b"m"]));
     let old = fx.coll().epoch;
-    assert_eq!(fx.ok(Command::DropCollection { ns: NS.into() }), Response::Dropped { existed: true });
-    assert_eq!(fx.noop(Command::DropCollection { ns: NS.into() }), Response::Dropped { existed: false });
+    assert_eq!(fx.ok(Command::DropCollection { ns: NS.into() }), Reply::Dropped { existed: true });
+    assert_eq!(fx.noop(Command::DropCollection { ns: NS.into() }), Reply::Dropped { existed: false });
     assert_eq!(fx.cat.chunks_since(NS, old, ChunkVersion::ZERO), ChangedChunks::NotSharded);
     let mut again = shard_cmd(NS, InitialChunks::Single);
     if let Command::ShardCollection { epoch: e, .. } = &mut again {
@@ -392,7 +390,7 @@ fn replica_group_terms_are_compare_and_set() {
         primary: primary.map(str::to_owned),
     };
     // Failover: open term 1 with no primary, then promote within it.
-    assert_eq!(fx.ok(term(0, 1, None)), Response::ReplicaGroup { term: 1, primary: None });
+    assert_eq!(fx.ok(term(0, 1, None)), Reply::ReplicaGroup { term: 1, primary: None });
     fx.ok(term(1, 1, Some("s0-b:27018")));
     // The term already has a primary: a second promotion in it is refused.
     assert_eq!(fx.err(term(1, 1, Some("s0-c:27018"))).code(), ErrorCode::BadValue);

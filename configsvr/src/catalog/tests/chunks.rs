@@ -23,7 +23,7 @@ fn with_fencing(mut cmd: Command, f: Fencing) -> Command {
 fn split_versions_follow_the_owner_shard_rule() {
     let mut fx = Fx::with_collection(2);
     // s0 holds the collection version 1|0, so the major is bumped too (SERVER-41480).
-    let Response::Chunks { collection_version, changed } = fx.ok(fx.split(&ChunkBound::Min, &[b"m"])) else { panic!() };
+    let Reply::Chunks { collection_version, changed } = fx.ok(fx.split(&ChunkBound::Min, &[b"m"])) else { panic!() };
     assert_eq!(collection_version.version, v(2, 2));
     assert_eq!(
         changed.iter().map(|c| (c.min.clone(), c.max.clone(), c.version)).collect::<Vec<_>>(),
@@ -107,7 +107,7 @@ fn merge_and_its_refusals() {
     }
     assert_eq!(fx.err(stale).code(), ErrorCode::ConflictingOperationInProgress);
 
-    let Response::Chunks { collection_version, changed } = fx.ok(fx.merge(&k(b"c"), &k(b"t"))) else { panic!() };
+    let Reply::Chunks { collection_version, changed } = fx.ok(fx.merge(&k(b"c"), &k(b"t"))) else { panic!() };
     assert_eq!(collection_version.version, v(cv.major + 1, 0));
     assert_eq!((changed.len(), &changed[0].min, &changed[0].max), (1, &k(b"c"), &k(b"t")));
     assert_eq!(fx.layout().len(), 3);
@@ -118,7 +118,7 @@ fn migration_versions_control_chunk_and_history() {
     let mut fx = Fx::with_collection(3);
     fx.ok(fx.split(&ChunkBound::Min, &[b"f", b"p"]));
     let cv = fx.coll().version;
-    let Response::Chunks { collection_version, changed } = fx.ok(fx.migrate(&k(b"p"), "s1")) else { panic!() };
+    let Reply::Chunks { collection_version, changed } = fx.ok(fx.migrate(&k(b"p"), "s1")) else { panic!() };
     let next = cv.major + 1;
     assert_eq!(collection_version.version, v(next, 1));
     // The control chunk is the donor's lowest remaining one.
@@ -132,7 +132,7 @@ fn migration_versions_control_chunk_and_history() {
     assert_eq!(fx.cat.shard_version(NS, "s2").map(|p| p.version), Some(ChunkVersion::ZERO));
 
     // A donor giving away its only chunk has no control chunk.
-    let Response::Chunks { collection_version, changed } = fx.ok(fx.migrate(&k(b"p"), "s2")) else { panic!() };
+    let Reply::Chunks { collection_version, changed } = fx.ok(fx.migrate(&k(b"p"), "s2")) else { panic!() };
     assert_eq!((changed.len(), collection_version.version), (1, v(next + 1, 0)));
     assert_eq!(fx.cat.shard_version(NS, "s1").map(|p| p.version), Some(ChunkVersion::ZERO));
 
@@ -225,7 +225,7 @@ fn jumbo_flag() {
     };
     let catalog_version = fx.cat.version();
     // The flag travels like any chunk change: a minor bump above the collection version.
-    let Response::Chunks { collection_version, .. } = fx.ok(jumbo(true, v(1, 0))) else { panic!() };
+    let Reply::Chunks { collection_version, .. } = fx.ok(jumbo(true, v(1, 0))) else { panic!() };
     assert!(fx.coll().chunks[&ChunkBound::Min].jumbo);
     assert_eq!((collection_version.version, fx.version_at(&ChunkBound::Min)), (v(1, 1), v(1, 1)));
     assert_eq!(fx.cat.version(), catalog_version + 1);
@@ -269,7 +269,7 @@ fn routing_reads_and_incremental_refresh() {
 #[test]
 fn fencing_tokens_guard_chunk_commits() {
     let mut fx = Fx::with_collection(2);
-    let Response::Lease { token: t1, .. } =
+    let Reply::Lease { token: t1, .. } =
         fx.ok(Command::AcquireLease { name: BALANCER_LEASE.into(), holder: "router-1".into(), ttl_ms: 10_000 })
     else {
         panic!()
@@ -283,7 +283,7 @@ fn fencing_tokens_guard_chunk_commits() {
     fx.now += 10_000;
     let e = fx.err(with_fencing(fx.migrate(&k(b"m"), "s1"), f1.clone()));
     assert_eq!(e, CatalogError::StaleFencingToken { lease: BALANCER_LEASE.into(), presented: t1, current: None });
-    let Response::Lease { token: t2, .. } =
+    let Reply::Lease { token: t2, .. } =
         fx.ok(Command::AcquireLease { name: BALANCER_LEASE.into(), holder: "router-2".into(), ttl_ms: 10_000 })
     else {
         panic!()

@@ -8,9 +8,9 @@ fn acquire(holder: &str, ttl_ms: u64) -> Command {
     Command::AcquireLease { name: BALANCER_LEASE.into(), holder: holder.into(), ttl_ms }
 }
 
-fn granted(r: Response) -> (u64, u64) {
+fn granted(r: Reply) -> (u64, u64) {
     match r {
-        Response::Lease { token, expires_at_ms } => (token, expires_at_ms),
+        Reply::Lease { token, expires_at_ms } => (token, expires_at_ms),
         other => panic!("not a lease: {other:?}"),
     }
 }

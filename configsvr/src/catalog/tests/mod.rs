@@ -60,7 +60,7 @@ impl Fx {
         fx
     }
 
-    fn ok(&mut self, cmd: Command) -> Response {
+    fn ok(&mut self, cmd: Command) -> Reply {
         let version = self.cat.version();
         let response = match self.cat.apply(&cmd, self.now) {
             Ok(r) => r,
@@ -86,7 +86,7 @@ impl Fx {
     }
 
     /// Applies a command that must succeed without changing anything.
-    fn noop(&mut self, cmd: Command) -> Response {
+    fn noop(&mut self, cmd: Command) -> Reply {
         let before = self.cat.clone();
         let r = self.ok(cmd);
         assert_eq!(self.cat, before, "no-op changed the catalog");

@@ -56,7 +56,7 @@ fn refine_appends_min_key_keeps_placement_and_clears_jumbo() {
     let before = fx.coll().clone();
     let old_epoch = before.epoch;
 
-    let Response::ShardKeyRefined { version } = fx.ok(refine(&fx, &[range("x"), range("y")], epoch(8))) else {
+    let Reply::ShardKeyRefined { version } = fx.ok(refine(&fx, &[range("x"), range("y")], epoch(8))) else {
         panic!("wrong response")
     };
     let after = fx.coll().clone();

@@ -27,7 +27,7 @@ pub use shard_collection::shard_collection;
 pub use zones::{shard_zone, update_zone_key_range};
 
 use bson::{Bson, Document, RawDocumentBuf, doc};
-use shoal_configsvr::catalog::{Catalog, Command, Response, Shard};
+use shoal_configsvr::catalog::{Catalog, Command, Reply, Shard};
 use shoal_proto::ErrorCode;
 
 use crate::command::Command as ClientCommand;
@@ -127,7 +127,7 @@ pub async fn add_shard(state: &RouterState, _conn: &ConnContext, cmd: &ClientCom
     let replica_set = replica_set.unwrap_or_else(|| name.clone());
     let response = state.catalog.write(&Command::AddShard { shard: name.clone(), replica_set, members }).await?;
     let added = match response {
-        Response::ShardAdded { shard } => shard,
+        Reply::ShardAdded { shard } => shard,
         _ => name,
     };
     raw(&doc! { "shardAdded": added })

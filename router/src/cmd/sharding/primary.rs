@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use bson::{Bson, doc};
-use shoal_configsvr::catalog::{Command, RemoveShardProgress, RemoveShardState, Response};
+use shoal_configsvr::catalog::{Command, RemoveShardProgress, RemoveShardState, Reply};
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::MovePrimaryRequest;
 use shoal_proto::shard::migration_client::MigrationClient;
@@ -114,7 +114,7 @@ pub async fn remove_shard(state: &RouterState, _conn: &ConnContext, cmd: &Client
         _ => return Err(CommandError::type_mismatch("removeShard needs a shard name: {removeShard: \"<shard>\"}")),
     };
     let progress = match state.catalog.write(&Command::RemoveShard { shard: shard.clone() }).await? {
-        Response::RemoveShard(p) => p,
+        Reply::RemoveShard(p) => p,
         other => {
             return Err(CommandError::new(ErrorCode::InternalError, format!("unexpected catalog answer {other:?}")));
         }

@@ -16,7 +16,7 @@
 //! the MinKey the bounds were extended with, so each stays in its chunk.
 
 use bson::{Bson, Document, doc};
-use shoal_configsvr::catalog::{Command, Epoch, KeyPattern, Response};
+use shoal_configsvr::catalog::{Command, Epoch, KeyPattern, Reply};
 use shoal_proto::ErrorCode;
 use shoal_query::keystring;
 
@@ -116,7 +116,7 @@ pub async fn refine_collection_shard_key(
         key: req.key,
     };
     match state.catalog.write(&command).await? {
-        Response::ShardKeyRefined { .. } => {}
+        Reply::ShardKeyRefined { .. } => {}
         other => {
             return Err(CommandError::new(ErrorCode::InternalError, format!("catalog answered {other:?} to {CMD}")));
         }

@@ -10,7 +10,7 @@
 //! ```
 
 use bson::{Binary, Bson, Document, doc, spec::BinarySubtype};
-use shoal_configsvr::catalog::{Command, Epoch, InitialChunks, KeyFieldKind, KeyPattern, Response};
+use shoal_configsvr::catalog::{Command, Epoch, InitialChunks, KeyFieldKind, KeyPattern, Reply};
 use shoal_proto::ErrorCode;
 use shoal_query::keystring;
 
@@ -157,7 +157,7 @@ pub async fn shard_collection(state: &RouterState, _conn: &ConnContext, cmd: &Cl
         initial,
     };
     let uuid = match state.catalog.write(&command).await? {
-        Response::CollectionSharded { uuid, .. } => uuid,
+        Reply::CollectionSharded { uuid, .. } => uuid,
         other => {
             return Err(CommandError::new(
                 ErrorCode::InternalError,

@@ -1,15 +1,18 @@
 //! The values the catalog holds: shards and their replica groups, databases, sharded collections,
 //! chunks, chunk bounds and versions, zone ranges.
 //!
-//! Invariants these types carry (checked in `invariants.rs`, maintained by the command handlers):
+//! Invariants these types carry (the config service's command handlers maintain them and its
+//! `catalog::invariants` checks them):
 //! - `ChunkBound` is totally ordered `Min < Key(any bytes) < Max`; `Key` bytes are opaque
 //!   order-preserving encodings (the query crate's keystring), never decoded here.
 //! - `Collection::chunks` is keyed by each chunk's `min` and covers `Min..Max` with no gap or overlap.
 //! - `Collection::version` equals the highest chunk version; chunk versions are unique within an
 //!   epoch, so a version names one (range, shard) state and works as a compare-and-set token.
 //!
-//! Everything serializes through serde_json (the Raft layer's codec), whose map keys must be
-//! strings: the chunk map is therefore written as a list of chunks (see [`chunk_map`]).
+//! These are the Rust values; on the wire they travel as the protobuf messages of `catalog.proto`
+//! (see [`super::convert`]). The serde derives are for the config service's own Raft log and
+//! snapshots, whose encoding that crate owns; the chunk map serializes as a list of chunks (see
+//! [`chunk_map`]) so formats whose map keys must be strings can carry it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -171,7 +174,7 @@ impl KeyPattern {
     }
 
     /// Why the pattern is unusable, if it is.
-    pub(crate) fn problem(&self) -> Option<String> {
+    pub fn problem(&self) -> Option<String> {
         if self.fields.is_empty() {
             return Some("the shard key has no fields".into());
         }
@@ -320,7 +323,7 @@ pub struct ZoneRange {
 
 /// Serde for the chunk map as a list of chunks: JSON object keys must be strings, and each chunk
 /// already carries its `min`, so nothing is lost.
-pub(crate) mod chunk_map {
+pub mod chunk_map {
     use std::collections::BTreeMap;
 
     use serde::de::Error as _;
