@@ -1,7 +1,7 @@
 //! The router (`mongos`): MongoDB wire protocol in, gRPC to shards out.
 //!
-//! Owns: the wire-protocol server ([`wire`], [`server`]), command parsing and dispatch
-//! ([`dispatch`], [`cmd`]), the mapping of every failure to a MongoDB error reply ([`error`]),
+//! Owns: the wire-protocol server ([`wire`], [`server`]), the table of commands ([`commands`]),
+//! command parsing and dispatch ([`dispatch`], [`cmd`]), the mapping of every failure to a MongoDB error reply ([`error`]),
 //! router-owned cursors ([`cursors`], [`merge_cursor`]), the gRPC channels to shards
 //! ([`shard_client`]) and routing by the catalog's chunks ([`routing`], [`merge`]).
 //!
@@ -19,6 +19,7 @@ pub mod balancer;
 pub mod catalog;
 pub mod cmd;
 pub mod command;
+pub mod commands;
 pub mod config;
 pub mod cursors;
 pub mod dispatch;

@@ -2,7 +2,7 @@
 //!
 //! Owns: the storage interface and its fjall implementation ([`storage`]), the document store with
 //! its collection catalog, `_id`-clustered documents and oplog ([`store`]), command execution
-//! ([`exec`]), cursors ([`cursors`]), sharding state ([`sharding`]: the collection metadata cache
+//! ([`exec`]) through the table of commands ([`commands`]), cursors ([`cursors`]), sharding state ([`sharding`]: the collection metadata cache
 //! loaded from the config servers, the shard-version check that answers StaleConfig, the ownership
 //! filter that hides orphans from versioned requests, migration critical sections, and the
 //! persisted range deleter), chunk migration donor/recipient with crash recovery ([`migration`]),
@@ -19,6 +19,7 @@
 //!                                   \--> sharding (metadata <-- config servers, gates, range deleter)
 //! ```
 
+pub mod commands;
 pub mod cursors;
 pub mod error;
 pub mod exec;

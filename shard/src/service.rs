@@ -28,6 +28,7 @@ use shoal_proto::shard::{
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
+use crate::commands::{self, Access, Forget, Handler};
 use crate::cursors::ReadPin;
 use crate::error::{ExecError, ExecResult};
 use crate::exec::{self, Engine, WriteConcern, WriteOutcome};
@@ -42,15 +43,6 @@ struct Admitted {
     /// Writes and DDL routed as unsharded: a movePrimary's critical section holds them back.
     _db_permit: Option<WritePermit>,
     pin: Option<ReadPin>,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Access {
-    Read,
-    Write,
-    /// Creates or drops collections (the database's set of unsharded collections).
-    Ddl,
-    Other,
 }
 
 /// `db.coll` of a command whose first field names its collection (`{find: "c", ...}`); `None`
@@ -393,40 +385,31 @@ impl Shard for ShardService {
     async fn command(&self, request: Request<CommandRequest>) -> Result<Response<CommandReply>, Status> {
         let req = request.into_inner();
         let name = command_name(&req);
-        // The balancer's own questions are not foreground load.
-        let _timed = (!matches!(name.as_str(), "_shoalChunkStats" | "splitVector" | "dataSize" | "datasize"))
-            .then(|| Timed::start(&self.engine));
+        let Some(spec) = commands::lookup(&name) else {
+            let e = ExecError::new(shoal_proto::ErrorCode::CommandNotFound, format!("no such command: '{name}'"));
+            return Ok(Response::new(command_reply(Err(e))));
+        };
+        let _timed = spec.foreground.then(|| Timed::start(&self.engine));
         // A dropped collection's metadata is reloaded on next use (it may be re-sharded).
-        let forget = match name.as_str() {
-            "drop" => target_ns(&req),
-            "dropDatabase" => Some(format!("{}.", req.db)),
-            _ => None,
+        let forget = match spec.forgets {
+            Forget::Collection => target_ns(&req),
+            Forget::Database => Some(format!("{}.", req.db)),
+            Forget::Nothing => None,
         };
-        let access = match name.as_str() {
-            "findAndModify" | "findandmodify" => Access::Write,
-            "count" | "distinct" => Access::Read,
-            "create" | "createIndexes" | "dropIndexes" | "deleteIndexes" | "drop" => Access::Ddl,
-            _ => Access::Other,
+        let access = spec.access;
+        let run = match spec.handler {
+            Handler::Blocking(run) => run,
+            Handler::StepDown => {
+                let result = match exec::Request::parse(&req) {
+                    Ok(parsed) => crate::repl::step_down::step_down(&self.engine.repl, &parsed.body).await,
+                    Err(e) => Err(e),
+                };
+                return Ok(Response::new(command_reply(result)));
+            }
         };
-        if name == "replSetStepDown" {
-            let result = match exec::Request::parse(&req) {
-                Ok(parsed) => crate::repl::step_down::step_down(&self.engine.repl, &parsed.body).await,
-                Err(e) => Err(e),
-            };
-            return Ok(Response::new(command_reply(result)));
-        }
-        let reads = matches!(
-            name.as_str(),
-            "count"
-                | "distinct"
-                | "listCollections"
-                | "listIndexes"
-                | "listDatabases"
-                | "collStats"
-                | "dbStats"
-                | "explain"
-        );
-        if reads && let Err(e) = self.check_readable(&req) {
+        if spec.reads
+            && let Err(e) = self.check_readable(&req)
+        {
             return Ok(Response::new(command_reply(Err(e))));
         }
         let rc = match access {
@@ -441,33 +424,7 @@ impl Shard for ShardService {
             Err(e) => return Ok(Response::new(command_reply(Err(e)))),
         };
         let (result, wc) = self
-            .blocking(req, true, &admitted, |engine, r| -> ExecResult<(Document, u64)> {
-                match r.name() {
-                    "findAndModify" | "findandmodify" => exec::find_and_modify::run(engine, r),
-                    "count" => exec::count::count(engine, r).map(|d| (d, 0)),
-                    "distinct" => exec::count::distinct(engine, r).map(|d| (d, 0)),
-                    "create" => exec::ddl::create(engine, r),
-                    "drop" => exec::ddl::drop(engine, r),
-                    "dropDatabase" => exec::ddl::drop_database(engine, r),
-                    "listCollections" => exec::ddl::list_collections(engine, r).map(|d| (d, 0)),
-                    "listDatabases" => exec::ddl::list_databases(engine, r).map(|d| (d, 0)),
-                    "listIndexes" => exec::indexes::list_indexes(engine, r).map(|d| (d, 0)),
-                    "collStats" => exec::stats::coll_stats(engine, r).map(|d| (d, 0)),
-                    "explain" => exec::explain::explain(engine, r).map(|d| (d, 0)),
-                    "dbStats" => exec::stats::db_stats(engine, r).map(|d| (d, 0)),
-                    "createIndexes" => exec::indexes::create_indexes(engine, r),
-                    "dropIndexes" | "deleteIndexes" => exec::indexes::drop_indexes(engine, r),
-                    "shardingState" => Ok((engine.sharding.status(), 0)),
-                    "replSetGetStatus" => Ok((engine.repl.status(), 0)),
-                    "splitVector" => exec::split_vector::split_vector(engine, r).map(|d| (d, 0)),
-                    "dataSize" | "datasize" => exec::split_vector::data_size(engine, r).map(|d| (d, 0)),
-                    "_shoalChunkStats" => exec::chunk_stats::chunk_stats(engine, r).map(|d| (d, 0)),
-                    other => Err(ExecError::new(
-                        shoal_proto::ErrorCode::CommandNotFound,
-                        format!("no such command: '{other}'"),
-                    )),
-                }
-            })
+            .blocking(req, true, &admitted, move |engine, r| -> ExecResult<(Document, u64)> { run(engine, r) })
             .await?;
         drop(admitted);
         if let (Some(ns), Ok(_)) = (&forget, &result) {

@@ -70,3 +70,78 @@ async fn informational_commands_answer() {
     )
     .await;
 }
+
+/// The outcome of one command as the alias test compares it: the reply's field names, or the
+/// error code.
+async fn outcome(db: &mongodb::Database, cmd: Document) -> Result<Vec<String>, i32> {
+    match db.run_command(cmd.clone()).await {
+        Ok(reply) => Ok(reply.keys().cloned().collect()),
+        Err(e) => match e.kind.as_ref() {
+            mongodb::error::ErrorKind::Command(ce) => Err(ce.code),
+            other => panic!("{cmd}: {other:?}"),
+        },
+    }
+}
+
+/// Every alias MongoDB accepts reaches the same handler as its canonical name, through the router
+/// and, for commands the router forwards (`collstats`, `dbstats`), on the shard too: the same
+/// reply fields, or the same error code, and never CommandNotFound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_alias_reaches_the_same_handler() {
+    let ctx = TestContext::shared(DB).await;
+    let coll = ctx.coll("aliases");
+    coll.insert_many(vec![doc! {"_id": 1, "n": 1}, doc! {"_id": 2, "n": 2}]).await.unwrap();
+    let db = ctx.db();
+    let admin_db = ctx.client().database("admin");
+    // (database, alias form, canonical form); each pair is run alias first.
+    let pairs: Vec<(&mongodb::Database, Document, Document)> = vec![
+        (&admin_db, doc! {"ismaster": 1}, doc! {"isMaster": 1}),
+        (&admin_db, doc! {"buildinfo": 1}, doc! {"buildInfo": 1}),
+        (db, doc! {"getlasterror": 1}, doc! {"getLastError": 1}),
+        (db, doc! {"collstats": "aliases"}, doc! {"collStats": "aliases"}),
+        (db, doc! {"dbstats": 1}, doc! {"dbStats": 1}),
+        (
+            db,
+            doc! {"findandmodify": "aliases", "query": {"_id": 1}, "update": {"$inc": {"n": 1}}},
+            doc! {"findAndModify": "aliases", "query": {"_id": 1}, "update": {"$inc": {"n": 1}}},
+        ),
+        (
+            db,
+            doc! {"explain": {"findandmodify": "aliases", "query": {"_id": 2}, "remove": true}},
+            doc! {"explain": {"findAndModify": "aliases", "query": {"_id": 2}, "remove": true}},
+        ),
+        (db, doc! {"deleteIndexes": "aliases", "index": "nope_1"}, doc! {"dropIndexes": "aliases", "index": "nope_1"}),
+        (&admin_db, doc! {"flushrouterconfig": 1}, doc! {"flushRouterConfig": 1}),
+        (&admin_db, doc! {"enablesharding": "nodb_x"}, doc! {"enableSharding": "nodb_x"}),
+        (
+            &admin_db,
+            doc! {"shardcollection": "nodb_x.c", "key": {"_id": 1}},
+            doc! {"shardCollection": "nodb_x.c", "key": {"_id": 1}},
+        ),
+        (
+            &admin_db,
+            doc! {"movechunk": "nodb_x.c", "find": {"_id": 1}, "to": "nosuch"},
+            doc! {"moveChunk": "nodb_x.c", "find": {"_id": 1}, "to": "nosuch"},
+        ),
+        (&admin_db, doc! {"moveprimary": "nodb_x", "to": "nosuch"}, doc! {"movePrimary": "nodb_x", "to": "nosuch"}),
+        (&admin_db, doc! {"removeshard": "nosuch"}, doc! {"removeShard": "nosuch"}),
+    ];
+    for (on, alias, canonical) in pairs {
+        let (a, c) = (outcome(on, alias.clone()).await, outcome(on, canonical.clone()).await);
+        assert_ne!(a, Err(59), "{alias}: CommandNotFound");
+        assert_eq!(a, c, "{alias} and {canonical} answer differently");
+    }
+    // The alias was applied once through each name.
+    let doc = coll.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
+    assert_eq!(doc.get_i32("n").unwrap(), 3, "{doc}");
+
+    // listCommands is generated from the same table: canonical names, with their facts.
+    let list = admin(&ctx, doc! {"listCommands": 1}).await;
+    let commands = list.get_document("commands").unwrap();
+    assert!(commands.get("findandmodify").is_none() && commands.get("findAndModify").is_some(), "{list}");
+    let find = commands.get_document("find").unwrap();
+    assert!(find.get_bool("secondaryOk").unwrap() && find.get_bool("requiresAuth").unwrap(), "{find}");
+    let add_shard = commands.get_document("addShard").unwrap();
+    assert!(add_shard.get_bool("adminOnly").unwrap() && !add_shard.get_bool("secondaryOk").unwrap());
+    assert!(!commands.get_document("ping").unwrap().get_bool("requiresAuth").unwrap());
+}

@@ -160,14 +160,7 @@ async fn send(
     if let Ok(Some(bson::RawBsonRef::Document(wc))) = cmd.body.get("writeConcern") {
         body.insert("writeConcern", Document::try_from(wc)?);
     }
-    let name = body.keys().next().cloned().unwrap_or_default();
-    let write = Command {
-        name,
-        db: db.to_owned(),
-        body: RawDocumentBuf::try_from(&body)?,
-        sequences: Vec::new(),
-        request_id: cmd.request_id,
-    };
+    let write = Command::internal(RawDocumentBuf::try_from(&body)?, db, cmd.request_id);
     let reply = Document::try_from(crud::routed_write(state, &write, coll, kind).await?.as_ref())?;
     if let Ok(errors) = reply.get_array("writeErrors")
         && let Some(Bson::Document(e)) = errors.first()

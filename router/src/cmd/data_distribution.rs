@@ -31,13 +31,7 @@ use crate::state::RouterState;
 pub const STAGE: &str = "$shardedDataDistribution";
 
 fn command(cmd: &Command, db: &str, body: Document) -> Result<Command, CommandError> {
-    Ok(Command {
-        name: body.keys().next().cloned().unwrap_or_default(),
-        db: db.to_owned(),
-        body: RawDocumentBuf::try_from(&body)?,
-        sequences: Vec::new(),
-        request_id: cmd.request_id,
-    })
+    Ok(Command::internal(RawDocumentBuf::try_from(&body)?, db, cmd.request_id))
 }
 
 /// Runs the stage, then `rest` over its output.

@@ -10,13 +10,14 @@ use shoal_proto::ErrorCode;
 
 use crate::cmd::ddl::broadcast;
 use crate::command::Command;
+use crate::commands;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
 use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX};
 use crate::state::{ConnContext, RouterState};
 
 /// The filter the explained command targets shards by.
-fn targeting_filter(name: &str, inner: &Document) -> Result<Document, CommandError> {
+fn targeting_filter(name: &str, inner: &Document) -> Document {
     let first_stmt = |field: &str| -> Document {
         inner
             .get_array(field)
@@ -27,26 +28,31 @@ fn targeting_filter(name: &str, inner: &Document) -> Result<Document, CommandErr
             .cloned()
             .unwrap_or_default()
     };
-    Ok(match name {
+    match name {
         "find" => inner.get_document("filter").cloned().unwrap_or_default(),
-        "count" | "distinct" | "findAndModify" | "findandmodify" => {
-            inner.get_document("query").cloned().unwrap_or_default()
-        }
+        "count" | "distinct" | "findAndModify" => inner.get_document("query").cloned().unwrap_or_default(),
         "update" => first_stmt("updates"),
         "delete" => first_stmt("deletes"),
         "aggregate" => match inner.get_array("pipeline").ok().and_then(|p| p.first()) {
             Some(Bson::Document(d)) => d.get_document("$match").cloned().unwrap_or_default(),
             _ => Document::new(),
         },
-        other => {
-            return Err(CommandError::new(
+        _ => Document::new(),
+    }
+}
+
+/// The explained command's canonical name, when the table says `explain` takes it.
+fn explained(name: &str) -> Result<&'static str, CommandError> {
+    match commands::lookup(name) {
+        Some(spec) if spec.explainable => Ok(spec.name),
+        _ => {
+            let explainable: Vec<&str> = commands::COMMANDS.iter().filter(|s| s.explainable).map(|s| s.name).collect();
+            Err(CommandError::new(
                 ErrorCode::CommandNotFound,
-                format!(
-                    "explain of '{other}' is not supported (find, count, distinct, aggregate, update, delete, findAndModify are)"
-                ),
-            ));
+                format!("explain of '{name}' is not supported ({} are)", explainable.join(", ")),
+            ))
         }
-    })
+    }
 }
 
 fn num(d: &Document, field: &str) -> i64 {
@@ -61,7 +67,8 @@ pub async fn explain(state: &RouterState, _conn: &ConnContext, cmd: &Command) ->
     let Some((name, Bson::String(coll))) = inner.iter().next() else {
         return Err(CommandError::new(ErrorCode::InvalidNamespace, "explain: the command names no collection"));
     };
-    let filter = targeting_filter(name, inner)?;
+    let name = explained(name)?;
+    let filter = targeting_filter(name, inner);
     let mut attempt = 0;
     let (placement, targets, replies) = loop {
         let placement = routing::placement(state, &cmd.db, coll, false).await?;

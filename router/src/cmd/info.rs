@@ -18,7 +18,8 @@ use shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES;
 
 use crate::cmd::handshake::connection_id_value;
 use crate::command::Command;
-use crate::dispatch::{COMMAND_NAMES, HandlerResult};
+use crate::commands::COMMANDS;
+use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
 use crate::state::{ConnContext, RouterState};
 
@@ -28,8 +29,6 @@ pub const MONGODB_VERSION_ARRAY: [i32; 4] = [7, 0, 0, 0];
 pub const FEATURE_COMPATIBILITY_VERSION: &str = "7.0";
 
 /// Commands MongoDB refuses outside the `admin` database (`adminOnly()`), of those we serve.
-const ADMIN_ONLY_COMMANDS: &[&str] = &["getCmdLineOpts", "getLog", "getParameter"];
-
 /// Logs `getLog` knows. We keep no in-memory log, so each is always empty.
 const LOG_NAMES: &[&str] = &["global", "startupWarnings"];
 
@@ -61,12 +60,10 @@ pub async fn server_status(state: &RouterState, _conn: &ConnContext, _cmd: &Comm
 }
 
 pub async fn get_parameter(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    require_admin(cmd)?;
     get_parameter_reply(&cmd.body)
 }
 
 pub async fn get_log(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    require_admin(cmd)?;
     get_log_reply(&cmd.body)
 }
 
@@ -92,8 +89,7 @@ pub async fn host_info(_state: &RouterState, _conn: &ConnContext, _cmd: &Command
     Ok(host_info_reply(&hostname(), bson::DateTime::now()))
 }
 
-pub async fn get_cmd_line_opts(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    require_admin(cmd)?;
+pub async fn get_cmd_line_opts(_state: &RouterState, _conn: &ConnContext, _cmd: &Command) -> HandlerResult {
     let argv: RawArrayBuf = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
     Ok(rawdoc! { "argv": argv, "parsed": {} })
 }
@@ -113,16 +109,6 @@ pub(crate) fn truthy(value: RawBsonRef<'_>) -> bool {
         RawBsonRef::Null | RawBsonRef::Undefined => false,
         _ => true,
     }
-}
-
-fn require_admin(cmd: &Command) -> Result<(), CommandError> {
-    if ADMIN_ONLY_COMMANDS.contains(&cmd.name.as_str()) && cmd.db != "admin" {
-        return Err(CommandError::new(
-            ErrorCode::Unauthorized,
-            format!("{} may only be run against the admin database.", cmd.name),
-        ));
-    }
-    Ok(())
 }
 
 pub fn build_info_reply() -> RawDocumentBuf {
@@ -301,15 +287,15 @@ pub fn host_info_reply(hostname: &str, now: bson::DateTime) -> RawDocumentBuf {
 
 pub fn list_commands_reply() -> HandlerResult {
     let mut commands = RawDocumentBuf::new();
-    for &name in COMMAND_NAMES {
-        let key: &CStr = name.try_into()?;
+    for spec in COMMANDS {
+        let key: &CStr = spec.name.try_into()?;
         commands.append(
             key,
             rawdoc! {
                 "help": "",
-                "requiresAuth": false,
-                "secondaryOk": true,
-                "adminOnly": ADMIN_ONLY_COMMANDS.contains(&name),
+                "requiresAuth": spec.requires_auth(),
+                "secondaryOk": spec.secondary_ok,
+                "adminOnly": spec.admin_only,
                 "apiVersions": [],
                 "deprecatedApiVersions": [],
             },

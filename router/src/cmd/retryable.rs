@@ -49,11 +49,9 @@ pub fn has_txn_number(body: &RawDocument) -> bool {
     matches!(body.get("txnNumber"), Ok(Some(_)))
 }
 
-const WRITE_COMMANDS: &[&str] = &["insert", "update", "delete", "findAndModify", "findandmodify"];
-
 /// Whether `cmd` is a retryable write (a write command with a session and a transaction number).
 pub fn is_retryable_write(cmd: &Command) -> bool {
-    WRITE_COMMANDS.contains(&cmd.name.as_str()) && has_txn_number(&cmd.body)
+    cmd.spec.is_some_and(|s| s.retryable) && has_txn_number(&cmd.body)
 }
 
 /// Refuses commands of multi-document transactions (`startTransaction`, `autocommit: false`,
@@ -107,8 +105,7 @@ mod tests {
     use bson::rawdoc;
 
     fn command(body: RawDocumentBuf) -> Command {
-        let name = body.iter().next().and_then(|e| e.ok()).map(|(k, _)| k.to_string()).unwrap_or_default();
-        Command { name, db: "db".into(), body, sequences: Vec::new(), request_id: 1 }
+        Command::internal(body, "db", 1)
     }
 
     #[test]

@@ -112,13 +112,7 @@ pub async fn coll_stats_stage(
     {
         stats_body.insert("scale", scale.clone());
     }
-    let stats_cmd = Command {
-        name: "collStats".into(),
-        db: cmd.db.clone(),
-        body: RawDocumentBuf::try_from(&stats_body)?,
-        sequences: Vec::new(),
-        request_id: cmd.request_id,
-    };
+    let stats_cmd = Command::internal(RawDocumentBuf::try_from(&stats_body)?, &cmd.db, cmd.request_id);
     let ns = format!("{}.{coll}", cmd.db);
     let mut docs = Vec::new();
     for (shard, r) in per_shard(state, &stats_cmd).await? {

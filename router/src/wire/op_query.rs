@@ -8,9 +8,9 @@
 //!            | startingFrom i32 (0) | numberReturned i32 (1) | <doc>
 //! ```
 //!
-//! Owns: parsing and validating OP_QUERY, unwrapping `{$query: cmd, $readPreference: ...}`, and
-//! the OP_QUERY command allow-list of MongoDB 7 (plus `getlasterror`, which Java 3.6 sends this
-//! way). Errors to an OP_QUERY command go back in an OP_REPLY with flags 0 and `ok: 0` in the
+//! Owns: parsing and validating OP_QUERY and unwrapping `{$query: cmd, $readPreference: ...}`
+//! (which commands OP_QUERY may carry is a fact of the command table, `commands::Spec::op_query`).
+//! Errors to an OP_QUERY command go back in an OP_REPLY with flags 0 and `ok: 0` in the
 //! document, as MongoDB does for `$cmd` queries.
 
 use bson::raw::RawBsonRef;
@@ -21,21 +21,6 @@ use super::bson_check::validate;
 use super::error::{WireError, WireResult};
 use super::frame::{Frame, HEADER_LEN, Header, op_code};
 use super::op_msg::len_i32;
-
-/// Commands a client may send with OP_QUERY; everything else gets UnsupportedOpQueryCommand.
-/// MongoDB's list (`check_allowed_op_query_cmd.cpp`) minus `_isSelf`/`authenticate` (we serve
-/// neither), plus `getlasterror`, the third handshake message of Java driver 3.6.
-pub const OP_QUERY_COMMANDS: &[&str] = &[
-    "hello",
-    "isMaster",
-    "ismaster",
-    "buildinfo",
-    "buildInfo",
-    "saslStart",
-    "saslContinue",
-    "getlasterror",
-    "getLastError",
-];
 
 #[derive(Debug, Clone)]
 pub struct OpQuery {

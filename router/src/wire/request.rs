@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::error::{WireError, WireResult};
 use super::frame::{Frame, op_code};
 use super::op_msg::{self, OpMsg};
-use super::op_query::{self, OP_QUERY_COMMANDS, OpQuery};
+use super::op_query::{self, OpQuery};
 use crate::command::Command;
 
 /// A parsed request of a protocol we serve.
@@ -73,16 +73,17 @@ impl Request {
                     Some(_) => return Err(WireError::BadDb),
                 };
                 let name = first_key(&msg.body)?;
-                Ok(Command { name, db, body: msg.body, sequences: msg.sequences, request_id })
+                Ok(Command::new(&name, db, msg.body, msg.sequences, request_id))
             }
             Request::Query(query) => {
                 let db = query.command_db()?.to_owned();
                 let body = query.command_body()?.to_owned();
                 let name = first_key(&body)?;
-                if !OP_QUERY_COMMANDS.contains(&name.as_str()) {
+                let cmd = Command::new(&name, db, body, Vec::new(), request_id);
+                if !cmd.spec.is_some_and(|s| s.op_query) {
                     return Err(WireError::UnsupportedOpQuery(name));
                 }
-                Ok(Command { name, db, body, sequences: Vec::new(), request_id })
+                Ok(cmd)
             }
         }
     }
@@ -136,7 +137,7 @@ mod tests {
             let bytes = op_query::encode_request(1, "admin.$cmd", -1, &body);
             let result = parse_request(&frame(bytes)).expect("parses").into_command(1);
             match result {
-                Ok(cmd) => assert!(allowed && cmd.db == "admin" && cmd.name == name),
+                Ok(cmd) => assert!(allowed && cmd.db == "admin" && cmd.name.eq_ignore_ascii_case(name)),
                 Err(e) => assert!(!allowed && e.to_command_error().code == 352, "{name}: {e}"),
             }
         }

@@ -39,6 +39,13 @@ fn opt_u64(d: &Document, field: &str) -> Option<u64> {
 fn query_of(cmd: &str, inner: &Document) -> ExecResult<Query> {
     let doc_of = |field: &str| inner.get_document(field).ok().cloned();
     let mut q = Query { hint: inner.get("hint").cloned(), runnable: true, ..Default::default() };
+    let Some(cmd) = crate::commands::explainable(cmd) else {
+        let names: Vec<&str> = crate::commands::explainable_names().collect();
+        return Err(ExecError::new(
+            ErrorCode::CommandNotFound,
+            format!("explain of '{cmd}' is not supported ({} are)", names.join(", ")),
+        ));
+    };
     match cmd {
         "find" => {
             q.filter = doc_of("filter").unwrap_or_default();
@@ -75,19 +82,12 @@ fn query_of(cmd: &str, inner: &Document) -> ExecResult<Query> {
             }
             q.runnable = false;
         }
-        "findAndModify" | "findandmodify" => {
+        "findAndModify" => {
             q.filter = doc_of("query").unwrap_or_default();
             q.sort = doc_of("sort");
             q.runnable = false;
         }
-        other => {
-            return Err(ExecError::new(
-                ErrorCode::CommandNotFound,
-                format!(
-                    "explain of '{other}' is not supported (find, count, distinct, aggregate, update, delete, findAndModify are)"
-                ),
-            ));
-        }
+        _ => {}
     }
     Ok(q)
 }

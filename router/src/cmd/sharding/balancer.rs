@@ -10,7 +10,7 @@ use bson::{Bson, Document, doc};
 use shoal_configsvr::catalog::{BALANCER_LEASE, BalancerMode, Catalog, Command, SettingsUpdate};
 use shoal_proto::ErrorCode;
 
-use super::{admin_only, raw};
+use super::{body_of, raw};
 use crate::balancer::policy::{self, Action, Memory, MoveReason, SplitReason};
 use crate::balancer::stats;
 use crate::command::Command as ClientCommand;
@@ -44,8 +44,7 @@ fn max_time(body: &Document) -> Option<Duration> {
 }
 
 /// `balancerStart` (`sh.startBalancer`, `sh.setBalancerState(true)`): mode full.
-pub async fn balancer_start(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    admin_only(cmd)?;
+pub async fn balancer_start(state: &RouterState, _conn: &ConnContext, _cmd: &ClientCommand) -> HandlerResult {
     set_mode(state, BalancerMode::Full).await?;
     // A balancer in this router starts its round now rather than after its idle interval (one in
     // another router notices at its next round).
@@ -56,7 +55,7 @@ pub async fn balancer_start(state: &RouterState, _conn: &ConnContext, cmd: &Clie
 /// `balancerStop` (`sh.stopBalancer`): mode off, then waits for a round in progress to end, as
 /// MongoDB does, so no balancer migration runs once it returns.
 pub async fn balancer_stop(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     set_mode(state, BalancerMode::Off).await?;
     let wait = max_time(&body).unwrap_or(STOP_WAIT_MAX).min(STOP_WAIT_MAX);
     let deadline = Instant::now() + wait;
@@ -73,8 +72,7 @@ pub async fn balancer_stop(state: &RouterState, _conn: &ConnContext, cmd: &Clien
 }
 
 /// `balancerStatus` (`sh.isBalancerRunning`, `sh.status`).
-pub async fn balancer_status(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    admin_only(cmd)?;
+pub async fn balancer_status(state: &RouterState, _conn: &ConnContext, _cmd: &ClientCommand) -> HandlerResult {
     let catalog = state.catalog.read().await?;
     let mode = if catalog.settings().balancer_enabled() { "full" } else { "off" };
     let rounds = i64::try_from(catalog.balancer_rounds().completed).unwrap_or(i64::MAX);
@@ -115,7 +113,7 @@ pub async fn balancer_collection_status(
     _conn: &ConnContext,
     cmd: &ClientCommand,
 ) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let ns = namespace(&body, "balancerCollectionStatus")?;
     let catalog = state.catalog.read().await?;
     if catalog.collection(&ns).is_none() {
@@ -152,7 +150,7 @@ pub async fn configure_collection_balancing(
     _conn: &ConnContext,
     cmd: &ClientCommand,
 ) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let ns = namespace(&body, "configureCollectionBalancing")?;
     let chunk_size_mib = parse_chunk_size(&body)?;
     if body.contains_key("defragmentCollection") {

@@ -18,7 +18,7 @@ use shoal_proto::shard::{KeyBound, MoveRangeRequest};
 use tonic::transport::Endpoint;
 
 use super::key::{bound_of_key, key_of_document};
-use super::{admin_only, raw};
+use super::{body_of, raw};
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
@@ -86,7 +86,7 @@ fn owning_chunk<'a>(coll: &'a Collection, key: &ChunkBound) -> Result<&'a Chunk,
 /// `split: ns` with exactly one of `middle` (a shard key: split there), `find` (a document: split
 /// its chunk at the chunk's median) or `bounds` (that chunk, at its median).
 pub async fn split(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let ns = namespace(&body, "split")?;
     let middle = document(&body, "split", "middle")?;
     let find = document(&body, "split", "find")?;
@@ -134,7 +134,7 @@ pub async fn split(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand
 
 /// `mergeChunks: ns, bounds: [min, max]`: the chunks exactly covering the range become one.
 pub async fn merge_chunks(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let ns = namespace(&body, "mergeChunks")?;
     let catalog = state.catalog.read().await?;
     let coll = sharded(&catalog, &ns)?;
@@ -159,7 +159,7 @@ pub async fn merge_chunks(state: &RouterState, _conn: &ConnContext, cmd: &Client
 /// `clearJumboFlag: ns, find | bounds`: the chunk holding `find` (or exactly `bounds`) is no longer
 /// jumbo, so the balancer may split and move it again. A chunk that is not jumbo is left as is.
 pub async fn clear_jumbo_flag(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let ns = namespace(&body, "clearJumboFlag")?;
     let catalog = state.catalog.read().await?;
     let coll = sharded(&catalog, &ns)?;
@@ -189,7 +189,7 @@ pub async fn clear_jumbo_flag(state: &RouterState, _conn: &ConnContext, cmd: &Cl
 
 /// `moveChunk: ns, find | bounds, to` and `moveRange: ns, min?, max?, toShard`.
 pub async fn move_chunk(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let range = cmd.name == "moveRange";
     let (name, to_field) = if range { ("moveRange", "toShard") } else { ("moveChunk", "to") };
     let ns = namespace(&body, name)?;

@@ -7,7 +7,7 @@ use bson::{Bson, Document, doc};
 use shoal_configsvr::catalog::{ChunkVersion, Epoch, Timestamp};
 use shoal_proto::ErrorCode;
 
-use super::{admin_only, raw};
+use super::{body_of, raw};
 use crate::cmd::info::hostname;
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
@@ -30,7 +30,7 @@ pub(super) fn object_id(e: Epoch) -> bson::oid::ObjectId {
 /// database's primary and version. `fullMetadata` is accepted; chunk bounds are not listed
 /// because their stored form (keystring bytes) does not decode back to values.
 pub async fn get_shard_version(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let ns = match body.get("getShardVersion") {
         Some(Bson::String(s)) if !s.is_empty() => s.clone(),
         _ => {
@@ -63,8 +63,7 @@ pub async fn get_shard_version(state: &RouterState, _conn: &ConnContext, cmd: &C
 
 /// `getShardMap` → `{map: {shard: connStr, config: ...}, hosts: {host: shard}, connStrings:
 /// {connStr: shard}}`.
-pub async fn get_shard_map(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    admin_only(cmd)?;
+pub async fn get_shard_map(state: &RouterState, _conn: &ConnContext, _cmd: &ClientCommand) -> HandlerResult {
     let catalog = state.catalog.read().await?;
     let mut map = Document::new();
     let mut hosts = BTreeMap::new();
@@ -91,7 +90,7 @@ pub async fn get_shard_map(state: &RouterState, _conn: &ConnContext, cmd: &Clien
 /// `flushRouterConfig: 1 | "db" | "db.coll"`: drops the cached routing of everything, a
 /// database or a collection; the next request reloads it from the catalog.
 pub async fn flush_router_config(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     match body.get("flushRouterConfig") {
         Some(Bson::String(ns)) if ns.contains('.') => state.routing.forget_collection(ns),
         Some(Bson::String(db)) if !db.is_empty() => state.routing.forget_database(db),

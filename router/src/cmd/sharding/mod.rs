@@ -35,13 +35,8 @@ use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
 use crate::state::{ConnContext, RouterState};
 
-pub(super) fn admin_only(cmd: &ClientCommand) -> Result<Document, CommandError> {
-    if cmd.db != "admin" {
-        return Err(CommandError::new(
-            ErrorCode::Unauthorized,
-            format!("{} may only be run against the admin database.", cmd.name),
-        ));
-    }
+/// The command's body as a document (dispatch has already checked these run on `admin`).
+pub(super) fn body_of(cmd: &ClientCommand) -> Result<Document, CommandError> {
     Ok(Document::try_from(cmd.body.as_ref())?)
 }
 
@@ -67,7 +62,7 @@ pub fn shard_document(shard: &Shard) -> Document {
 }
 
 pub async fn list_shards(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let filter = match body.get("filter") {
         None | Some(Bson::Null) => Document::new(),
         Some(Bson::Document(f)) => f.clone(),
@@ -86,7 +81,7 @@ pub async fn list_shards(state: &RouterState, _conn: &ConnContext, cmd: &ClientC
 /// `addShard: "rs/h1:p,h2:p"` (or `"h:p"`), optional `name`; the shard's name defaults to the
 /// replica-set name, as in MongoDB.
 pub async fn add_shard(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let conn_str = match body.get("addShard") {
         Some(Bson::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
         _ => {
@@ -143,7 +138,7 @@ fn valid_host_port(member: &str) -> bool {
 /// `enableSharding: db` (optional `primaryShard`): registers the database in the catalog with a
 /// primary shard; a database that is already there keeps its primary.
 pub async fn enable_sharding(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let db = match body.get("enableSharding") {
         Some(Bson::String(s)) => s.clone(),
         _ => {

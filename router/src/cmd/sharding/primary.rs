@@ -20,7 +20,7 @@ use shoal_proto::shard::migration_client::MigrationClient;
 use tonic::transport::Endpoint;
 
 use super::chunks::donor_endpoint;
-use super::{admin_only, raw};
+use super::{body_of, raw};
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
@@ -47,7 +47,7 @@ fn string_field<'a>(body: &'a bson::Document, cmd: &str, field: &str) -> Result<
 
 /// `movePrimary: "<db>", to: "<shard>"`.
 pub async fn move_primary(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let name = cmd.name.as_str();
     let db = string_field(&body, name, name)?.unwrap_or_default().to_owned();
     shoal_proto::namespace::validate_db(&db).map_err(|e| {
@@ -108,7 +108,7 @@ async fn call(endpoint: &str, request: MovePrimaryRequest) -> Result<(), Command
 
 /// `removeShard: "<shard>"`: starts draining, reports progress, removes the shard once empty.
 pub async fn remove_shard(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let shard = match string_field(&body, &cmd.name, &cmd.name)? {
         Some(s) if !s.is_empty() => s.to_owned(),
         _ => return Err(CommandError::type_mismatch("removeShard needs a shard name: {removeShard: \"<shard>\"}")),

@@ -21,7 +21,7 @@ use shoal_proto::ErrorCode;
 use shoal_query::keystring;
 
 use super::key::parse_pattern;
-use super::{admin_only, raw};
+use super::{body_of, raw};
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
@@ -92,7 +92,7 @@ pub async fn refine_collection_shard_key(
     _conn: &ConnContext,
     cmd: &ClientCommand,
 ) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let req = parse(&body)?;
     let catalog = state.catalog.read().await?;
     let coll = catalog.collection(&req.ns).ok_or_else(|| {

@@ -10,7 +10,7 @@ use shoal_proto::ErrorCode;
 use shoal_proto::shard::CommandRequest;
 use shoal_proto::shard::shard_client::ShardClient;
 
-use super::{admin_only, raw};
+use super::{body_of, raw};
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
@@ -52,7 +52,7 @@ fn shard_named(body: &Document, command: &str) -> Result<String, CommandError> {
 }
 
 pub async fn repl_set_get_status(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let shard_id = shard_named(&body, "replSetGetStatus")?;
     let catalog = state.catalog.read().await?;
     let shard = catalog
@@ -97,7 +97,7 @@ pub async fn repl_set_get_status(state: &RouterState, _conn: &ConnContext, cmd: 
 /// `replSetStepDown: <secs>, shard: "<id>"` (with `secondaryCatchUpPeriodSecs`, `force`): asks
 /// the shard's primary to step down; it answers once the config service opened the next term.
 pub async fn repl_set_step_down(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let shard_id = shard_named(&body, "replSetStepDown")?;
     let catalog = crate::routing::read_catalog(state).await?;
     if catalog.shard(&shard_id).is_none() {

@@ -15,7 +15,7 @@ use shoal_proto::ErrorCode;
 use shoal_query::keystring;
 
 use super::key::{hashed_split_points, parse_pattern};
-use super::{admin_only, least_loaded_shard, raw, uuid_v4};
+use super::{body_of, least_loaded_shard, raw, uuid_v4};
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
@@ -116,7 +116,7 @@ pub fn parse(body: &Document) -> Result<ShardCollectionRequest, CommandError> {
 }
 
 pub async fn shard_collection(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let req = parse(&body)?;
     let catalog = state.catalog.read().await?;
     if let Some(db) = catalog.database(&req.db) {

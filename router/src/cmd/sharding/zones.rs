@@ -9,7 +9,7 @@ use shoal_configsvr::catalog::Command;
 use shoal_proto::ErrorCode;
 
 use super::key::bound_of_key;
-use super::{admin_only, raw};
+use super::{body_of, raw};
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
@@ -28,7 +28,7 @@ fn string(body: &Document, cmd: &str, field: &str) -> Result<String, CommandErro
 
 /// `{addShardToZone: shard, zone}` and `{removeShardFromZone: shard, zone}`.
 pub async fn shard_zone(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let name = cmd.name.as_str();
     let shard = string(&body, name, name)?;
     let zone = string(&body, name, "zone")?;
@@ -43,7 +43,7 @@ pub async fn shard_zone(state: &RouterState, _conn: &ConnContext, cmd: &ClientCo
 
 /// `{updateZoneKeyRange: ns, min, max, zone: <name> | null}`: assign the range, or remove exactly it.
 pub async fn update_zone_key_range(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
-    let body = admin_only(cmd)?;
+    let body = body_of(cmd)?;
     let (ns, min, max, zone) = parse_update(&body)?;
     let catalog = state.catalog.read().await?;
     let coll = catalog
