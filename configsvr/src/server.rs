@@ -240,7 +240,7 @@ fn validate(config: &ConfigServerConfig) -> Result<(), ServerError> {
 /// The readiness line launchers and tests wait for (same convention as shards and routers).
 fn announce_ready(role: &str, addr: SocketAddr) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "SHOAL_READY {role} {addr}");
+    let _ = writeln!(out, "{}", shoal_proto::ready::line(role, addr));
     let _ = out.flush();
 }
 

@@ -233,7 +233,8 @@ async fn read_stdout(stdout: ChildStdout, mut log: tokio::fs::File, ready: onesh
             }
         }
         if ready.is_some()
-            && let Some(parsed) = parse_ready_line(&String::from_utf8_lossy(&line))
+            && let Some(parsed) =
+                shoal_proto::ready::parse(&String::from_utf8_lossy(&line)).map(|(r, a)| (r.to_owned(), a))
             && let Some(ready) = ready.take()
         {
             let _ = ready.send(parsed);
@@ -241,17 +242,6 @@ async fn read_stdout(stdout: ChildStdout, mut log: tokio::fs::File, ready: onesh
         }
         // A log write failing must not stop the draining; the line is lost, the child lives on.
         let _ = log.write_all(&line).await;
-    }
-}
-
-/// `SHOAL_READY <role> <addr>` → (role, addr).
-fn parse_ready_line(line: &str) -> Option<(String, SocketAddr)> {
-    let mut words = line.strip_prefix("SHOAL_READY ")?.split_whitespace();
-    let role = words.next()?;
-    let addr = words.next()?.parse().ok()?;
-    match words.next() {
-        None => Some((role.to_owned(), addr)),
-        Some(_) => None,
     }
 }
 
@@ -283,18 +273,6 @@ fn log_tail(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ready_line_parses_role_and_address() {
-        let parsed = parse_ready_line("SHOAL_READY shard 127.0.0.1:27101\n");
-        assert_eq!(parsed, Some(("shard".to_owned(), "127.0.0.1:27101".parse().expect("addr"))));
-        assert_eq!(parse_ready_line("SHOAL_READY router [::1]:0").map(|(r, _)| r), Some("router".to_owned()));
-        for bad in
-            ["SHOAL_READY shard", "SHOAL_READY shard nowhere", "shard 127.0.0.1:1", "SHOAL_READY a 127.0.0.1:1 x"]
-        {
-            assert_eq!(parse_ready_line(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn log_tail_keeps_the_last_lines() {

@@ -194,7 +194,7 @@ fn banner(cluster: &str, counts: Counts, routers: &[SocketAddr], data_dir: &Path
         "  pymongo:  python3 -c 'import pymongo; print(pymongo.MongoClient(\"{uri}\").admin.command(\"ping\"))'"
     );
     let _ = writeln!(out, "\nCtrl-C stops the cluster.");
-    let _ = writeln!(out, "SHOAL_READY cluster {first}");
+    let _ = writeln!(out, "{}", shoal_proto::ready::line("cluster", first));
     out
 }
 

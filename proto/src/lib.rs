@@ -2,15 +2,18 @@
 //!
 //! Owns the `.proto` files and their generated tonic/prost code, and the types every process
 //! agrees on: MongoDB error codes ([`ErrorCode`]), namespaces ([`Namespace`]), size limits, and the
-//! catalog's values ([`catalog`]: shards, databases, chunks, bounds, versions, settings) with their
-//! protobuf forms. It must not contain behaviour beyond the values' own rules: no I/O, no query
+//! catalog's values ([`catalog`]: shards, databases, chunks, bounds, versions, settings), the
+//! readiness line servers print ([`ready`]) and the address-to-URI rule of every gRPC client
+//! ([`endpoint`]). It must not contain behaviour beyond the values' own rules: no I/O, no query
 //! logic. Everything here is shared by `router`, `shard` and `configsvr`, so a change here is a
 //! protocol change.
 
 pub mod catalog;
+pub mod endpoint;
 pub mod error_code;
 pub mod limits;
 pub mod namespace;
+pub mod ready;
 
 pub use error_code::ErrorCode;
 pub use namespace::{Namespace, NamespaceError};

@@ -8,6 +8,7 @@
 
 use bson::{Bson, Document, RawDocument};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{KeyFieldKind, KeyPattern};
 
 use crate::error::{QueryError, Result};
 use crate::{hash, keystring, path};
@@ -18,6 +19,18 @@ pub struct KeyField {
     /// Dotted path.
     pub name: String,
     pub hashed: bool,
+}
+
+impl KeyField {
+    /// The fields of a catalog key pattern, in pattern order (the one conversion router and
+    /// shards use).
+    pub fn of(pattern: &KeyPattern) -> Vec<KeyField> {
+        pattern
+            .fields
+            .iter()
+            .map(|f| KeyField { name: f.name.clone(), hashed: f.kind == KeyFieldKind::Hashed })
+            .collect()
+    }
 }
 
 /// What to do with a document that lacks a shard-key field.

@@ -77,7 +77,7 @@ fn announce_ready(addr: SocketAddr) {
     let mut out = io::stdout().lock();
     // The launcher waits for this line; if it closed our stdout it no longer cares, so a failed
     // write is logged rather than fatal.
-    if let Err(e) = writeln!(out, "SHOAL_READY router {addr}").and_then(|()| out.flush()) {
+    if let Err(e) = writeln!(out, "{}", shoal_proto::ready::line("router", addr)).and_then(|()| out.flush()) {
         tracing::warn!(error = %e, "could not print the ready line");
     }
 }

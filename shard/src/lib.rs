@@ -204,7 +204,7 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
 /// The readiness line launchers and tests wait for.
 pub fn announce_ready(role: &str, addr: SocketAddr) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "SHOAL_READY {role} {addr}");
+    let _ = writeln!(out, "{}", shoal_proto::ready::line(role, addr));
     let _ = out.flush();
 }
 

@@ -216,13 +216,10 @@ impl Drop for Process {
     }
 }
 
-/// Expects `SHOAL_READY <role> <addr>`.
+/// Expects `SHOAL_READY <role> <addr>` for this `role`.
 fn parse_ready_line(line: &str, role: &str) -> anyhow::Result<SocketAddr> {
-    let mut words = line.split_whitespace();
-    match (words.next(), words.next(), words.next(), words.next()) {
-        (Some("SHOAL_READY"), Some(r), Some(addr), None) if r == role => {
-            addr.parse().with_context(|| format!("bad address in readiness line {line:?}"))
-        }
+    match shoal_proto::ready::parse(line) {
+        Some((r, addr)) if r == role => Ok(addr),
         _ => bail!("expected `SHOAL_READY {role} <addr>`, got {line:?}"),
     }
 }

@@ -228,6 +228,12 @@ pub struct Shard {
 }
 
 impl Shard {
+    /// The member a client dials first (`host:port`): the primary the catalog names, else the
+    /// first member.
+    pub fn endpoint(&self) -> Option<&str> {
+        self.group.primary.as_deref().or_else(|| self.group.members.first().map(String::as_str))
+    }
+
     pub fn is_draining(&self) -> bool {
         self.state == ShardState::Draining
     }

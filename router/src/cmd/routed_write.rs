@@ -122,7 +122,7 @@ fn shard_of(placement: &Placement, doc: &[u8]) -> Result<String, CommandError> {
     match placement {
         Placement::Sharded(t) => {
             let d = Document::from_reader(&mut &doc[..])?;
-            let key = shard_key::of_document(&target::key_fields(&t.key), &d, Missing::Refuse)?;
+            let key = shard_key::of_document(&shoal_query::shard_key::KeyField::of(&t.key), &d, Missing::Refuse)?;
             target::chunk_of(&t.chunks, &key)
                 .map(|c| c.shard.clone())
                 .ok_or_else(|| CommandError::new(ErrorCode::InternalError, "routing table does not cover the key"))

@@ -61,8 +61,7 @@ impl Members {
         if let Some(p) = self.pools.read().unwrap_or_else(|p| p.into_inner()).get(addr) {
             return Ok(p.clone());
         }
-        let endpoint = if addr.starts_with("http://") { addr.to_owned() } else { format!("http://{addr}") };
-        let pool = Arc::new(ShardPool::new(&endpoint, self.rpc_timeout)?);
+        let pool = Arc::new(ShardPool::new(&shoal_proto::endpoint::uri(addr), self.rpc_timeout)?);
         let mut pools = self.pools.write().unwrap_or_else(|p| p.into_inner());
         Ok(pools.entry(addr.to_owned()).or_insert(pool).clone())
     }

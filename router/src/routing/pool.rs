@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use shoal_configsvr::catalog::{Catalog, Shard};
-use shoal_proto::ErrorCode;
+use shoal_proto::{ErrorCode, endpoint};
 
 use crate::error::CommandError;
 use crate::shard_client::ShardPool;
@@ -29,8 +29,7 @@ pub struct ShardPools {
 
 /// The gRPC address the router talks to for `shard`.
 pub fn shard_address(shard: &Shard) -> Option<String> {
-    let host = shard.group.primary.clone().or_else(|| shard.group.members.first().cloned())?;
-    Some(if host.starts_with("http://") { host } else { format!("http://{host}") })
+    shard.endpoint().map(endpoint::uri)
 }
 
 impl ShardPools {
@@ -59,7 +58,7 @@ impl ShardPools {
         *self.primaries.write().unwrap_or_else(|p| p.into_inner()) = catalog
             .shards()
             .values()
-            .filter_map(|s| Some((s.id.clone(), s.group.primary.clone()?.trim_start_matches("http://").to_owned())))
+            .filter_map(|s| Some((s.id.clone(), endpoint::host_port(s.group.primary.as_deref()?).to_owned())))
             .collect();
         let mut by_id = self.by_id.write().unwrap_or_else(|p| p.into_inner());
         by_id.retain(|id, _| {

@@ -17,7 +17,7 @@ use std::ops::Bound;
 use bson::{Bson, Document};
 use shoal_configsvr::catalog::{Chunk, ChunkBound, KeyFieldKind, KeyPattern, RoutingTable, ShardId};
 use shoal_query::filter::{field_equalities, field_range};
-use shoal_query::shard_key::{self, KeyField};
+use shoal_query::shard_key;
 use shoal_query::{hash, keystring};
 
 /// Above this many key combinations an equality target is treated as a scatter.
@@ -32,11 +32,6 @@ pub enum KeySpace {
     Range(Bound<Vec<u8>>, Bound<Vec<u8>>),
     /// No confinement.
     All,
-}
-
-/// The query crate's form of a catalog key pattern.
-pub fn key_fields(pattern: &KeyPattern) -> Vec<KeyField> {
-    pattern.fields.iter().map(|f| KeyField { name: f.name.clone(), hashed: f.kind == KeyFieldKind::Hashed }).collect()
 }
 
 /// What part of the key space `filter` can match.

@@ -306,10 +306,10 @@ pub fn shard_endpoint(catalog: &Catalog, id: &str) -> Result<String, MigrationEr
     let shard = catalog
         .shard(id)
         .ok_or_else(|| MigrationError::refused(ErrorCode::ShardNotFound, format!("Shard {id} not found")))?;
-    let addr = shard.group.primary.clone().or_else(|| shard.group.members.first().cloned()).ok_or_else(|| {
+    let addr = shard.endpoint().ok_or_else(|| {
         MigrationError::refused(ErrorCode::ShardNotFound, format!("shard {id} has no member address"))
     })?;
-    Ok(if addr.starts_with("http") { addr } else { format!("http://{addr}") })
+    Ok(shoal_proto::endpoint::uri(addr))
 }
 
 /// A client of another shard's migration service (connects lazily; every call has a timeout).

@@ -46,7 +46,7 @@ pub async fn within<T>(
 
 /// A gRPC client for `source` (`host:port`).
 pub async fn connect(repl: &Repl, source: &str) -> Result<ReplicationClient<Channel>, FetchError> {
-    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{source}"))
+    let endpoint = tonic::transport::Endpoint::from_shared(shoal_proto::endpoint::uri(source))
         .map_err(|e| FetchError::Transport(format!("bad address {source}: {e}")))?
         .connect_timeout(repl.settings.connect_timeout)
         .tcp_nodelay(true);

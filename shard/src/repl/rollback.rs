@@ -139,7 +139,7 @@ async fn refetch(
     coll: &CollectionInfo,
     ids: &[Bson],
 ) -> Result<Vec<(Bson, Option<Bytes>)>, FetchError> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{source}"))
+    let channel = tonic::transport::Endpoint::from_shared(shoal_proto::endpoint::uri(source))
         .map_err(|e| FetchError::Transport(e.to_string()))?
         .connect_timeout(repl.settings.connect_timeout)
         .connect()

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use shoal_configsvr::catalog::api::{RoutingAnswer, RoutingSince};
-use shoal_configsvr::catalog::{ChangedChunks, KeyFieldKind, KeyPattern, PlacementVersion, RoutingTable};
+use shoal_configsvr::catalog::{ChangedChunks, PlacementVersion, RoutingTable};
 use shoal_configsvr::client::ConfigClient;
 use shoal_query::shard_key::KeyField;
 use std::future::Future;
@@ -42,7 +42,7 @@ impl ShardedMetadata {
             PlacementVersion { epoch: table.epoch, timestamp: table.timestamp, version: table.shard_version(shard_id) };
         let ranges =
             table.chunks.iter().filter(|c| c.shard == shard_id).map(|c| (c.min.clone(), c.max.clone())).collect();
-        let ownership = Arc::new(Ownership::new(table.ns.clone(), key_fields(&table.key), version, ranges));
+        let ownership = Arc::new(Ownership::new(table.ns.clone(), KeyField::of(&table.key), version, ranges));
         Self { table, ownership }
     }
 
@@ -53,11 +53,6 @@ impl ShardedMetadata {
     pub fn collection_version(&self) -> PlacementVersion {
         self.table.collection_version()
     }
-}
-
-/// The catalog's key pattern as the query crate's shard-key fields.
-pub fn key_fields(pattern: &KeyPattern) -> Vec<KeyField> {
-    pattern.fields.iter().map(|f| KeyField { name: f.name.clone(), hashed: f.kind == KeyFieldKind::Hashed }).collect()
 }
 
 #[derive(Debug, Clone)]
@@ -242,7 +237,7 @@ pub fn apply_answer(
 
 #[cfg(test)]
 mod tests {
-    use shoal_configsvr::catalog::{Chunk, ChunkBound, ChunkVersion, Epoch, Timestamp};
+    use shoal_configsvr::catalog::{Chunk, ChunkBound, ChunkVersion, Epoch, KeyPattern, Timestamp};
 
     use super::*;
 

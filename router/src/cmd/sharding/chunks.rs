@@ -274,10 +274,10 @@ pub(crate) fn wire_bound(b: &ChunkBound) -> KeyBound {
 /// The donor's gRPC address from the catalog (its primary, else its first member). A small
 /// stand-in for the router's shard pool keyed by shard id, which replaces it when it lands.
 pub(crate) fn donor_endpoint(shard: &Shard) -> Result<String, CommandError> {
-    let addr = shard.group.primary.clone().or_else(|| shard.group.members.first().cloned()).ok_or_else(|| {
+    let addr = shard.endpoint().ok_or_else(|| {
         CommandError::new(ErrorCode::ShardNotFound, format!("shard {} has no member address", shard.id))
     })?;
-    Ok(if addr.starts_with("http") { addr } else { format!("http://{addr}") })
+    Ok(shoal_proto::endpoint::uri(addr))
 }
 
 pub(crate) async fn call_move_range(endpoint: &str, request: MoveRangeRequest) -> Result<i64, CommandError> {

@@ -2,12 +2,12 @@ use bson::{Bson, doc};
 use proptest::prelude::*;
 use shoal_configsvr::catalog::{ChunkVersion, Timestamp};
 use shoal_query::filter::Filter;
-use shoal_query::shard_key::Missing;
+use shoal_query::shard_key::{KeyField, Missing};
 
 use super::*;
 
 fn chunks(pattern: &KeyPattern, splits: &[Document], owners: &[u8]) -> Vec<Chunk> {
-    let fields = key_fields(pattern);
+    let fields = KeyField::of(pattern);
     let mut keys: Vec<Vec<u8>> =
         splits.iter().map(|d| shard_key::of_document(&fields, d, Missing::Refuse).unwrap()).collect();
     keys.sort();
@@ -33,7 +33,7 @@ fn chunks(pattern: &KeyPattern, splits: &[Document], owners: &[u8]) -> Vec<Chunk
 /// Every shard holding a document the filter matches, by evaluating the filter on each document.
 fn brute_force(pattern: &KeyPattern, chunks: &[Chunk], filter: &Document, docs: &[Document]) -> BTreeSet<String> {
     let f = Filter::parse(filter).unwrap();
-    let fields = key_fields(pattern);
+    let fields = KeyField::of(pattern);
     docs.iter()
         .filter(|d| f.matches(d))
         .map(|d| chunk_of(chunks, &shard_key::of_document(&fields, d, Missing::Refuse).unwrap()).unwrap().shard.clone())
