@@ -10,8 +10,9 @@
 //! hears from every peer at once: a fresh group forms without waiting out the probe, and a restart
 //! (or a node 1 whose data dir was wiped beside peers that kept theirs) never forms a second group.
 //!
-//! Until sharding (issue 5) a router forwards data to exactly one shard: every router is pointed at
-//! the first shard, and the others run but receive no traffic.
+//! With config servers (every spec with `config_servers`, the default) routers find the shards in
+//! the catalog and route by chunk. A spec without config servers is the legacy single-shard mode:
+//! every router is pointed at the first shard with `--shard`, and other shards receive no traffic.
 
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -177,7 +178,7 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
         // With config servers the router finds every shard in the catalog; `--shard` is the
         // legacy single-shard mode.
         if config_flag.is_empty() {
-            args.extend(["--shard".into(), format!("http://{first_shard}").into()]);
+            args.extend(["--shard".into(), shoal_proto::endpoint::uri(&first_shard.to_string()).into()]);
         }
         args.extend(config_flag.iter().cloned());
         args.push(EXIT_WITH_LAUNCHER.into());

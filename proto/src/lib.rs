@@ -33,3 +33,8 @@ impl shard::CommandError {
         Self { code: code.code(), code_name: code.name().to_owned(), errmsg: errmsg.into() }
     }
 }
+
+    /// Whether this error carries `code`.
+    pub fn is(&self, code: ErrorCode) -> bool {
+        self.code == code.code()
+    }

@@ -12,6 +12,12 @@ pub struct CommandError {
 }
 
 impl CommandError {
+    /// Whether this error carries `code` (router code branches on codes through this, never on
+    /// bare numbers).
+    pub fn is(&self, code: ErrorCode) -> bool {
+        self.code == code.code()
+    }
+
     pub fn new(code: ErrorCode, errmsg: impl Into<String>) -> Self {
         Self { code: code.code(), code_name: code.name().to_owned(), errmsg: errmsg.into() }
     }

@@ -32,7 +32,7 @@ pub enum Done {
 
 /// Whether an error means the chunk cannot be split (it counts towards marking it jumbo).
 pub fn is_cannot_split(e: &CommandError) -> bool {
-    e.code == ErrorCode::CannotSplit.code()
+    e.is(ErrorCode::CannotSplit)
 }
 
 pub async fn execute(

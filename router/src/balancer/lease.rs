@@ -132,7 +132,7 @@ pub async fn keep(state: Arc<RouterState>, holder: String, book: SharedBook, mut
                         tracing::info!(%holder, token, "balancer lease acquired");
                     }
                 }
-                Ok(Err(e)) if e.code == ErrorCode::LockBusy.code() => {
+                Ok(Err(e)) if e.is(ErrorCode::LockBusy) => {
                     if b.token(Instant::now()).is_some() {
                         tracing::warn!(%holder, errmsg = %e.errmsg, "balancer lease lost");
                     }

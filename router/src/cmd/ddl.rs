@@ -95,7 +95,7 @@ pub async fn drop(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> Ha
     }
     state.routing.forget_collection(&ns);
     let replies: Vec<_> =
-        replies.into_iter().filter(|r| !matches!(r, Err(e) if e.code == ErrorCode::NamespaceNotFound.code())).collect();
+        replies.into_iter().filter(|r| !matches!(r, Err(e) if e.is(ErrorCode::NamespaceNotFound))).collect();
     one_answer(replies, true)
 }
 

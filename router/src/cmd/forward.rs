@@ -88,7 +88,7 @@ pub fn write_concern_error(e: &shoal_proto::shard::CommandError) -> RawDocumentB
     out.append(cstr!("codeName"), e.code_name.as_str());
     out.append(cstr!("errmsg"), e.errmsg.as_str());
     let mut info = RawDocumentBuf::new();
-    if e.code == ErrorCode::WriteConcernFailed.code() {
+    if e.is(ErrorCode::WriteConcernFailed) {
         info.append(cstr!("wtimeout"), true);
     }
     out.append(cstr!("errInfo"), info);

@@ -46,7 +46,7 @@ pub(crate) async fn shard_index_specs(
     };
     let listed = match crate::cmd::shard_call::command(state, shard, request).await {
         Ok(d) => d,
-        Err(e) if e.code == ErrorCode::NamespaceNotFound.code() => return Ok(None),
+        Err(e) if e.is(ErrorCode::NamespaceNotFound) => return Ok(None),
         Err(e) => return Err(e),
     };
     let batch = listed.get_document("cursor").and_then(|c| c.get_array("firstBatch")).cloned().unwrap_or_default();
@@ -125,10 +125,10 @@ pub async fn drop_indexes(state: &RouterState, _conn: &ConnContext, cmd: &Comman
     let mut not_found = None;
     for (shard, reply) in shards.into_iter().zip(replies) {
         match reply {
-            Err(e) if e.code == ErrorCode::NamespaceNotFound.code() => not_found = Some(e),
+            Err(e) if e.is(ErrorCode::NamespaceNotFound) => not_found = Some(e),
             // A shard without the index, where others had it: it may have missed a build that
             // failed there; the drop's goal holds on it.
-            Err(e) if e.code == ErrorCode::IndexNotFound.code() && placement.all_shards().len() > 1 => {
+            Err(e) if e.is(ErrorCode::IndexNotFound) && placement.all_shards().len() > 1 => {
                 not_found.get_or_insert(e);
             }
             r => {

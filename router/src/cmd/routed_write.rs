@@ -293,7 +293,7 @@ pub async fn update_or_delete(
                             ran = Some(r);
                             break;
                         }
-                        Err(e) if e.code == ErrorCode::NoSuchTransaction.code() => {}
+                        Err(e) if e.is(ErrorCode::NoSuchTransaction) => {}
                         Err(e) => {
                             ran = Some(WriteReply { write_errors: vec![item_error(0, &e)], ..Default::default() });
                             break;
@@ -443,7 +443,7 @@ pub async fn find_and_modify_without_key(
             };
             match shard_call::command(state, shard, routing::versioned(req, placement, shard)).await {
                 Ok(reply) => return RawDocumentBuf::try_from(&reply).map_err(CommandError::from),
-                Err(e) if e.code == ErrorCode::NoSuchTransaction.code() => {}
+                Err(e) if e.is(ErrorCode::NoSuchTransaction) => {}
                 Err(e) => return Err(e),
             }
         }

@@ -49,7 +49,7 @@ fn not_run(e: &CommandError) -> bool {
         ErrorCode::HostUnreachable,
     ]
     .iter()
-    .any(|c| c.code() == e.code)
+    .any(|&c| e.is(c))
 }
 
 /// Errors a request that may run twice (a read, a retryable write) is resent after.
@@ -57,7 +57,7 @@ pub fn resendable_after(e: &CommandError) -> bool {
     not_run(e)
         || [ErrorCode::SocketException, ErrorCode::InterruptedDueToReplStateChange, ErrorCode::PrimarySteppedDown]
             .iter()
-            .any(|c| c.code() == e.code)
+            .any(|&c| e.is(c))
 }
 
 /// How often a request in flight checks whether its member is still the named primary.

@@ -30,7 +30,7 @@ pub type Served = Option<String>;
 /// Errors after which a read is sent again (to another member, or the same one later): it changes
 /// nothing, so running it twice is harmless.
 fn retryable(e: &CommandError) -> bool {
-    shard_call::resendable_after(e) || e.code == ErrorCode::FailedToSatisfyReadPreference.code()
+    shard_call::resendable_after(e) || e.is(ErrorCode::FailedToSatisfyReadPreference)
 }
 
 /// A read command whose reply is one document (`count`, `distinct`, database-level reads), with

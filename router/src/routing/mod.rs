@@ -169,7 +169,7 @@ pub async fn placement(state: &RouterState, db: &str, coll: &str, create: bool) 
 /// StaleConfig (the collection's placement changed) or StaleDbVersion (the database's primary
 /// moved): both are retried after [`on_stale`].
 pub fn is_stale(e: &CommandError) -> bool {
-    e.code == ErrorCode::StaleConfig.code() || e.code == ErrorCode::StaleDbVersion.code()
+    e.is(ErrorCode::StaleConfig) || e.is(ErrorCode::StaleDbVersion)
 }
 
 /// After a StaleConfig or StaleDbVersion from a request sent with `placement`: refresh the
