@@ -4,6 +4,9 @@
 //! is settled. They are replicated through the oplog, so a member promoted after its primary died
 //! finds them and settles the migration (`crate::primary_only`).
 //!
+//! On disk a record is BSON `{v: 1, record: {...}}` (this crate's own format, versioned so a
+//! later change is a new `v`); records written by earlier versions were JSON and are still read.
+//!
 //! Must not: decide anything (the donor, recipient and recovery do).
 
 use std::time::{Duration, Instant};
@@ -73,8 +76,7 @@ impl Record {
 
     /// Persists (or overwrites) the record durably. Blocking: call on the blocking pool.
     pub fn save(&self, store: &Store, side: Side) -> Result<(), StorageError> {
-        let value = shoal_configsvr::codec::encode(self)
-            .map_err(|e| StorageError::Corrupt { space: "meta", detail: e.to_string() })?;
+        let value = encode(self).map_err(|detail| StorageError::Corrupt { space: "meta", detail })?;
         put_when_writable(store, Self::meta_key(side, &self.id), Some(value))
     }
 
@@ -89,11 +91,43 @@ impl Record {
             .meta_records(side.prefix())?
             .into_iter()
             .map(|(_, v)| {
-                shoal_configsvr::codec::decode(&v)
+                decode(&v)
                     .map_err(|e| StorageError::Corrupt { space: "meta", detail: format!("migration record: {e}") })
             })
             .collect()
     }
+}
+
+/// The on-disk format's version.
+const FORMAT_VERSION: i32 = 1;
+
+#[derive(Serialize)]
+struct Stored<'a> {
+    v: i32,
+    record: &'a Record,
+}
+
+fn encode(record: &Record) -> Result<Vec<u8>, String> {
+    bson::serialize_to_vec(&Stored { v: FORMAT_VERSION, record }).map_err(|e| e.to_string())
+}
+
+fn decode(bytes: &[u8]) -> Result<Record, String> {
+    let doc = match bson::RawDocument::from_bytes(bytes) {
+        Ok(doc) => doc,
+        // Written before the BSON format: JSON, which always starts with `{` (a BSON document's
+        // first bytes are its length, which a JSON text's never match).
+        Err(_) if bytes.first() == Some(&b'{') => {
+            return serde_json::from_slice(bytes).map_err(|e| format!("legacy JSON: {e}"));
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    match doc.get_i32("v") {
+        Ok(FORMAT_VERSION) => {}
+        Ok(v) => return Err(format!("format {v} is not this binary's ({FORMAT_VERSION})")),
+        Err(e) => return Err(format!("no format version: {e}")),
+    }
+    let record = doc.get_document("record").map_err(|e| e.to_string())?;
+    bson::deserialize_from_slice(record.as_bytes()).map_err(|e| e.to_string())
 }
 
 /// How long a record write waits for the member to take writes: a primary just promoted
@@ -119,6 +153,36 @@ mod tests {
     use super::*;
     use crate::storage::FjallEngine;
     use std::sync::Arc;
+
+    fn sample() -> Record {
+        Record {
+            id: "m1".into(),
+            ns: "db.c".into(),
+            uuid: Uuid::new_v4(),
+            key: vec![("k".into(), false), ("h".into(), true)],
+            min: ChunkBound::Key(vec![1, 2, 255]),
+            max: ChunkBound::Max,
+            from: "s0".into(),
+            to: "s1".into(),
+            epoch: Epoch([7; 12]),
+            expected_version: ChunkVersion { major: u32::MAX, minor: 1 },
+            phase: Phase::Committed,
+        }
+    }
+
+    #[test]
+    fn the_format_is_versioned_bson_and_earlier_json_records_still_load() {
+        let rec = sample();
+        let bytes = encode(&rec).expect("encode");
+        let doc = bson::RawDocument::from_bytes(&bytes).expect("a BSON document");
+        assert_eq!(doc.get_i32("v").expect("v"), 1);
+        assert_eq!(decode(&bytes).expect("decode"), rec);
+        let legacy = serde_json::to_vec(&rec).expect("json");
+        assert_eq!(decode(&legacy).expect("legacy"), rec);
+        let newer = bson::serialize_to_vec(&bson::doc! { "v": 2, "record": {} }).expect("encode");
+        assert!(decode(&newer).expect_err("newer").contains("format 2"));
+        assert!(decode(b"\x05\0\0\0").is_err(), "garbage is an error, not a panic");
+    }
 
     #[test]
     fn records_round_trip_per_side() {
