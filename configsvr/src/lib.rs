@@ -22,6 +22,8 @@
 //! `default-features = false`, which leaves out the `server` feature (openraft, fjall, the
 //! services): a router never links the Raft implementation.
 
+#![forbid(unsafe_code)]
+
 #[cfg(feature = "server")]
 pub mod arbiter;
 pub mod catalog;

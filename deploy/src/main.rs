@@ -10,6 +10,8 @@
 //!  shoal bench     --> shoal_bench::{crud, catalog, ycsb (load, run, matrix), migration}
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod cli;
 mod launcher;
 mod plan;

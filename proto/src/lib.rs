@@ -8,6 +8,8 @@
 //! logic. Everything here is shared by `router`, `shard` and `configsvr`, so a change here is a
 //! protocol change.
 
+#![forbid(unsafe_code)]
+
 pub mod catalog;
 pub mod endpoint;
 pub mod error_code;
@@ -32,9 +34,9 @@ impl shard::CommandError {
     pub fn new(code: ErrorCode, errmsg: impl Into<String>) -> Self {
         Self { code: code.code(), code_name: code.name().to_owned(), errmsg: errmsg.into() }
     }
-}
 
     /// Whether this error carries `code`.
     pub fn is(&self, code: ErrorCode) -> bool {
         self.code == code.code()
     }
+}

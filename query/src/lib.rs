@@ -9,6 +9,8 @@
 //! fallible function returns [`QueryError`], which carries the MongoDB error code that the wire
 //! edge will report.
 
+#![forbid(unsafe_code)]
+
 pub mod aggregate;
 pub mod collation;
 pub mod display;

@@ -15,6 +15,8 @@
 //!                                                             shard_client --> shard
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod balancer;
 pub mod catalog;
 pub mod cmd;

@@ -2,10 +2,10 @@
 //!
 //! Owns: the storage interface and its fjall implementation ([`storage`]), the document store with
 //! its collection catalog, `_id`-clustered documents and oplog ([`store`]), command execution
-//! ([`exec`]) through the table of commands ([`commands`]), cursors ([`cursors`]), sharding state ([`sharding`]: the collection metadata cache
-//! loaded from the config servers, the shard-version check that answers StaleConfig, the ownership
-//! filter that hides orphans from versioned requests, migration critical sections, and the
-//! persisted range deleter), chunk migration donor/recipient with crash recovery ([`migration`]),
+//! ([`exec`]) through the table of commands ([`commands`]), cursors ([`cursors`]), sharding state
+//! ([`sharding`]: the collection metadata cache loaded from the config servers, the shard-version
+//! check that answers StaleConfig, the ownership filter that hides orphans from versioned
+//! requests, migration critical sections, and the persisted range deleter), chunk migration donor/recipient with crash recovery ([`migration`]),
 //! the work only a primary does with their replicated records ([`primary_only`])
 //! and the gRPC services routers call ([`service`], [`migration::service`]).
 //!
@@ -18,6 +18,8 @@
 //!                                   |                          \--> cursors          \--> GroupCommit (fsync)
 //!                                   \--> sharding (metadata <-- config servers, gates, range deleter)
 //! ```
+
+#![forbid(unsafe_code)]
 
 pub mod commands;
 pub mod cursors;

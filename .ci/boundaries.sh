@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# .ci/boundaries.sh — fails when a process crate links what its boundary forbids (docs/architecture.md):
+# the router links neither the Raft implementation (openraft) nor the storage engine (fjall); the
+# shard does not link openraft. Checked on each crate's own dependency graph (`cargo tree -p`), so
+# features another workspace member turns on do not hide a violation.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+status=0
+check() {
+  local crate=$1 forbidden=$2 found
+  found=$(cargo tree --locked -p "$crate" -e normal,build --prefix none | awk '{print $1}' | grep -xE "$forbidden" | sort -u || true)
+  if [[ -n $found ]]; then
+    echo "boundary violated: $crate links $(echo "$found" | tr '\n' ' ')"
+    cargo tree --locked -p "$crate" -e normal -i "$(echo "$found" | head -1)" | head -20
+    status=1
+  else
+    echo "$crate: links none of $forbidden"
+  fi
+}
+check shoal-router 'openraft|fjall'
+check shoal-shard 'openraft'
+exit $status
