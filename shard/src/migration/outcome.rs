@@ -50,10 +50,39 @@ pub async fn refresh_or_forget(mig: &Migrations, ns: &str) {
     mig.engine.sharding.forget(ns);
 }
 
+/// The outcome of a catalog commit as the donor (of a chunk or a database) acts on it.
 pub enum Commit {
     Committed,
     Refused(MigrationError),
+    /// Neither the write's answer nor the catalog's state could be learnt.
     Unknown(String),
+}
+
+/// Proposes `cmd`; when its answer is lost (the call failed), asks `applied` whether the catalog
+/// shows it took effect — `Ok(true)` committed, `Ok(false)` refused, `Err` unknown. The one
+/// write-then-verify rule of chunk migrations and movePrimary.
+pub async fn write_then_verify<F, Fut>(catalog: &ConfigClient, cmd: &Command, what: &str, applied: F) -> Commit
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<bool, String>>,
+{
+    match catalog.write(cmd).await {
+        Ok(w) => match w.outcome {
+            Ok(_) => Commit::Committed,
+            Err(e) => Commit::Refused(MigrationError::refused(e.code(), e.to_string())),
+        },
+        Err(e) => {
+            tracing::warn!(what, error = %e, "commit outcome unknown; asking the catalog");
+            match applied().await {
+                Ok(true) => Commit::Committed,
+                Ok(false) => Commit::Refused(MigrationError::refused(
+                    ErrorCode::OperationFailed,
+                    format!("{what} commit failed: {e}"),
+                )),
+                Err(why) => Commit::Unknown(format!("{what} commit outcome unknown: {e}; {why}")),
+            }
+        }
+    }
 }
 
 /// Proposes the catalog commit; `fencing` (the balancer's lease) makes a stale balancer's move
@@ -69,22 +98,11 @@ pub async fn commit(catalog: &ConfigClient, record: &Record, fencing: Option<Fen
         expected_version: record.expected_version,
         fencing,
     };
-    match catalog.write(&cmd).await {
-        Ok(w) => match w.outcome {
-            Ok(_) => Commit::Committed,
-            Err(e) => Commit::Refused(MigrationError::refused(e.code(), e.to_string())),
-        },
-        Err(e) => {
-            tracing::warn!(error = %e, "commit outcome unknown; asking the catalog who owns the range");
-            match owner(catalog, record).await {
-                Ok(Some(o)) if o != record.from => Commit::Committed,
-                Ok(_) => {
-                    Commit::Refused(MigrationError::refused(ErrorCode::OperationFailed, format!("commit failed: {e}")))
-                }
-                Err(why) => Commit::Unknown(format!("commit outcome unknown: {e}; {why}")),
-            }
-        }
-    }
+    // Committed when someone other than the donor owns the range now.
+    write_then_verify(catalog, &cmd, "migration", || async {
+        owner(catalog, record).await.map(|o| o.is_some_and(|o| o != record.from))
+    })
+    .await
 }
 
 /// Who owns `record.min` per the catalog (linearizable read, bounded retries). `Ok(None)`: the

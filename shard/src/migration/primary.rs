@@ -50,6 +50,7 @@ use shoal_proto::{ErrorCode, Namespace};
 use tonic::transport::Channel;
 
 use super::mods::{BATCH_BYTES_MAX, BATCH_DOCS_MAX};
+use super::outcome::{Commit, write_then_verify};
 use super::transfer::{peer_err, reply_ok, task_err};
 use super::{
     CATALOG_ATTEMPTS_MAX, CRITICAL_SECTION_ENTER_WAIT_MS, MigrationError, Migrations, backoff, peer_client,
@@ -266,28 +267,14 @@ fn read_batch(
     Ok((docs, None))
 }
 
-enum Commit {
-    Committed,
-    Refused(MigrationError),
-    Unknown(String),
-}
-
 async fn commit(catalog: &ConfigClient, db: &str, to: &str) -> Commit {
     let cmd = Command::MovePrimary { name: db.to_owned(), to: to.to_owned() };
-    match catalog.write(&cmd).await {
-        Ok(w) => match w.outcome {
-            Ok(_) => Commit::Committed,
-            Err(e) => Commit::Refused(refused(e.code(), e.to_string())),
-        },
-        Err(e) => {
-            tracing::warn!(db, error = %e, "movePrimary commit outcome unknown; asking the catalog");
-            match read_catalog(catalog).await {
-                Ok(c) if c.database(db).is_some_and(|d| d.primary == to) => Commit::Committed,
-                Ok(_) => Commit::Refused(refused(ErrorCode::OperationFailed, format!("commit failed: {e}"))),
-                Err(why) => Commit::Unknown(format!("movePrimary commit outcome unknown: {e}; {why}")),
-            }
-        }
-    }
+    // Committed when the catalog names `to` the database's primary.
+    write_then_verify(catalog, &cmd, "movePrimary", || async {
+        let c = read_catalog(catalog).await.map_err(|e| e.to_string())?;
+        Ok(c.database(db).is_some_and(|d| d.primary == to))
+    })
+    .await
 }
 
 /// Best effort: the recipient drops what it cloned (see the module's crash windows).
