@@ -16,17 +16,20 @@ use shoal_proto::ErrorCode;
 use shoal_proto::config::config_client::ConfigClient as GrpcClient;
 use shoal_proto::config::{
     AddLearnerRequest, CatalogVersion, ChangeMembershipRequest, ConfigError, GroupStatusReply, GroupStatusRequest,
-    HeartbeatReply, HeartbeatRequest, MembershipReply, MetricsReply, MetricsRequest, ReadRequest, RoutingTableRequest,
-    WatchRequest, WriteRequest,
+    HeartbeatReply, HeartbeatRequest, MembershipReply, MetricsReply, MetricsRequest, QueryReply, QueryRequest,
+    ReadRequest, WatchRequest, WriteRequest,
 };
 use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
 use tonic::transport::Channel;
 
 use crate::NodeId;
 use crate::catalog::api::{RoutingAnswer, RoutingSince};
-use crate::catalog::{Catalog, CatalogError, Command, Reply};
+use crate::catalog::{Catalog, CatalogError, Collection, Command, Database, Reply, Settings, Shard};
 use crate::codec;
 use crate::net::connect_lazy;
+pub use shoal_proto::config::CatalogQuery;
+pub use shoal_proto::config::catalog_query::What;
+use shoal_proto::config::{All, RoutingTableQuery};
 
 /// One heartbeat attempt; above the leader's lease confirmation (250 ms by default).
 pub const HEARTBEAT_RPC_TIMEOUT: Duration = Duration::from_millis(300);
@@ -285,6 +288,69 @@ impl ConfigClient {
         Ok((catalog, reply.catalog_version))
     }
 
+    /// Narrow reads (`config.proto`'s `Query`): one encoded answer per query, all read at one
+    /// catalog version, which comes back too. Decode each answer with [`answer`], as the type listed
+    /// beside its query; the typed methods below do it for a single query.
+    pub async fn query(
+        &self,
+        queries: Vec<CatalogQuery>,
+        linearizable: bool,
+    ) -> Result<(Vec<bytes::Bytes>, u64), ClientError> {
+        let asked = queries.len();
+        let reply = self
+            .call(
+                true,
+                self.settings.rpc_timeout,
+                |r: &QueryReply| r.error.as_ref(),
+                |mut c| {
+                    let req = QueryRequest { queries: queries.clone(), linearizable, forwarded: false };
+                    async move { c.query(req).await }
+                },
+            )
+            .await?;
+        if reply.answers.len() != asked {
+            return Err(ClientError::Decode(format!("{} answers to {asked} queries", reply.answers.len())));
+        }
+        Ok((reply.answers, reply.catalog_version))
+    }
+
+    async fn query_one<T: serde::de::DeserializeOwned>(
+        &self,
+        what: What,
+        linearizable: bool,
+    ) -> Result<(T, u64), ClientError> {
+        let (answers, version) = self.query(vec![CatalogQuery { what: Some(what) }], linearizable).await?;
+        let first = answers.first().ok_or_else(|| ClientError::Decode("no answer".into()))?;
+        Ok((answer(first)?, version))
+    }
+
+    /// Every shard in id order, and the catalog version they were read at.
+    pub async fn shards(&self, linearizable: bool) -> Result<(Vec<Shard>, u64), ClientError> {
+        self.query_one(What::Shards(All {}), linearizable).await
+    }
+
+    pub async fn shard(&self, id: &str, linearizable: bool) -> Result<Option<Shard>, ClientError> {
+        Ok(self.query_one(What::Shard(id.to_owned()), linearizable).await?.0)
+    }
+
+    pub async fn database(&self, name: &str, linearizable: bool) -> Result<Option<Database>, ClientError> {
+        Ok(self.query_one(What::Database(name.to_owned()), linearizable).await?.0)
+    }
+
+    /// The sharded collection `ns` with its chunks; `None` if it is not sharded.
+    pub async fn collection(&self, ns: &str, linearizable: bool) -> Result<Option<Collection>, ClientError> {
+        Ok(self.query_one(What::Collection(ns.to_owned()), linearizable).await?.0)
+    }
+
+    /// The sharded collections of database `db`.
+    pub async fn collections_in(&self, db: &str, linearizable: bool) -> Result<Vec<Collection>, ClientError> {
+        Ok(self.query_one(What::CollectionsIn(db.to_owned()), linearizable).await?.0)
+    }
+
+    pub async fn settings(&self, linearizable: bool) -> Result<Settings, ClientError> {
+        Ok(self.query_one(What::Settings(All {}), linearizable).await?.0)
+    }
+
     /// The routing table of `ns` (whole, or the changes after `since`) and the catalog version.
     pub async fn routing_table(
         &self,
@@ -292,24 +358,12 @@ impl ConfigClient {
         since: Option<RoutingSince>,
         linearizable: bool,
     ) -> Result<(RoutingAnswer, u64), ClientError> {
-        let since = match since {
-            Some(s) => bytes::Bytes::from(codec::encode(&s).map_err(|e| ClientError::Decode(e.to_string()))?),
-            None => bytes::Bytes::new(),
-        };
-        let reply = self
-            .call(
-                true,
-                self.settings.rpc_timeout,
-                |r: &shoal_proto::config::RoutingTableReply| r.error.as_ref(),
-                |mut c| {
-                    let req =
-                        RoutingTableRequest { ns: ns.to_owned(), since: since.clone(), linearizable, forwarded: false };
-                    async move { c.routing_table(req).await }
-                },
-            )
-            .await?;
-        let answer = codec::decode(&reply.table).map_err(|e| ClientError::Decode(e.to_string()))?;
-        Ok((answer, reply.catalog_version))
+        let since = since.map(|s| shoal_proto::config::RoutingSince {
+            epoch: bytes::Bytes::copy_from_slice(&s.epoch.0),
+            major: s.version.major,
+            minor: s.version.minor,
+        });
+        self.query_one(What::RoutingTable(RoutingTableQuery { ns: ns.to_owned(), since }), linearizable).await
     }
 
     /// A stream of catalog versions greater than `from_version`, from one server.
@@ -400,4 +454,14 @@ impl ConfigClient {
             Err(_) => Err(ClientError::Unavailable(format!("{addr}: no answer"))),
         }
     }
+}
+
+/// One answer of [`ConfigClient::query`], decoded as the type its query names.
+pub fn answer<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ClientError> {
+    shoal_proto::catalog::wire::decode(bytes).map_err(|e| ClientError::Decode(e.to_string()))
+}
+
+/// A query for [`ConfigClient::query`].
+pub fn query(what: What) -> CatalogQuery {
+    CatalogQuery { what: Some(what) }
 }

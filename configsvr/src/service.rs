@@ -1,10 +1,11 @@
-//! The client-facing `Config` gRPC service: catalog commands, reads, routing tables, the version
-//! watch, membership changes and metrics.
+//! The client-facing `Config` gRPC service: catalog commands, narrow queries, whole-catalog reads,
+//! the version watch, membership changes and metrics.
 //!
 //! ```text
 //!  client --Write--> follower --Write{forwarded}--> leader --client_write (<= write_timeout)--> Raft
 //!                       \ no leader / forward failed: NotWritablePrimary + leader hint
-//!  client --Read{linearizable}--> leader: ensure_linearizable(ReadIndex), then read CatalogState
+//!  client --Query/Read{linearizable}--> leader: ensure_linearizable(ReadIndex), then read CatalogState
+//!                       (not linearizable: any server answers from what it applied)
 //!  client --Watch{from}--> any server: stream of versions as its state machine applies entries
 //!  member --Heartbeat--> leader only, never forwarded (else NotWritablePrimary + hint): `crate::arbiter`
 //! ```
@@ -28,8 +29,8 @@ use shoal_proto::config::config_client::ConfigClient;
 use shoal_proto::config::config_server::Config;
 use shoal_proto::config::{
     AddLearnerRequest, CatalogVersion, ChangeMembershipRequest, ConfigError, GroupStatusReply, GroupStatusRequest,
-    HeartbeatReply, HeartbeatRequest, Member, MembershipReply, MetricsReply, MetricsRequest, ReadReply, ReadRequest,
-    RoutingTableReply, RoutingTableRequest, WatchRequest, WriteReply, WriteRequest,
+    HeartbeatReply, HeartbeatRequest, Member, MembershipReply, MetricsReply, MetricsRequest, QueryReply, QueryRequest,
+    ReadReply, ReadRequest, WatchRequest, WriteReply, WriteRequest,
 };
 use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
 use tokio::sync::watch;
@@ -40,7 +41,7 @@ use tonic::{Request, Response, Status};
 use crate::arbiter::task::Arbiter;
 use crate::codec;
 use crate::error::ServiceError;
-use crate::raft::catalog_api::{self, RoutingSince};
+use crate::raft::catalog_api::{self, QueryError};
 use crate::raft::network::connect_lazy;
 use crate::raft::state_machine::CatalogState;
 use crate::raft::types::{Command, Node, NodeId, Raft, RaftRequest, TypeConfig, now_ms};
@@ -238,18 +239,18 @@ impl ConfigService {
         })
     }
 
-    fn routing_table_local(&self, ns: &str, since: &[u8]) -> ApiResult<RoutingTableReply> {
-        let since: Option<RoutingSince> = if since.is_empty() {
-            None
-        } else {
-            Some(codec::decode(since).map_err(|e| ServiceError::Parse(e.to_string()))?)
-        };
-        let (answer, version) = {
-            let applied = self.state.read();
-            (catalog_api::routing_table(&applied.catalog, ns, since), catalog_api::version(&applied.catalog))
-        };
-        let table = codec::encode(&answer).map_err(|e| ServiceError::Internal(e.to_string()))?;
-        Ok(RoutingTableReply { error: None, table: table.into(), catalog_version: version })
+    /// Answers `queries` from the applied catalog, all at one version.
+    fn query_local(&self, queries: &[shoal_proto::config::CatalogQuery]) -> ApiResult<QueryReply> {
+        let applied = self.state.read();
+        let answers = queries
+            .iter()
+            .map(|q| catalog_api::answer(&applied.catalog, q).map(bytes::Bytes::from))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| match e {
+                QueryError::Encode(e) => ServiceError::Internal(e.to_string()),
+                bad => ServiceError::Parse(bad.to_string()),
+            })?;
+        Ok(QueryReply { error: None, answers, catalog_version: catalog_api::version(&applied.catalog) })
     }
 
     /// Runs `local` if this node can serve the request, else forwards it once with `call`.
@@ -362,29 +363,26 @@ impl Config for ConfigService {
         }
     }
 
-    async fn routing_table(
-        &self,
-        request: Request<RoutingTableRequest>,
-    ) -> Result<Response<RoutingTableReply>, Status> {
+    async fn query(&self, request: Request<QueryRequest>) -> Result<Response<QueryReply>, Status> {
         let req = request.into_inner();
         let result = if req.linearizable {
-            let forward_req = RoutingTableRequest { forwarded: true, ..req.clone() };
+            let forward_req = QueryRequest { forwarded: true, ..req.clone() };
             self.leader_or_forward(
                 req.forwarded,
                 self.settings.read_timeout,
                 || async {
                     self.linearize().await?;
-                    self.routing_table_local(&req.ns, &req.since)
+                    self.query_local(&req.queries)
                 },
-                |mut c| async move { c.routing_table(forward_req).await },
+                |mut c| async move { c.query(forward_req).await },
             )
             .await
         } else {
-            self.routing_table_local(&req.ns, &req.since)
+            self.query_local(&req.queries)
         };
         match result {
             Ok(reply) => Ok(Response::new(reply)),
-            Err(e) => err_reply(&e, |error| RoutingTableReply { error: Some(error), ..Default::default() }),
+            Err(e) => err_reply(&e, |error| QueryReply { error: Some(error), ..Default::default() }),
         }
     }
 

@@ -1,5 +1,5 @@
 //! Three config servers in this process (separate data dirs and ports, one tokio runtime):
-//! forwarding, linearizable reads, the watch stream, restart recovery, snapshot catch-up, bad
+//! forwarding, linearizable reads, narrow queries, the watch stream, restart recovery, snapshot catch-up, bad
 //! input and a lost quorum.
 
 mod raft_common;
@@ -9,11 +9,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use openraft::async_runtime::WatchReceiver;
 use raft_common::{InProcCluster, add_shard, client_settings, eventually, has_shard, no_quorum_client_settings};
-use shoal_configsvr::client::ConfigClient;
+use shoal_configsvr::client::{self, CatalogQuery, ConfigClient, What};
 use shoal_configsvr::raft::catalog_api::RoutingAnswer;
 use shoal_proto::ErrorCode;
-use shoal_proto::config::WriteRequest;
 use shoal_proto::config::config_client::ConfigClient as GrpcClient;
+use shoal_proto::config::{All, WriteRequest};
 
 const LEADER_TIMEOUT: Duration = Duration::from_secs(20);
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -70,6 +70,43 @@ async fn watch_stream_wakes_on_apply_and_routing_table_answers() {
     }
     let (answer, _) = client.routing_table("db.unsharded", None, true).await.expect("routing table");
     assert_eq!(answer, RoutingAnswer::Full(None));
+    cluster.shutdown().await;
+}
+
+/// The narrow reads of the client API through a follower: linearizable ones are forwarded to the
+/// leader and see the write just acknowledged; several queries in one request share one version;
+/// a query naming nothing is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn narrow_queries_answer_from_the_leader_through_a_follower() {
+    let cluster = InProcCluster::start(3, |_| {}).await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let follower = cluster.nodes.iter().find(|n| n.id != leader).expect("a follower").addr.to_string();
+    let via_follower = ConfigClient::new(vec![follower.clone()], client_settings());
+    let writer = cluster.client();
+    for i in 0..3 {
+        let out = writer.write(&add_shard(i)).await.expect("write");
+        let (shards, version) = via_follower.shards(true).await.expect("shards");
+        assert_eq!(shards.len() as u64, i + 1, "a linearizable read misses the acknowledged write");
+        assert!(version >= out.catalog_version);
+    }
+    let s1 = via_follower.shard("s1", true).await.expect("shard").expect("s1 exists");
+    assert_eq!((s1.id.as_str(), s1.group.members.as_slice()), ("s1", ["h1.example:27018".to_owned()].as_slice()));
+    assert_eq!(via_follower.shard("s9", true).await.expect("shard"), None);
+    assert_eq!(via_follower.database("nope", true).await.expect("database"), None);
+    assert!(via_follower.collections_in("nope", true).await.expect("collections").is_empty());
+    let settings = via_follower.settings(false).await.expect("settings from the follower's own state");
+    assert_eq!(settings, shoal_configsvr::catalog::Settings::default());
+
+    let (answers, _) = via_follower
+        .query(vec![client::query(What::Shards(All {})), client::query(What::Shard("s0".into()))], true)
+        .await
+        .expect("two queries");
+    let all: Vec<shoal_configsvr::catalog::Shard> = client::answer(&answers[0]).expect("decode");
+    let s0: Option<shoal_configsvr::catalog::Shard> = client::answer(&answers[1]).expect("decode");
+    assert_eq!(all.first(), s0.as_ref());
+
+    let err = via_follower.query(vec![CatalogQuery { what: None }], true).await.expect_err("empty query");
+    assert_eq!(err.code(), Some(ErrorCode::FailedToParse));
     cluster.shutdown().await;
 }
 

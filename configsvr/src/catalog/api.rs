@@ -1,7 +1,13 @@
-//! The catalog reads the replication layer and the API make beyond `Catalog::apply`, in one
-//! place, so a change of the catalog's read API touches only this file.
+//! The catalog reads the replication layer and the client API make beyond `Catalog::apply`, in
+//! one place, so a change of the catalog's read API touches only this file: the version, and the
+//! answers to `config.proto`'s narrow queries ([`answer`]), encoded as `shoal_proto::catalog::wire`
+//! says (the contract between processes, independent of the Raft log's encoding).
 
-use super::Catalog;
+use shoal_proto::catalog::wire::{self, WireError};
+use shoal_proto::config::catalog_query::What;
+use shoal_proto::config::{CatalogQuery, RoutingTableQuery};
+
+use super::{Catalog, ChunkVersion, Collection, Epoch, Shard};
 pub use crate::catalog::{RoutingAnswer, RoutingSince};
 
 /// The catalog's version counter (grows with every change).
@@ -15,4 +21,49 @@ pub fn routing_table(catalog: &Catalog, ns: &str, since: Option<RoutingSince>) -
         None => RoutingAnswer::Full(catalog.routing_table(ns)),
         Some(s) => RoutingAnswer::Changes(catalog.chunks_since(ns, s.epoch, s.version)),
     }
+}
+
+/// A query the service cannot answer: the client sent something this version does not know.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error("a catalog query names nothing to read (a client newer than this config server?)")]
+    Empty,
+    #[error("routing_table query of {ns}: epoch must be 12 bytes, got {len}")]
+    BadEpoch { ns: String, len: usize },
+    #[error(transparent)]
+    Encode(#[from] WireError),
+}
+
+/// The answer to `query`, encoded; the type of each answer is listed beside its query in
+/// `config.proto`.
+pub fn answer(catalog: &Catalog, query: &CatalogQuery) -> Result<Vec<u8>, QueryError> {
+    let what = query.what.as_ref().ok_or(QueryError::Empty)?;
+    Ok(match what {
+        What::Shards(_) => wire::encode(&catalog.shards().values().collect::<Vec<&Shard>>())?,
+        What::Shard(id) => wire::encode(&catalog.shard(id))?,
+        What::Databases(_) => wire::encode(&catalog.databases().values().collect::<Vec<_>>())?,
+        What::Database(name) => wire::encode(&catalog.database(name))?,
+        What::Collection(ns) => wire::encode(&catalog.collection(ns))?,
+        What::CollectionsIn(db) => wire::encode(&collections_in(catalog, db))?,
+        What::Settings(_) => wire::encode(catalog.settings())?,
+        What::ZoneRanges(ns) => wire::encode(catalog.zone_ranges(ns))?,
+        What::RoutingTable(q) => wire::encode(&routing_table(catalog, &q.ns, since(q)?))?,
+    })
+}
+
+fn collections_in<'a>(catalog: &'a Catalog, db: &str) -> Vec<&'a Collection> {
+    let prefix = format!("{db}.");
+    catalog
+        .collections()
+        .range(prefix.clone()..)
+        .take_while(|(ns, _)| ns.starts_with(&prefix))
+        .map(|(_, c)| c)
+        .collect()
+}
+
+fn since(q: &RoutingTableQuery) -> Result<Option<RoutingSince>, QueryError> {
+    let Some(s) = &q.since else { return Ok(None) };
+    let epoch: [u8; 12] =
+        s.epoch.as_ref().try_into().map_err(|_| QueryError::BadEpoch { ns: q.ns.clone(), len: s.epoch.len() })?;
+    Ok(Some(RoutingSince { epoch: Epoch(epoch), version: ChunkVersion { major: s.major, minor: s.minor } }))
 }

@@ -7,14 +7,16 @@
 //! (bound order, version order, folding an incremental routing refresh); no I/O.
 //!
 //! Must not: decide anything about the catalog's changes (the config service's state machine
-//! does), or leak a wire or disk encoding: the wire form is `catalog.proto`'s messages
-//! ([`convert`]), and each crate owns the encoding of what it writes to disk.
+//! does), or take a disk encoding: between processes these values travel in [`wire`]'s versioned
+//! encoding inside `config.proto`'s messages, and each crate owns the encoding of what it writes to
+//! disk.
 
 mod log;
 mod reply;
 mod routing;
 mod settings;
 mod types;
+pub mod wire;
 
 pub use log::{BALANCER_LEASE, BalancerRounds, ChangelogEntry, Detail, Fencing, Lease};
 pub use reply::{RemoveShardProgress, RemoveShardState, Reply};

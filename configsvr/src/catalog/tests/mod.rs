@@ -3,6 +3,7 @@
 //! every success goes through [`Fx::ok`], which also checks all invariants.
 
 mod admin;
+mod api;
 mod chunks;
 mod leases;
 mod refine;
