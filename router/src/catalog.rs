@@ -3,9 +3,10 @@
 //! failures to MongoDB errors.
 
 use shoal_configsvr::catalog::api::{RoutingAnswer, RoutingSince};
-use shoal_configsvr::catalog::{Catalog, Command, Reply};
-use shoal_configsvr::client::{ClientError, ClientSettings, ConfigClient};
+use shoal_configsvr::catalog::{Catalog, Collection, Command, Database, Reply, Settings, Shard};
+use shoal_configsvr::client::{self, ClientError, ClientSettings, ConfigClient, What};
 use shoal_proto::ErrorCode;
+use shoal_proto::config::All;
 
 use crate::error::CommandError;
 
@@ -30,17 +31,49 @@ impl CatalogAccess {
         })
     }
 
-    /// The catalog, confirmed current with a quorum (reads of `config.*` and admin commands are
-    /// rare, so they pay for a linearizable read rather than risk a stale answer).
+    /// The whole catalog, confirmed current with a quorum: for the balancer and for `config.*`
+    /// and admin commands, which are rare and show most of it; everything else reads narrowly.
     pub async fn read(&self) -> Result<Catalog, CommandError> {
         let (catalog, _) = self.client()?.read(true).await.map_err(client_error)?;
         Ok(catalog)
     }
 
-    /// The catalog as the answering config server has applied it (not confirmed with a quorum):
-    /// for following changes announced by the watch stream, which that server applied.
-    pub async fn read_applied(&self) -> Result<(Catalog, u64), CommandError> {
-        self.client()?.read(false).await.map_err(client_error)
+    /// Every shard as the answering config server has applied them (not confirmed with a
+    /// quorum), with that catalog version: for following changes announced by the watch stream,
+    /// which that server applied.
+    pub async fn shards_applied(&self) -> Result<(Vec<Shard>, u64), CommandError> {
+        self.client()?.shards(false).await.map_err(client_error)
+    }
+
+    /// Every shard, confirmed current with a quorum.
+    pub async fn shards(&self) -> Result<Vec<Shard>, CommandError> {
+        Ok(self.client()?.shards(true).await.map_err(client_error)?.0)
+    }
+
+    /// Every shard and every database, read at one catalog version (where to place a new
+    /// database), confirmed current with a quorum.
+    pub async fn shards_and_databases(&self) -> Result<(Vec<Shard>, Vec<Database>), CommandError> {
+        let queries = vec![client::query(What::Shards(All {})), client::query(What::Databases(All {}))];
+        let (answers, _) = self.client()?.query(queries, true).await.map_err(client_error)?;
+        let [shards, databases] = answers.as_slice() else {
+            return Err(CommandError::new(ErrorCode::InternalError, "config servers: two answers expected"));
+        };
+        Ok((client::answer(shards).map_err(client_error)?, client::answer(databases).map_err(client_error)?))
+    }
+
+    /// The database `name`, confirmed current with a quorum.
+    pub async fn database(&self, name: &str) -> Result<Option<Database>, CommandError> {
+        self.client()?.database(name, true).await.map_err(client_error)
+    }
+
+    /// The sharded collection `ns` with its chunks, confirmed current with a quorum.
+    pub async fn collection(&self, ns: &str) -> Result<Option<Collection>, CommandError> {
+        self.client()?.collection(ns, true).await.map_err(client_error)
+    }
+
+    /// The balancer and chunk-size settings, confirmed current with a quorum.
+    pub async fn settings(&self) -> Result<Settings, CommandError> {
+        self.client()?.settings(true).await.map_err(client_error)
     }
 
     /// Catalog versions from `from_version` on, as the config servers apply them.

@@ -39,7 +39,7 @@ struct Ask<'a> {
 /// Statistics of every chunk of every sharded collection (or only of `only`), from the shards
 /// that answered.
 pub async fn gather(state: &RouterState, catalog: &Catalog, only: Option<&str>) -> Stats {
-    state.shards.update(catalog);
+    state.shards.update(catalog.shards().values());
     let mut asks = Vec::new();
     for coll in catalog.collections().values().filter(|c| only.is_none_or(|ns| c.ns == ns)) {
         let mut by_shard: BTreeMap<&str, Vec<&Chunk>> = BTreeMap::new();

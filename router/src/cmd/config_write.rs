@@ -178,11 +178,11 @@ async fn update_settings(state: &RouterState, q: &Document, fields: &[FieldChang
             _ => return Err(unsupported()),
         }
     }
-    let before = state.catalog.read().await?.settings().clone();
+    let before = state.catalog.settings().await?;
     if update != SettingsUpdate::default() {
         state.catalog.write(&Command::SetSettings(update)).await?;
     }
-    let after = state.catalog.read().await?.settings().clone();
+    let after = state.catalog.settings().await?;
     // Every settings document exists (the catalog holds defaults), so the update always matches.
     Ok(Applied { matched: 1, modified: i64::from(before != after) })
 }
@@ -204,7 +204,7 @@ async fn update_collection(
             _ => return Err(bad(format!("config.collections field '{field}' cannot be changed through this router"))),
         }
     }
-    let Some(before) = state.catalog.read().await?.collection(ns).map(|c| (c.no_balance, !c.no_auto_merge)) else {
+    let Some(before) = state.catalog.collection(ns).await?.map(|c| (c.no_balance, !c.no_auto_merge)) else {
         if upsert {
             return Err(bad(format!("{ns} is not sharded: config.collections entries are made by shardCollection")));
         }

@@ -22,7 +22,7 @@ pub(crate) async fn every_shard(state: &RouterState) -> Result<Vec<String>, Comm
     if !state.catalog.is_configured() {
         return Ok(vec![LEGACY_SHARD.to_owned()]);
     }
-    Ok(routing::read_catalog(state).await?.shards().keys().cloned().collect())
+    Ok(routing::refresh_shards(state).await?.into_iter().map(|s| s.id).collect())
 }
 
 /// `cmd` sent unchanged to each of `shards`, replies in shard order (a shard's
@@ -105,8 +105,7 @@ pub async fn drop_database(state: &RouterState, _conn: &ConnContext, cmd: &Comma
     }
     let shards = every_shard(state).await?;
     let replies = broadcast(state, cmd, &Placement::NoDatabase, &shards).await;
-    let catalog = routing::read_catalog(state).await?;
-    if catalog.database(&cmd.db).is_some() {
+    if state.catalog.database(&cmd.db).await?.is_some() {
         state.catalog.write(&CatalogCommand::DropDatabase { name: cmd.db.clone() }).await?;
     }
     state.routing.forget_database(&cmd.db);

@@ -112,8 +112,8 @@ where
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(FAILOVER_PAUSE_MAX);
         // Point the shard's channels at whatever primary the catalog names now.
-        if let Err(err) = routing::read_catalog(state).await {
-            tracing::debug!(error = %err, "catalog read while waiting for a primary failed");
+        if let Err(err) = routing::refresh_shards(state).await {
+            tracing::debug!(error = %err, "shards read while waiting for a primary failed");
         }
     }
 }

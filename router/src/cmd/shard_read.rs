@@ -126,9 +126,9 @@ where
         pause = (pause * 2).min(shard_call::FAILOVER_PAUSE_MAX);
         if served.is_none()
             && state.catalog.is_configured()
-            && let Err(err) = routing::read_catalog(state).await
+            && let Err(err) = routing::refresh_shards(state).await
         {
-            tracing::debug!(error = %err, "catalog read while choosing a read member failed");
+            tracing::debug!(error = %err, "shards read while choosing a read member failed");
         }
     }
 }

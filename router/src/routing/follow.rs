@@ -1,5 +1,5 @@
-//! Following replica-group primaries: a watch on the catalog's versions re-reads the catalog
-//! when it changes, so shard channels point at each group's new primary within a round trip of
+//! Following replica-group primaries: a watch on the catalog's versions re-reads the shards
+//! (not the whole catalog) when it changes, so shard channels point at each group's new primary within a round trip of
 //! the config service naming it (requests that hit the old one also refresh, see `shard_call`).
 //!
 //! Must not: block requests (it only replaces pools), or spin: every failure backs off.
@@ -23,12 +23,12 @@ pub async fn follow_primaries(state: Arc<RouterState>) {
     let mut pause = RETRY_PAUSE_MIN;
     let mut seen = 0u64;
     loop {
-        match state.catalog.read_applied().await {
-            Ok((catalog, version)) => {
-                state.shards.update(&catalog);
+        match state.catalog.shards_applied().await {
+            Ok((shards, version)) => {
+                state.shards.update(&shards);
                 seen = seen.max(version);
             }
-            Err(e) => tracing::debug!(error = %e, "reading the catalog to follow primaries failed"),
+            Err(e) => tracing::debug!(error = %e, "reading the shards to follow primaries failed"),
         }
         let mut stream = match state.catalog.watch(seen + 1).await {
             Ok(s) => s,
@@ -44,13 +44,13 @@ pub async fn follow_primaries(state: Arc<RouterState>) {
             match stream.message().await {
                 Ok(Some(v)) if v.version > seen => {
                     tokio::time::sleep(COALESCE).await;
-                    match state.catalog.read_applied().await {
-                        Ok((catalog, version)) => {
-                            state.shards.update(&catalog);
+                    match state.catalog.shards_applied().await {
+                        Ok((shards, version)) => {
+                            state.shards.update(&shards);
                             seen = seen.max(version).max(v.version);
                         }
                         Err(e) => {
-                            tracing::debug!(error = %e, "re-reading the catalog failed");
+                            tracing::debug!(error = %e, "re-reading the shards failed");
                             break;
                         }
                     }

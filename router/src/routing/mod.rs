@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
-use shoal_configsvr::catalog::{Catalog, Command, Database, DatabaseVersion, RoutingTable, ShardId};
+use shoal_configsvr::catalog::{Catalog, Command, Database, DatabaseVersion, RoutingTable, Shard, ShardId};
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::{self as wire, CommandRequest, ShardVersion};
 
@@ -103,19 +103,27 @@ impl Placement {
     }
 }
 
-/// Reads the whole catalog, refreshing the shard pools from it.
+/// Reads the whole catalog (admin commands and `config.*` reads), refreshing the shard pools from
+/// it.
 pub async fn read_catalog(state: &RouterState) -> Result<Catalog, CommandError> {
     let catalog = state.catalog.read().await?;
-    state.shards.update(&catalog);
+    state.shards.update(catalog.shards().values());
     Ok(catalog)
 }
 
-/// The pool of `shard`, reading the catalog once if it is not known yet.
+/// Reads every shard, refreshing the shard pools from them.
+pub async fn refresh_shards(state: &RouterState) -> Result<Vec<Shard>, CommandError> {
+    let shards = state.catalog.shards().await?;
+    state.shards.update(&shards);
+    Ok(shards)
+}
+
+/// The pool of `shard`, reading the shards once if it is not known yet.
 pub async fn pool(state: &RouterState, shard: &str) -> Result<Arc<ShardPool>, CommandError> {
     if let Some(p) = state.shards.get(shard) {
         return Ok(p);
     }
-    read_catalog(state).await?;
+    refresh_shards(state).await?;
     state.shards.get(shard).ok_or_else(|| pool::unknown_shard(shard))
 }
 
@@ -125,19 +133,23 @@ async fn database(state: &RouterState, name: &str, create: bool) -> Result<Optio
     if let Some(db) = state.routing.database(name) {
         return Ok(Some(db));
     }
-    let catalog = read_catalog(state).await?;
-    if let Some(db) = catalog.database(name) {
+    if let Some(db) = state.catalog.database(name).await? {
         state.routing.put_database(db.clone());
-        return Ok(Some(db.clone()));
+        return Ok(Some(db));
     }
     if !create {
         return Ok(None);
     }
-    let primary = catalog
-        .shards()
-        .values()
+    let (shards, databases) = state.catalog.shards_and_databases().await?;
+    state.shards.update(&shards);
+    if let Some(db) = databases.iter().find(|d| d.name == name) {
+        state.routing.put_database(db.clone());
+        return Ok(Some(db.clone()));
+    }
+    let primary = shards
+        .iter()
         .filter(|s| !s.is_draining())
-        .min_by_key(|s| (catalog.databases().values().filter(|d| d.primary == s.id).count(), s.id.clone()))
+        .min_by_key(|s| (databases.iter().filter(|d| d.primary == s.id).count(), s.id.clone()))
         .map(|s| s.id.clone())
         .ok_or_else(|| CommandError::new(ErrorCode::ShardNotFound, "no shards in the cluster: run addShard first"))?;
     let command = Command::CreateDatabase { name: name.to_owned(), primary, uuid: uuid::Uuid::new_v4() };
@@ -147,7 +159,7 @@ async fn database(state: &RouterState, name: &str, create: bool) -> Result<Optio
             state.routing.put_database(db.clone());
             Ok(Some(db))
         }
-        _ => Ok(read_catalog(state).await?.database(name).cloned()),
+        _ => state.catalog.database(name).await,
     }
 }
 

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use shoal_configsvr::catalog::{Catalog, Shard};
+use shoal_configsvr::catalog::Shard;
 use shoal_proto::{ErrorCode, endpoint};
 
 use crate::error::CommandError;
@@ -52,23 +52,23 @@ impl ShardPools {
         self.primaries.read().unwrap_or_else(|p| p.into_inner()).get(shard).cloned()
     }
 
-    /// Creates or replaces the pools of every shard in `catalog` whose address changed, and
-    /// drops the pools of shards the catalog no longer has (removed by `removeShard`).
-    pub fn update(&self, catalog: &Catalog) {
-        *self.primaries.write().unwrap_or_else(|p| p.into_inner()) = catalog
-            .shards()
+    /// Creates or replaces the pools of every shard in `shards` (all the catalog has) whose
+    /// address changed, and drops the pools of shards not among them (removed by `removeShard`).
+    pub fn update<'a>(&self, shards: impl IntoIterator<Item = &'a Shard>) {
+        let shards: HashMap<&str, &Shard> = shards.into_iter().map(|s| (s.id.as_str(), s)).collect();
+        *self.primaries.write().unwrap_or_else(|p| p.into_inner()) = shards
             .values()
             .filter_map(|s| Some((s.id.clone(), endpoint::host_port(s.group.primary.as_deref()?).to_owned())))
             .collect();
         let mut by_id = self.by_id.write().unwrap_or_else(|p| p.into_inner());
         by_id.retain(|id, _| {
-            let keep = catalog.shard(id).is_some();
+            let keep = shards.contains_key(id.as_str());
             if !keep {
                 tracing::info!(shard = %id, "shard removed from the cluster: its channels are dropped");
             }
             keep
         });
-        for shard in catalog.shards().values() {
+        for shard in shards.values() {
             let Some(addr) = shard_address(shard) else { continue };
             if by_id.get(&shard.id).is_some_and(|(a, _)| *a == addr) {
                 continue;

@@ -74,9 +74,11 @@ pub async fn move_range(mig: Arc<Migrations>, req: MoveRequest) -> Result<u64, M
             ),
         ));
     }
-    let (cat, _) =
-        catalog.read(false).await.map_err(|e| MigrationError::refused(ErrorCode::HostUnreachable, e.to_string()))?;
-    let endpoint = shard_endpoint(&cat, &req.to)?;
+    let to = catalog
+        .shard(&req.to, false)
+        .await
+        .map_err(|e| MigrationError::refused(ErrorCode::HostUnreachable, e.to_string()))?;
+    let endpoint = shard_endpoint(to.as_ref(), &req.to)?;
     let record = Record {
         id: uuid::Uuid::new_v4().to_string(),
         ns: req.ns.clone(),

@@ -64,7 +64,7 @@ pub mod transfer;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shoal_configsvr::catalog::{Catalog, ChunkBound};
+use shoal_configsvr::catalog::{ChunkBound, Shard};
 use shoal_proto::ErrorCode;
 use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
 use shoal_proto::shard::KeyBound;
@@ -301,11 +301,11 @@ pub fn bound_from_wire(b: Option<&KeyBound>, what: &str) -> Result<ChunkBound, M
     }
 }
 
-/// The gRPC address of shard `id` from the catalog (its primary, else its first member).
-pub fn shard_endpoint(catalog: &Catalog, id: &str) -> Result<String, MigrationError> {
-    let shard = catalog
-        .shard(id)
-        .ok_or_else(|| MigrationError::refused(ErrorCode::ShardNotFound, format!("Shard {id} not found")))?;
+/// The gRPC address of shard `id` as the catalog has it (`shard`: its primary, else its first
+/// member); ShardNotFound if the catalog has no such shard.
+pub fn shard_endpoint(shard: Option<&Shard>, id: &str) -> Result<String, MigrationError> {
+    let shard =
+        shard.ok_or_else(|| MigrationError::refused(ErrorCode::ShardNotFound, format!("Shard {id} not found")))?;
     let addr = shard.endpoint().ok_or_else(|| {
         MigrationError::refused(ErrorCode::ShardNotFound, format!("shard {id} has no member address"))
     })?;

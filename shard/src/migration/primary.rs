@@ -42,8 +42,8 @@ use std::time::{Duration, Instant};
 
 use bson::Document;
 use bytes::Bytes;
-use shoal_configsvr::catalog::{Catalog, Command};
-use shoal_configsvr::client::ConfigClient;
+use shoal_configsvr::catalog::Command;
+use shoal_configsvr::client::{ClientError, ConfigClient};
 use shoal_proto::shard::migration_client::MigrationClient;
 use shoal_proto::shard::{ClonePrimaryAbortRequest, ClonePrimaryBatchRequest, MovePrimaryRequest};
 use shoal_proto::{ErrorCode, Namespace};
@@ -97,11 +97,16 @@ fn refused(code: ErrorCode, message: impl Into<String>) -> MigrationError {
     MigrationError::refused(code, message)
 }
 
-async fn read_catalog(catalog: &ConfigClient) -> Result<Catalog, MigrationError> {
+/// One narrow catalog read, retried with backoff up to [`CATALOG_ATTEMPTS_MAX`] times.
+async fn read_catalog<T, F, Fut>(read: F) -> Result<T, MigrationError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T, ClientError>>,
+{
     let mut last = String::new();
     for attempt in 0..CATALOG_ATTEMPTS_MAX {
-        match catalog.read(true).await {
-            Ok((c, _)) => return Ok(c),
+        match read().await {
+            Ok(v) => return Ok(v),
             Err(e) => last = e.to_string(),
         }
         tokio::time::sleep(backoff(attempt)).await;
@@ -122,9 +127,8 @@ pub async fn move_primary(
         sharding.catalog().ok_or_else(|| refused(ErrorCode::IllegalOperation, "this shard is not in a cluster"))?;
     shoal_proto::namespace::validate_db(&req.db).map_err(|e| refused(ErrorCode::InvalidNamespace, e.to_string()))?;
     let _claim = moves.claim(&req.db)?;
-    let cat = read_catalog(catalog).await?;
-    let db = cat
-        .database(&req.db)
+    let db = read_catalog(|| catalog.database(&req.db, true))
+        .await?
         .ok_or_else(|| refused(ErrorCode::NamespaceNotFound, format!("Database {} not found", req.db)))?;
     if db.primary == req.to_shard {
         return Ok(());
@@ -135,27 +139,28 @@ pub async fn move_primary(
             format!("{me} is not the primary of {} (the catalog says {})", req.db, db.primary),
         ));
     }
-    match cat.shard(&req.to_shard) {
+    let to = read_catalog(|| catalog.shard(&req.to_shard, true)).await?;
+    match &to {
         None => return Err(refused(ErrorCode::ShardNotFound, format!("Shard {} not found", req.to_shard))),
         Some(s) if s.is_draining() => {
             return Err(refused(ErrorCode::IllegalOperation, format!("shard {} is draining", req.to_shard)));
         }
         Some(_) => {}
     }
-    let mut peer = peer_client(&shard_endpoint(&cat, &req.to_shard)?)?;
+    let mut peer = peer_client(&shard_endpoint(to.as_ref(), &req.to_shard)?)?;
     let started = Instant::now();
     let wait = Duration::from_millis(CRITICAL_SECTION_ENTER_WAIT_MS);
     let section = tokio::time::timeout(wait, sharding.gates.enter(&req.db)).await.map_err(|_| {
         refused(ErrorCode::ExceededTimeLimit, format!("writes to {} did not finish within {wait:?}", req.db))
     })?;
     // Read again inside the section: a shardCollection may have committed since the first read.
-    let cat = read_catalog(catalog).await?;
+    let sharded = read_catalog(|| catalog.collections_in(&req.db, true)).await?;
     let colls: Vec<Arc<CollectionInfo>> = mig
         .engine
         .store
         .collections_in(&req.db)
         .into_iter()
-        .filter(|c| cat.collection(&c.full_name()).is_none())
+        .filter(|c| !sharded.iter().any(|s| s.ns == c.full_name()))
         .collect();
     tracing::info!(db = %req.db, to = %req.to_shard, collections = colls.len(), "movePrimary: cloning");
     let cloned = match clone_all(&mig.engine.store, &mut peer, &req, &colls).await {
@@ -271,8 +276,8 @@ async fn commit(catalog: &ConfigClient, db: &str, to: &str) -> Commit {
     let cmd = Command::MovePrimary { name: db.to_owned(), to: to.to_owned() };
     // Committed when the catalog names `to` the database's primary.
     write_then_verify(catalog, &cmd, "movePrimary", || async {
-        let c = read_catalog(catalog).await.map_err(|e| e.to_string())?;
-        Ok(c.database(db).is_some_and(|d| d.primary == to))
+        let found = read_catalog(|| catalog.database(db, true)).await.map_err(|e| e.to_string())?;
+        Ok(found.is_some_and(|d| d.primary == to))
     })
     .await
 }

@@ -72,8 +72,8 @@ async fn settle_donor_in_span(mig: &Migrations, record: Record) {
                 .await
                 .map_err(|why| MigrationError::Peer { peer: "catalog".into(), message: why })?;
             let committed = owner.as_deref().is_some_and(|o| o != record.from);
-            let peer = match catalog.read(false).await {
-                Ok((cat, _)) => shard_endpoint(&cat, &record.to).and_then(|e| peer_client(&e)).ok(),
+            let peer = match catalog.shard(&record.to, false).await {
+                Ok(to) => shard_endpoint(to.as_ref(), &record.to).and_then(|e| peer_client(&e)).ok(),
                 Err(_) => None,
             };
             let mut details = BTreeMap::new();
@@ -165,11 +165,11 @@ async fn settle_recipient_in_span(mig: &Migrations, record: Record) {
 /// commit nothing.
 async fn donor_decided(catalog: &shoal_configsvr::client::ConfigClient, record: &Record) -> Result<(), MigrationError> {
     let peer_err = |message: String| MigrationError::Peer { peer: record.from.clone(), message };
-    let (cat, _) = catalog.read(true).await.map_err(|e| peer_err(format!("catalog: {e}")))?;
-    if cat.shard(&record.from).is_none() {
+    let from = catalog.shard(&record.from, true).await.map_err(|e| peer_err(format!("catalog: {e}")))?;
+    if from.is_none() {
         return Ok(());
     }
-    let mut peer = shard_endpoint(&cat, &record.from).and_then(|e| peer_client(&e))?;
+    let mut peer = shard_endpoint(from.as_ref(), &record.from).and_then(|e| peer_client(&e))?;
     let reply = peer
         .migration_fate(shoal_proto::shard::MigrationFateRequest { migration_id: record.id.clone() })
         .await

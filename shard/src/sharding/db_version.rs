@@ -146,12 +146,12 @@ impl DatabaseCache {
         {
             return Ok(k);
         }
-        let (cat, _) = catalog.read(true).await.map_err(|e| ShardingError::Catalog {
+        let found = catalog.database(db, true).await.map_err(|e| ShardingError::Catalog {
             ns: db.to_owned(),
             code: e.code(),
             detail: e.to_string(),
         })?;
-        let known = match cat.database(db) {
+        let known = match found {
             None => KnownDb::Absent,
             Some(d) => KnownDb::Present { version: d.version, primary_here: d.primary == shard_id },
         };

@@ -121,7 +121,7 @@ pub async fn remove_shard(state: &RouterState, _conn: &ConnContext, cmd: &Client
     };
     if progress.state == RemoveShardState::Completed {
         // Drops the removed shard's channels; later requests cannot name it any more.
-        routing::read_catalog(state).await?;
+        routing::refresh_shards(state).await?;
         tracing::info!(%shard, "shard removed");
     }
     raw(&remove_shard_reply(&shard, &progress))

@@ -99,8 +99,7 @@ pub async fn repl_set_get_status(state: &RouterState, _conn: &ConnContext, cmd: 
 pub async fn repl_set_step_down(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
     let body = body_of(cmd)?;
     let shard_id = shard_named(&body, "replSetStepDown")?;
-    let catalog = crate::routing::read_catalog(state).await?;
-    if catalog.shard(&shard_id).is_none() {
+    if !crate::routing::refresh_shards(state).await?.iter().any(|s| s.id == shard_id) {
         return Err(CommandError::new(ErrorCode::ShardNotFound, format!("shard '{shard_id}' not found")));
     }
     let req = CommandRequest {
