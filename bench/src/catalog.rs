@@ -6,15 +6,16 @@
 //!  shoal: 3 x `shoal configsvr` --ConfigClient (gRPC, sent to the leader)--> commit / read
 //!         commit = AcquireLease{bench-<i mod 256>, holder bench} (a renewal: always succeeds,
 //!                  moves the lease's expiry, one Raft entry, fdatasync on a quorum)
-//!         read   = RoutingTable{bench.c, linearizable} (ReadIndex round, then a 1-chunk table)
+//!         read   = Query{routing_table bench.c, linearizable} (ReadIndex round, then a 1-chunk table)
 //!  etcd:  N x `etcd` --KvClient (gRPC, sent to the leader)--> commit / read
-//!         commit = Put{bench/lease/<i mod 256>, <the JSON bytes of Shoal's command>}
+//!         commit = Put{bench/lease/<i mod 256>, <the encoded bytes of Shoal's command>}
 //!         read   = Range{bench/routing/bench.c} (linearizable: serializable=false), value of the
 //!                  size of Shoal's routing-table reply
 //! ```
 //! For each client count the four measurements run back to back (shoal commits, etcd commits,
 //! shoal reads, etcd reads), so both systems see the same machine state. Server CPU time per
-//! operation comes from `/proc/<pid>/stat` of the server processes around each measurement.
+//! operation comes from `/proc/<pid>/stat` of the server processes around each measurement. Last,
+//! [`crate::catalog_reads`] grows the catalog and compares a router's whole and narrow reads.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -86,6 +87,8 @@ pub struct CatalogResult {
     /// Single-client Shoal variants that locate the cost: a read without the quorum round, and
     /// commits and reads sent to a follower (which forwards them to the leader).
     pub diagnostics: Vec<(&'static str, Cell)>,
+    /// What a router's catalog reads cost, whole vs narrow ([`crate::catalog_reads`]).
+    pub router_reads: Vec<crate::catalog_reads::ReadCost>,
 }
 
 /// Operations of each diagnostic measurement, at most.
@@ -170,7 +173,7 @@ fn cpu_of(pids: &[u32]) -> Duration {
 }
 
 /// Runs `op` `ops` times from `clients` tasks and notes the CPU time of `pids` meanwhile.
-async fn cell<F, Fut>(pids: &[u32], ops: usize, clients: usize, op: F) -> anyhow::Result<Cell>
+pub(crate) async fn cell<F, Fut>(pids: &[u32], ops: usize, clients: usize, op: F) -> anyhow::Result<Cell>
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = anyhow::Result<()>> + Send,
@@ -204,7 +207,7 @@ async fn prepare_shoal(client: &ConfigClient) -> anyhow::Result<usize> {
     }
     let (answer, _) = client.routing_table(NS, None, true).await?;
     anyhow::ensure!(matches!(answer, RoutingAnswer::Full(Some(_))), "{NS} has no routing table after setup");
-    Ok(shoal_configsvr::codec::encode(&answer)?.len())
+    Ok(shoal_proto::catalog::wire::encode(&answer)?.len())
 }
 
 pub async fn run(opts: &CatalogOptions) -> anyhow::Result<CatalogResult> {
@@ -316,6 +319,7 @@ async fn measure_all(opts: &CatalogOptions, shoal: &ShoalCluster, etcd: &EtcdClu
         });
     }
     let diagnostics = diagnose(opts, shoal, &leader, &shoal_pids).await?;
+    let router_reads = crate::catalog_reads::measure(opts.ops, &leader, &shoal_pids).await?;
     let shoal_term_after = shoal.leader(&probe).await?.1;
     let etcd_term_after = etcd.term().await?;
     Ok(CatalogResult {
@@ -325,6 +329,7 @@ async fn measure_all(opts: &CatalogOptions, shoal: &ShoalCluster, etcd: &EtcdClu
         shoal_terms: (shoal_term_before, shoal_term_after),
         etcd_terms: (etcd_term_before, etcd_term_after),
         diagnostics,
+        router_reads,
     })
 }
 
@@ -435,6 +440,7 @@ pub fn report(opts: &CatalogOptions, r: &CatalogResult) -> String {
             ));
         }
     }
+    out.push_str(&crate::catalog_reads::report(&r.router_reads));
     out
 }
 

@@ -5,7 +5,8 @@
 //! executor in-process, the shard's gRPC service, and the router through the official MongoDB
 //! driver — so the cost of each layer shows as a ratio; and the config catalog benchmark
 //! ([`catalog`], `shoal bench catalog`): commits/s and linearizable reads/s of a 3-node config
-//! cluster beside etcd ([`etcd`]) under the same load; and YCSB ([`ycsb`], `shoal bench load|run|matrix`):
+//! cluster beside etcd ([`etcd`]) under the same load, and what a router's whole vs narrow catalog
+//! reads cost ([`catalog_reads`]); and YCSB ([`ycsb`], `shoal bench load|run|matrix`):
 //! CoreWorkload against Shoal, any MongoDB endpoint, or PostgreSQL with JSONB rows; and chunk
 //! migration ([`migration`], `shoal bench migration`): MiB/s beside plain copies of the same bytes,
 //! critical sections, and a foreground load with and without migrations; and the balancer
@@ -20,6 +21,7 @@
 
 pub mod balancer;
 pub mod catalog;
+pub mod catalog_reads;
 pub mod crud;
 pub mod etcd;
 pub mod load;
