@@ -75,6 +75,7 @@ impl Fake {
                     unelectable_for_ms: snapshot.unelectable_for_ms,
                     commit_point: None,
                     progress: String::new(),
+                    heartbeat_interval_ms: HEARTBEAT_INTERVAL.as_millis() as u64,
                 };
                 let sent = wall_ms();
                 let Ok(reply) = client.heartbeat(req).await else { continue };
@@ -173,6 +174,11 @@ async fn failover_waits_out_the_lease_then_promotes_the_most_up_to_date() {
     let status = client.group_status(SHARD).await.expect("group status");
     assert_eq!((status.term, status.phase.as_str()), (1, "stable"));
     assert_eq!(status.members.len(), 3);
+    // Each member's reported heartbeat period is passed on to routers (0: not heard from yet).
+    let heard: Vec<u64> =
+        status.members.iter().filter(|m| m.last_heartbeat_ms_ago >= 0).map(|m| m.heartbeat_interval_ms).collect();
+    assert!(!heard.is_empty() && heard.iter().all(|ms| *ms == HEARTBEAT_INTERVAL.as_millis() as u64), "{status:?}");
+    assert!(status.members.iter().filter(|m| m.last_heartbeat_ms_ago < 0).all(|m| m.heartbeat_interval_ms == 0));
 
     // The secondaries replicate a little more in term 1, then the primary goes silent.
     fakes[0].update(|s| s.applied = op(1, 15));

@@ -4,7 +4,7 @@
 //! agrees on: MongoDB error codes ([`ErrorCode`]), namespaces ([`Namespace`]), size limits, and the
 //! catalog's values ([`catalog`]: shards, databases, chunks, bounds, versions, settings), the
 //! readiness line servers print ([`ready`]) and the address-to-URI rule of every gRPC client
-//! ([`endpoint`]). It must not contain behaviour beyond the values' own rules: no I/O, no query
+//! ([`endpoint`]), and the shard members' heartbeat period ([`heartbeat`]). It must not contain behaviour beyond the values' own rules: no I/O, no query
 //! logic. Everything here is shared by `router`, `shard` and `configsvr`, so a change here is a
 //! protocol change.
 
@@ -13,6 +13,7 @@
 pub mod catalog;
 pub mod endpoint;
 pub mod error_code;
+pub mod heartbeat;
 pub mod limits;
 pub mod namespace;
 pub mod ready;

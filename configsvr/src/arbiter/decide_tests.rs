@@ -34,6 +34,7 @@ fn report(at: Instant, term: u64, state: &str, applied: OpTime) -> MemberReport 
         progress: String::new(),
         resign: false,
         unelectable_until: at,
+        heartbeat_interval: shoal_proto::heartbeat::INTERVAL_DEFAULT,
     }
 }
 

@@ -72,6 +72,8 @@ pub struct MemberReport {
     /// The primary of `term` gave up its lease.
     pub resign: bool,
     pub unelectable_until: Instant,
+    /// The interval the member says it heartbeats at.
+    pub heartbeat_interval: Duration,
 }
 
 impl MemberReport {
@@ -95,6 +97,7 @@ impl MemberReport {
             progress,
             resign: req.resign,
             unelectable_until: now + unelectable_for,
+            heartbeat_interval: shoal_proto::heartbeat::interval_of(req.heartbeat_interval_ms),
         }
     }
 
@@ -246,6 +249,7 @@ impl View {
                         durable: Some(r.durable.to_proto()),
                         progress: r.progress.clone(),
                         unelectable: !r.electable(now),
+                        heartbeat_interval_ms: shoal_proto::heartbeat::report(r.heartbeat_interval),
                     }
                 }
                 None => pb::MemberStatus {

@@ -24,13 +24,9 @@ use crate::state::RouterState;
 
 /// A group's member status is re-fetched from the config leader when older than this.
 pub const STATUS_TTL: Duration = Duration::from_millis(250);
-/// A member the config leader has not heard from for this long is not chosen (members
-/// heartbeat every 200 ms).
+/// A member the config leader has not heard from for this long is not chosen, at least (longer
+/// when its group heartbeats slowly: [`Selection::for_members`]).
 pub const SILENT_AFTER: Duration = Duration::from_millis(1500);
-/// The members' heartbeat period, the error term of the staleness estimate.
-pub const HEARTBEAT: Duration = Duration::from_millis(200);
-
-pub const SELECTION: Selection = Selection { silent_after: SILENT_AFTER, heartbeat: HEARTBEAT };
 
 struct Cached {
     fetched: Instant,
@@ -104,6 +100,7 @@ impl Members {
                         heartbeat_age: u64::try_from(m.last_heartbeat_ms_ago)
                             .ok()
                             .map(|ms| Duration::from_millis(ms) + fetched_at.elapsed()),
+                        heartbeat_interval: shoal_proto::heartbeat::interval_of(m.heartbeat_interval_ms),
                     })
                     .collect();
                 let members = Arc::new(members);
@@ -120,17 +117,18 @@ impl Members {
     }
 
     /// Returns once member `addr` of `shard` has gone silent (the config leader has not heard from
-    /// it for [`SILENT_AFTER`]): a read in flight there is abandoned and sent elsewhere rather
+    /// it for its group's `silent_after`, [`Selection::for_members`]): a read in flight there is abandoned and sent elsewhere rather
     /// than waiting out the RPC timeout on a paused or partitioned member. Never returns while
     /// nothing is known of the member.
     pub async fn until_silent(&self, state: &RouterState, shard: &str, addr: &str) {
         loop {
             tokio::time::sleep(STATUS_TTL).await;
             let members = self.status(state, shard).await;
+            let silent_after = Selection::for_members(&members, SILENT_AFTER).silent_after;
             let silent = members
                 .iter()
                 .find(|m| m.addr == addr)
-                .is_some_and(|m| m.heartbeat_age.is_none_or(|age| age > SILENT_AFTER));
+                .is_some_and(|m| m.heartbeat_age.is_none_or(|age| age > silent_after));
             if silent {
                 return;
             }
@@ -144,6 +142,7 @@ impl Members {
         }
         let members = self.status(state, shard).await;
         let primary = state.shards.primary(shard);
-        read_pref::choose(pref, primary.as_deref(), &members, &SELECTION, &mut |n| rand::random_range(0..n.max(1)))
+        let selection = Selection::for_members(&members, SILENT_AFTER);
+        read_pref::choose(pref, primary.as_deref(), &members, &selection, &mut |n| rand::random_range(0..n.max(1)))
     }
 }

@@ -204,15 +204,31 @@ pub struct MemberInfo {
     pub last_write_secs: u32,
     /// How long ago the config leader last heard from it when asked (`None`: never).
     pub heartbeat_age: Option<Duration>,
+    /// The interval it says it heartbeats at.
+    pub heartbeat_interval: Duration,
 }
 
 /// The bounds the decision depends on.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Selection {
     /// A member not heard from for longer is not chosen.
     pub silent_after: Duration,
     /// Members' heartbeat period (the staleness estimate's error term).
     pub heartbeat: Duration,
+}
+
+/// Heartbeats a member may miss before it counts as silent.
+pub const SILENT_AFTER_HEARTBEATS: u32 = 5;
+
+impl Selection {
+    /// The bounds for a group whose members report `members`' intervals: the slowest member's
+    /// period is the estimate's error term, and a member is silent after missing
+    /// [`SILENT_AFTER_HEARTBEATS`] of them, but never sooner than `silent_after_min`.
+    pub fn for_members(members: &[MemberInfo], silent_after_min: Duration) -> Selection {
+        let heartbeat =
+            members.iter().map(|m| m.heartbeat_interval).max().unwrap_or(shoal_proto::heartbeat::INTERVAL_DEFAULT);
+        Selection { silent_after: silent_after_min.max(heartbeat * SILENT_AFTER_HEARTBEATS), heartbeat }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

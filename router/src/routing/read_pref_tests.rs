@@ -7,7 +7,13 @@ use super::*;
 const SEL: Selection = Selection { silent_after: Duration::from_secs(2), heartbeat: Duration::from_millis(200) };
 
 fn member(addr: &str, role: Role, last_write_secs: u32, age_ms: Option<u64>) -> MemberInfo {
-    MemberInfo { addr: addr.into(), role, last_write_secs, heartbeat_age: age_ms.map(Duration::from_millis) }
+    MemberInfo {
+        addr: addr.into(),
+        role,
+        last_write_secs,
+        heartbeat_age: age_ms.map(Duration::from_millis),
+        heartbeat_interval: Duration::from_millis(200),
+    }
 }
 
 fn pref(mode: Mode) -> ReadPreference {
@@ -120,4 +126,21 @@ fn tag_sets_match_only_the_wildcard() {
     assert_eq!(choose_first(&tagged, Some("p:1"), &group()), Choice::NoneEligible);
     let fallback = ReadPreference { tag_sets: vec![bson::doc! { "dc": "ny" }, bson::doc! {}], ..pref(Mode::Secondary) };
     assert_eq!(choose_first(&fallback, Some("p:1"), &group()), Choice::Member("s:1".into()));
+}
+
+#[test]
+fn selection_follows_the_slowest_reported_heartbeat() {
+    let min = Duration::from_millis(1500);
+    let mut a = member("a:1", Role::Primary, 10, Some(0));
+    let mut b = member("b:1", Role::Secondary, 10, Some(0));
+    assert_eq!(
+        Selection::for_members(&[a.clone(), b.clone()], min),
+        Selection { silent_after: min, heartbeat: Duration::from_millis(200) }
+    );
+    b.heartbeat_interval = Duration::from_secs(1);
+    let slow = Selection::for_members(&[a.clone(), b.clone()], min);
+    assert_eq!(slow, Selection { silent_after: Duration::from_secs(5), heartbeat: Duration::from_secs(1) });
+    a.heartbeat_interval = Duration::from_millis(50);
+    assert_eq!(Selection::for_members(&[a], min).silent_after, min, "never sooner than the minimum");
+    assert_eq!(Selection::for_members(&[], min).heartbeat, shoal_proto::heartbeat::INTERVAL_DEFAULT);
 }

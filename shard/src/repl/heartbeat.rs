@@ -78,6 +78,7 @@ fn request(repl: &Repl) -> HeartbeatRequest {
         unelectable_for_ms,
         commit_point: Some(to_config(repl.commit_point())),
         progress: inner.progress.clone(),
+        heartbeat_interval_ms: shoal_proto::heartbeat::report(repl.settings.heartbeat_interval),
     }
 }
 

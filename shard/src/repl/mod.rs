@@ -75,7 +75,7 @@ pub struct ReplSettings {
 impl Default for ReplSettings {
     fn default() -> Self {
         Self {
-            heartbeat_interval: Duration::from_millis(200),
+            heartbeat_interval: shoal_proto::heartbeat::INTERVAL_DEFAULT,
             heartbeat_timeout: Duration::from_millis(1000),
             keepalive_interval: Duration::from_millis(500),
             stream_idle_timeout: Duration::from_secs(5),
