@@ -242,14 +242,11 @@ impl ConfigService {
     /// Answers `queries` from the applied catalog, all at one version.
     fn query_local(&self, queries: &[shoal_proto::config::CatalogQuery]) -> ApiResult<QueryReply> {
         let applied = self.state.read();
-        let answers = queries
-            .iter()
-            .map(|q| catalog_api::answer(&applied.catalog, q).map(bytes::Bytes::from))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| match e {
-                QueryError::Encode(e) => ServiceError::Internal(e.to_string()),
-                bad => ServiceError::Parse(bad.to_string()),
-            })?;
+        let answers = catalog_api::answer_all(&applied.catalog, queries).map_err(|e| match e {
+            QueryError::Encode(e) => ServiceError::Internal(e.to_string()),
+            bad => ServiceError::Parse(bad.to_string()),
+        })?;
+        let answers = answers.into_iter().map(bytes::Bytes::from).collect();
         Ok(QueryReply { error: None, answers, catalog_version: catalog_api::version(&applied.catalog) })
     }
 

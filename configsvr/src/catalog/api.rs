@@ -23,15 +23,28 @@ pub fn routing_table(catalog: &Catalog, ns: &str, since: Option<RoutingSince>) -
     }
 }
 
+/// Queries one request may carry (the answers are built under the state machine's read lock).
+pub const QUERIES_PER_REQUEST_MAX: usize = 64;
+
 /// A query the service cannot answer: the client sent something this version does not know.
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
+    #[error("{got} catalog queries in one request; at most {QUERIES_PER_REQUEST_MAX}")]
+    TooMany { got: usize },
     #[error("a catalog query names nothing to read (a client newer than this config server?)")]
     Empty,
     #[error("routing_table query of {ns}: epoch must be 12 bytes, got {len}")]
     BadEpoch { ns: String, len: usize },
     #[error(transparent)]
     Encode(#[from] WireError),
+}
+
+/// The answers to `queries`, in order, all from the same `catalog`.
+pub fn answer_all(catalog: &Catalog, queries: &[CatalogQuery]) -> Result<Vec<Vec<u8>>, QueryError> {
+    if queries.len() > QUERIES_PER_REQUEST_MAX {
+        return Err(QueryError::TooMany { got: queries.len() });
+    }
+    queries.iter().map(|q| answer(catalog, q)).collect()
 }
 
 /// The answer to `query`, encoded; the type of each answer is listed beside its query in

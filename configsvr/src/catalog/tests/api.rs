@@ -6,7 +6,7 @@ use shoal_proto::config::catalog_query::What;
 use shoal_proto::config::{self as pb, CatalogQuery};
 
 use super::*;
-use crate::catalog::api::{QueryError, answer};
+use crate::catalog::api::{QUERIES_PER_REQUEST_MAX, QueryError, answer, answer_all};
 
 fn ask<T: serde::de::DeserializeOwned>(cat: &Catalog, what: What) -> T {
     let bytes = answer(cat, &CatalogQuery { what: Some(what) }).expect("answered");
@@ -81,4 +81,8 @@ fn malformed_queries_are_refused() {
     let q =
         CatalogQuery { what: Some(What::RoutingTable(pb::RoutingTableQuery { ns: NS.into(), since: Some(short) })) };
     assert!(matches!(answer(&fx.cat, &q), Err(QueryError::BadEpoch { len: 3, .. })));
+    let one = CatalogQuery { what: Some(What::Settings(pb::All {})) };
+    assert_eq!(answer_all(&fx.cat, &vec![one.clone(); QUERIES_PER_REQUEST_MAX]).expect("at the limit").len(), 64);
+    let too_many = vec![one; QUERIES_PER_REQUEST_MAX + 1];
+    assert!(matches!(answer_all(&fx.cat, &too_many), Err(QueryError::TooMany { got: 65 })));
 }
