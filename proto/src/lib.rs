@@ -4,8 +4,8 @@
 //! agrees on: MongoDB error codes ([`ErrorCode`]), namespaces ([`Namespace`]), size limits, and the
 //! catalog's values ([`catalog`]: shards, databases, chunks, bounds, versions, settings), the
 //! readiness line servers print ([`ready`]) and the address-to-URI rule of every gRPC client
-//! ([`endpoint`]), and the shard members' heartbeat period ([`heartbeat`]). It must not contain behaviour beyond the values' own rules: no I/O, no query
-//! logic. Everything here is shared by `router`, `shard` and `configsvr`, so a change here is a
+//! ([`endpoint`]), and the shard members' heartbeat period ([`heartbeat`]). It must not contain
+//! behaviour beyond the values' own rules: no I/O, no query logic. Everything here is shared by `router`, `shard` and `configsvr`, so a change here is a
 //! protocol change.
 
 #![forbid(unsafe_code)]

@@ -117,8 +117,8 @@ impl Members {
     }
 
     /// Returns once member `addr` of `shard` has gone silent (the config leader has not heard from
-    /// it for its group's `silent_after`, [`Selection::for_members`]): a read in flight there is abandoned and sent elsewhere rather
-    /// than waiting out the RPC timeout on a paused or partitioned member. Never returns while
+    /// it for its group's `silent_after`, [`Selection::for_members`]): a read in flight there is
+    /// abandoned and sent elsewhere rather than waiting out the RPC timeout on a paused or partitioned member. Never returns while
     /// nothing is known of the member.
     pub async fn until_silent(&self, state: &RouterState, shard: &str, addr: &str) {
         loop {
