@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # .ci/boundaries.sh — fails when a process crate links what its boundary forbids (docs/architecture.md):
-# the router links neither the Raft implementation (openraft) nor the storage engine (fjall); the
-# shard does not link openraft. Checked on each crate's own dependency graph (`cargo tree -p`), so
+# the router links neither the Raft implementation (openraft) nor the storage engine (fjall) nor the
+# shard; router and shard reach the config service only through its contract (shoal-cluster and
+# shoal-proto), never by linking the config service's crate. Checked on each crate's own dependency graph (`cargo tree -p`), so
 # features another workspace member turns on do not hide a violation.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -18,6 +19,7 @@ check() {
     echo "$crate: links none of $forbidden"
   fi
 }
-check shoal-router 'openraft|fjall'
-check shoal-shard 'openraft'
+check shoal-router 'openraft|fjall|shoal-shard|shoal-configsvr'
+check shoal-shard 'openraft|shoal-configsvr'
+check shoal-cluster 'openraft|fjall|shoal-configsvr|shoal-shard|shoal-router'
 exit $status

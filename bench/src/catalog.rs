@@ -22,9 +22,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 use shoal_configsvr::catalog::api::RoutingAnswer;
 use shoal_configsvr::catalog::{Command, Epoch, InitialChunks, KeyPattern, Reply};
-use shoal_configsvr::client::{ClientSettings, ConfigClient};
 
 use crate::etcd::{self, EtcdCluster};
 use crate::measure::{self, Summary};

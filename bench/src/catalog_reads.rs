@@ -1,16 +1,18 @@
 //! Part of `shoal bench catalog`: what a router's catalog reads cost the config servers. Before
-//! narrow queries a router re-read the whole catalog (`Read`) on every catalog version the watch
-//! stream announced, and on every retry while a shard primary was being replaced; now it reads
-//! only the shards (`Query{shards}`). Both run here against the same config servers in one run,
-//! on a catalog grown to a realistic size first: one collection of [`BIG_CHUNKS`] chunks.
+//! narrow queries a router re-read the whole catalog (the `Read` RPC, since removed) on every
+//! catalog version the watch stream announced, and on every retry while a shard primary was being
+//! replaced; now it reads only the shards (`Query{shards}`). The whole catalog is read here as a
+//! `view` of every part, the nearest thing the API still serves. Both run against the same config
+//! servers in one run, on a catalog grown to a realistic size first: one collection of
+//! [`BIG_CHUNKS`] chunks.
 //!
 //! Must not: run before the commit and read rows (it grows the catalog they measure).
 
 use std::sync::Arc;
 
 use anyhow::Context;
-use shoal_configsvr::catalog::{Command, Epoch, InitialChunks, KeyPattern};
-use shoal_configsvr::client::{ClientSettings, ConfigClient};
+use shoal_cluster::config_client::{ClientSettings, ConfigClient};
+use shoal_proto::catalog::{Command, Epoch, InitialChunks, KeyPattern, Parts};
 
 use crate::catalog::{Cell, DIAGNOSTIC_OPS_MAX, cell};
 
@@ -40,12 +42,12 @@ pub async fn measure(ops: usize, leader: &str, pids: &[u32]) -> anyhow::Result<V
         initial: InitialChunks::Distributed { split_points, shards: vec!["bench-shard".into()] },
     };
     client.write(&grow).await?.outcome.map_err(|e| anyhow::anyhow!("growing the catalog: {e}"))?;
-    let (catalog, _) = client.read(false).await?;
+    let (catalog, _) = client.view(Parts::ALL, false).await?;
     anyhow::ensure!(
         catalog.collection("bench.big").is_some_and(|c| c.chunks.len() == BIG_CHUNKS),
         "bench.big does not have {BIG_CHUNKS} chunks"
     );
-    let whole_bytes = shoal_configsvr::codec::encode(&catalog)?.len();
+    let whole_bytes = shoal_proto::catalog::wire::encode(&catalog)?.len();
     let (shards, _) = client.shards(false).await?;
     let shards_bytes = shoal_proto::catalog::wire::encode(&shards)?.len();
     let ops = ops.min(DIAGNOSTIC_OPS_MAX);
@@ -54,7 +56,7 @@ pub async fn measure(ops: usize, leader: &str, pids: &[u32]) -> anyhow::Result<V
         move |_: usize| {
             let c = Arc::clone(&c);
             async move {
-                c.read(false).await.context("whole-catalog read")?;
+                c.view(Parts::ALL, false).await.context("whole-catalog read")?;
                 Ok(())
             }
         }
@@ -72,7 +74,7 @@ pub async fn measure(ops: usize, leader: &str, pids: &[u32]) -> anyhow::Result<V
     };
     Ok(vec![
         ReadCost {
-            what: "whole catalog (Read): the router's re-read before",
+            what: "whole catalog (view of every part): the router's re-read before",
             reply_bytes: whole_bytes,
             cell: cell(pids, ops, READERS, whole).await?,
         },

@@ -5,8 +5,9 @@
 //! machine, peer RPCs over gRPC), the client API routers and shards call
 //! ([`service`]: commands, linearizable reads, incremental routing tables, a watch stream of catalog
 //! versions, membership changes), the replica-group arbiter that names each shard's primary and
-//! term from its members' heartbeats ([`arbiter`]), a client for that API ([`client`]), and the
-//! process entry point `shoal configsvr` ([`server`]).
+//! term from its members' heartbeats ([`arbiter`]), and the process entry point `shoal configsvr`
+//! ([`server`]). Its clients (routers, shards, admin tools) use `shoal_cluster::config_client`,
+//! which speaks only `config.proto` and `shoal_proto::catalog`.
 //!
 //! ```text
 //!  router/shard --Config gRPC--> service --client_write / ensure_linearizable--> raft (openraft)
@@ -16,21 +17,14 @@
 //!
 //! Must not: depend on `shard`, `router` or `query`; shard-key bounds are opaque order-preserving
 //! bytes here.
-//!
-//! Routers and shards use only the client surface — [`catalog`] (pure types and reads),
-//! [`client`], [`codec`], [`error`], [`net`] — and depend on this crate with
-//! `default-features = false`, which leaves out the `server` feature (openraft, fjall, the
-//! services): a router never links the Raft implementation.
 
 #![forbid(unsafe_code)]
 
 #[cfg(feature = "server")]
 pub mod arbiter;
 pub mod catalog;
-pub mod client;
 pub mod codec;
 pub mod error;
-pub mod net;
 #[cfg(feature = "server")]
 pub mod raft;
 #[cfg(feature = "server")]

@@ -1,10 +1,10 @@
-//! The client-facing `Config` gRPC service: catalog commands, narrow queries, whole-catalog reads,
-//! the version watch, membership changes and metrics.
+//! The client-facing `Config` gRPC service: catalog commands, catalog queries, the version watch,
+//! membership changes and metrics.
 //!
 //! ```text
 //!  client --Write--> follower --Write{forwarded}--> leader --client_write (<= write_timeout)--> Raft
 //!                       \ no leader / forward failed: NotWritablePrimary + leader hint
-//!  client --Query/Read{linearizable}--> leader: ensure_linearizable(ReadIndex), then read CatalogState
+//!  client --Query{linearizable}--> leader: ensure_linearizable(ReadIndex), then read CatalogState
 //!                       (not linearizable: any server answers from what it applied)
 //!  client --Watch{from}--> any server: stream of versions as its state machine applies entries
 //!  member --Heartbeat--> leader only, never forwarded (else NotWritablePrimary + hint): `crate::arbiter`
@@ -25,12 +25,13 @@ use openraft::ReadPolicy;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ChangeMembershipError, ClientWriteError, ForwardToLeader, LinearizableReadError, RaftError};
 use openraft::raft::ClientWriteResponse;
+use shoal_proto::catalog::wire;
 use shoal_proto::config::config_client::ConfigClient;
 use shoal_proto::config::config_server::Config;
 use shoal_proto::config::{
     AddLearnerRequest, CatalogVersion, ChangeMembershipRequest, ConfigError, GroupStatusReply, GroupStatusRequest,
     HeartbeatReply, HeartbeatRequest, Member, MembershipReply, MetricsReply, MetricsRequest, QueryReply, QueryRequest,
-    ReadReply, ReadRequest, WatchRequest, WriteReply, WriteRequest,
+    WatchRequest, WriteReply, WriteRequest,
 };
 use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
 use tokio::sync::watch;
@@ -181,7 +182,7 @@ impl ConfigService {
                     .data
                     .outcome
                     .ok_or_else(|| ServiceError::Internal("a command entry was applied without an outcome".into()))?;
-                let outcome = codec::encode(&outcome).map_err(|e| ServiceError::Internal(e.to_string()))?;
+                let outcome = wire::encode(&outcome).map_err(|e| ServiceError::Internal(e.to_string()))?;
                 Ok(WriteReply {
                     error: None,
                     outcome: outcome.into(),
@@ -223,20 +224,6 @@ impl ConfigService {
             .inspect_err(|_| tracing::debug!(%q, "linearizable read without quorum")),
             Ok(Err(RaftError::Fatal(e))) => Err(ServiceError::ShuttingDown(e.to_string())),
         }
-    }
-
-    fn read_local(&self) -> ApiResult<ReadReply> {
-        let (catalog, mark) = {
-            let applied = self.state.read();
-            (applied.catalog.clone(), self.state.mark())
-        };
-        let catalog = codec::encode(&catalog).map_err(|e| ServiceError::Internal(e.to_string()))?;
-        Ok(ReadReply {
-            error: None,
-            catalog: catalog.into(),
-            catalog_version: mark.catalog_version,
-            applied_index: mark.applied_index,
-        })
     }
 
     /// Answers `queries` from the applied catalog, all at one version.
@@ -314,7 +301,7 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<CatalogVersion, Status>> + S
 impl Config for ConfigService {
     async fn write(&self, request: Request<WriteRequest>) -> Result<Response<WriteReply>, Status> {
         let req = request.into_inner();
-        let command: Command = match codec::decode(&req.command) {
+        let command: Command = match wire::decode(&req.command) {
             Ok(c) => c,
             Err(e) => {
                 return err_reply(&ServiceError::Parse(e.to_string()), |error| WriteReply {
@@ -335,28 +322,6 @@ impl Config for ConfigService {
         match result {
             Ok(reply) => Ok(Response::new(reply)),
             Err(e) => err_reply(&e, |error| WriteReply { error: Some(error), ..Default::default() }),
-        }
-    }
-
-    async fn read(&self, request: Request<ReadRequest>) -> Result<Response<ReadReply>, Status> {
-        let req = request.into_inner();
-        let result = if req.linearizable {
-            self.leader_or_forward(
-                req.forwarded,
-                self.settings.read_timeout,
-                || async {
-                    self.linearize().await?;
-                    self.read_local()
-                },
-                |mut c| async move { c.read(ReadRequest { linearizable: true, forwarded: true }).await },
-            )
-            .await
-        } else {
-            self.read_local()
-        };
-        match result {
-            Ok(reply) => Ok(Response::new(reply)),
-            Err(e) => err_reply(&e, |error| ReadReply { error: Some(error), ..Default::default() }),
         }
     }
 

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use raft_common::{InProcCluster, client_settings, eventually};
-use shoal_configsvr::catalog::{Catalog, Command, Detail, ReplicaGroup};
-use shoal_configsvr::client::ConfigClient;
+use shoal_cluster::config_client::ConfigClient;
+use shoal_configsvr::catalog::{CatalogView, Command, Detail, Parts, ReplicaGroup};
 use shoal_proto::ErrorCode;
 use shoal_proto::config::config_client::ConfigClient as GrpcClient;
 use shoal_proto::config::{HeartbeatRequest, OpTime};
@@ -118,7 +118,7 @@ async fn add_group(cluster: &InProcCluster) {
 }
 
 async fn group(client: &ConfigClient) -> Option<ReplicaGroup> {
-    let (catalog, _) = client.read(true).await.ok()?;
+    let (catalog, _) = client.view(Parts::ALL, true).await.ok()?;
     catalog.shard(SHARD).map(|s| s.group.clone())
 }
 
@@ -127,10 +127,10 @@ async fn wait_group(client: &ConfigClient, what: &str, want: impl Fn(&ReplicaGro
 }
 
 /// When the term change to `term` (with `primary`, "" for none) was proposed, by the changelog.
-fn term_change_ms(catalog: &Catalog, term: u64, primary: &str) -> u64 {
+fn term_change_ms(catalog: &CatalogView, term: u64, primary: &str) -> u64 {
     catalog
         .changelog()
-        .entries()
+        .iter()
         .find(|e| {
             e.what == "replicaGroup.term"
                 && e.ns == SHARD
@@ -190,7 +190,7 @@ async fn failover_waits_out_the_lease_then_promotes_the_most_up_to_date() {
 
     let g = wait_group(&client, "term 2 with a new primary", |g| g.term == 2 && g.primary.is_some()).await;
     assert_eq!(g.primary.as_deref(), Some(MEMBERS[2]), "the frozen member with the highest optime");
-    let (catalog, _) = client.read(true).await.expect("read");
+    let (catalog, _) = client.view(Parts::ALL, true).await.expect("read");
     let opened_ms = term_change_ms(&catalog, 2, "");
     assert!(
         opened_ms >= lease_sent_ms + lease_ms,
@@ -278,7 +278,7 @@ async fn resign_opens_a_new_term_at_once_and_non_leaders_redirect() {
     let (lease_sent_ms, lease_ms) = fakes[0].get().last_lease.expect("lease");
     let g = wait_group(&client, "term 2 with a primary", |g| g.term == 2 && g.primary.is_some()).await;
     assert_eq!(g.primary.as_deref(), Some(MEMBERS[1]), "the resigned member is unelectable; m2 is next");
-    let (catalog, _) = client.read(true).await.expect("read");
+    let (catalog, _) = client.view(Parts::ALL, true).await.expect("read");
     let opened_ms = term_change_ms(&catalog, 2, "");
     assert!(
         opened_ms < lease_sent_ms + lease_ms,
@@ -331,7 +331,7 @@ async fn a_new_config_leader_keeps_a_live_primary_and_waits_out_its_lease() {
     let (lease_sent_ms, lease_ms) = fakes[1].get().last_lease.expect("lease");
     let g = wait_group(&client, "term 2 with a primary", |g| g.term == 2 && g.primary.is_some()).await;
     assert_eq!(g.primary.as_deref(), Some(MEMBERS[2]));
-    let (catalog, _) = client.read(true).await.expect("read");
+    let (catalog, _) = client.view(Parts::ALL, true).await.expect("read");
     assert!(term_change_ms(&catalog, 2, "") >= lease_sent_ms + lease_ms);
     for fake in fakes {
         fake.task.abort();

@@ -9,7 +9,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use openraft::async_runtime::WatchReceiver;
 use raft_common::{InProcCluster, add_shard, client_settings, eventually, has_shard, no_quorum_client_settings};
-use shoal_configsvr::client::{self, CatalogQuery, ConfigClient, What};
+use shoal_cluster::config_client::{self as client, CatalogQuery, ConfigClient, What};
+use shoal_configsvr::catalog::{Parts, api};
 use shoal_configsvr::raft::catalog_api::RoutingAnswer;
 use shoal_proto::ErrorCode;
 use shoal_proto::config::config_client::ConfigClient as GrpcClient;
@@ -27,8 +28,8 @@ async fn every_node_accepts_writes_and_linearizable_reads() {
         let client = ConfigClient::new(vec![addr], client_settings());
         let out = client.write(&add_shard(i as u64)).await.expect("write through any node");
         assert!(out.outcome.is_ok(), "catalog refused: {:?}", out.outcome);
-        let (catalog, version) = client.read(true).await.expect("linearizable read");
-        assert!(has_shard(&catalog, i as u64), "read after write misses shard {i} (leader {leader})");
+        let (catalog, version) = client.view(Parts::ALL, true).await.expect("linearizable read");
+        assert!(has_shard(catalog.shards(), i as u64), "read after write misses shard {i} (leader {leader})");
         assert!(version >= out.catalog_version);
     }
     // A catalog refusal is an answer, not a failure: re-adding s0 with other members.
@@ -145,7 +146,7 @@ async fn full_restart_recovers_the_same_catalog() {
     for i in 0..100 {
         client.write(&add_shard(i)).await.expect("write");
     }
-    let (before, version) = client.read(true).await.expect("read");
+    let (before, version) = client.view(Parts::ALL, true).await.expect("read");
     for id in 1..=3 {
         cluster.stop(id).await;
     }
@@ -153,7 +154,7 @@ async fn full_restart_recovers_the_same_catalog() {
         cluster.restart(id).await;
     }
     cluster.wait_leader(LEADER_TIMEOUT).await;
-    let (after, after_version) = cluster.client().read(true).await.expect("read after restart");
+    let (after, after_version) = cluster.client().view(Parts::ALL, true).await.expect("read after restart");
     assert_eq!(after_version, version);
     assert!(after == before, "catalog differs after restart");
     // Every replica converges on it (snapshot + log replay).
@@ -162,7 +163,7 @@ async fn full_restart_recovers_the_same_catalog() {
         eventually("replica catches up after restart", CATCH_UP_TIMEOUT, || {
             let state = state.clone();
             let before = before.clone();
-            async move { (state.read().catalog == before).then_some(()) }
+            async move { (api::view(&state.read().catalog, Parts::ALL) == before).then_some(()) }
         })
         .await;
     }
@@ -198,7 +199,7 @@ async fn stopped_follower_catches_up_by_snapshot() {
         let (raft, state) = (raft.clone(), state.clone());
         async move {
             let snapshot = raft.metrics().borrow_watched().snapshot;
-            let caught_up = (0..400).all(|i| has_shard(&state.read().catalog, i));
+            let caught_up = (0..400).all(|i| has_shard(state.read().catalog.shards(), i));
             (caught_up && snapshot.is_some()).then_some(())
         }
     })
@@ -226,7 +227,7 @@ async fn lost_quorum_fails_writes_in_bounded_time() {
         "unexpected error: {err}"
     );
     eprintln!("write without quorum failed as expected: {err}");
-    let read = tokio::time::timeout(Duration::from_secs(60), alone.read(true))
+    let read = tokio::time::timeout(Duration::from_secs(60), alone.view(Parts::ALL, true))
         .await
         .expect("a linearizable read without quorum must fail, not hang");
     assert!(read.is_err(), "linearizable read without quorum must fail");

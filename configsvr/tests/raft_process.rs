@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use raft_common::{ProcCluster, add_shard, client_settings, eventually, has_shard, no_quorum_client_settings};
-use shoal_configsvr::client::ConfigClient;
+use shoal_cluster::config_client::ConfigClient;
+use shoal_configsvr::catalog::Parts;
 use shoal_proto::ErrorCode;
 use tokio::task::JoinHandle;
 
@@ -61,8 +62,8 @@ impl Writer {
 }
 
 async fn assert_all_present(client: &ConfigClient, acked: &BTreeSet<u64>) {
-    let (catalog, _) = client.read(true).await.expect("linearizable read");
-    let missing: Vec<u64> = acked.iter().copied().filter(|i| !has_shard(&catalog, *i)).collect();
+    let (catalog, _) = client.view(Parts::ALL, true).await.expect("linearizable read");
+    let missing: Vec<u64> = acked.iter().copied().filter(|i| !has_shard(catalog.shards(), *i)).collect();
     assert!(missing.is_empty(), "acknowledged writes lost: {missing:?}");
 }
 
@@ -99,7 +100,7 @@ async fn kill9_leader_new_leader_serves_writes_and_nothing_acked_is_lost() {
     assert_all_present(&client, &acked).await;
     // The old leader comes back as a follower and converges.
     cluster.spawn(leader);
-    let (_, version) = client.read(true).await.expect("read");
+    let (_, version) = client.view(Parts::ALL, true).await.expect("read");
     eventually("the old leader catches up", CATCH_UP_TIMEOUT, || async {
         let m = client.metrics(&cluster.node(leader).addr).await.ok()?;
         (m.catalog_version >= version && m.leader_id != 0).then_some(())
@@ -113,7 +114,7 @@ async fn kill9_all_and_restart_gives_the_same_catalog() {
     cluster.wait_leader(LEADER_TIMEOUT).await;
     let client = Arc::new(cluster.client());
     write_all(&client, 0..250, 4).await;
-    let (before, version) = client.read(true).await.expect("read");
+    let (before, version) = client.view(Parts::ALL, true).await.expect("read");
     for id in 1..=3 {
         cluster.kill9(id);
     }
@@ -122,7 +123,7 @@ async fn kill9_all_and_restart_gives_the_same_catalog() {
     }
     cluster.wait_leader(LEADER_TIMEOUT).await;
     let client = cluster.client();
-    let (after, after_version) = client.read(true).await.expect("read after restart");
+    let (after, after_version) = client.view(Parts::ALL, true).await.expect("read after restart");
     assert_eq!(after_version, version);
     assert!(after == before, "catalog differs after kill -9 of every node");
     // Every replica has it, not only the leader.
@@ -152,7 +153,7 @@ async fn follower_that_missed_thousands_of_entries_catches_up_by_snapshot() {
         (m.purged_index > lag_metrics.last_log_index).then_some(())
     })
     .await;
-    let (_, version) = client.read(true).await.expect("read");
+    let (_, version) = client.view(Parts::ALL, true).await.expect("read");
     cluster.spawn(lagging);
     eventually("the lagging follower installs a snapshot and catches up", CATCH_UP_TIMEOUT, || async {
         let m = client.metrics(&cluster.node(lagging).addr).await.ok()?;
@@ -176,7 +177,7 @@ async fn add_a_fourth_node_and_remove_one_while_writes_go_on() {
     writer.wait_acked(30, "writes after the membership change").await;
     let acked = writer.finish().await;
     assert_all_present(&client, &acked).await;
-    let (_, version) = client.read(true).await.expect("read");
+    let (_, version) = client.view(Parts::ALL, true).await.expect("read");
     let m4 = eventually("node 4 is a voter with the whole catalog", CATCH_UP_TIMEOUT, || async {
         let m = client.metrics(&addr4).await.ok()?;
         (m.catalog_version >= version).then_some(m)

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use bson::doc;
-use shoal_configsvr::client::{ClientSettings, ConfigClient};
+use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 use tracing::{debug, info};
 
 const PING_ATTEMPTS_MAX: u32 = 10;

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bson::{Bson, Document, doc};
-use shoal_configsvr::client::{ClientSettings, ConfigClient};
+use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 
 use crate::cli::StatusArgs;
 use crate::spec::ClusterSpec;

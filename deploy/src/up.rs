@@ -18,8 +18,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 use shoal_configsvr::catalog::Command;
-use shoal_configsvr::client::{ClientSettings, ConfigClient};
 use tracing::{info, warn};
 
 use crate::cli::UpArgs;

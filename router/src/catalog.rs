@@ -1,12 +1,13 @@
 //! The router's access to the cluster catalog held by the config servers: one leader-following
-//! client (`shoal_configsvr::client`, built without the Raft server), and the mapping of its
+//! client (`shoal_cluster::config_client`, built without the Raft server), and the mapping of its
 //! failures to MongoDB errors.
 
-use shoal_configsvr::catalog::api::{RoutingAnswer, RoutingSince};
-use shoal_configsvr::catalog::{Catalog, Collection, Command, Database, Reply, Settings, Shard};
-use shoal_configsvr::client::{self, ClientError, ClientSettings, ConfigClient, What};
+use shoal_cluster::config_client::{self as client, ClientError, ClientSettings, ConfigClient, What};
 use shoal_proto::ErrorCode;
-use shoal_proto::config::All;
+use shoal_proto::catalog::{
+    CatalogView, Collection, Command, Database, Parts, Reply, RoutingAnswer, RoutingSince, Settings, Shard,
+};
+use shoal_proto::config::{All, CatalogPart};
 
 use crate::error::CommandError;
 
@@ -31,11 +32,17 @@ impl CatalogAccess {
         })
     }
 
-    /// The whole catalog, confirmed current with a quorum: for the balancer and for `config.*`
-    /// and admin commands, which are rare and show most of it; everything else reads narrowly.
-    pub async fn read(&self) -> Result<Catalog, CommandError> {
-        let (catalog, _) = self.client()?.read(true).await.map_err(client_error)?;
-        Ok(catalog)
+    /// The named `parts` of the catalog at one version, confirmed current with a quorum: for the
+    /// balancer and for `config.*` and admin commands that show several parts; everything else
+    /// reads one value.
+    pub async fn view(&self, parts: &[CatalogPart]) -> Result<CatalogView, CommandError> {
+        let (view, _) = self.client()?.view(Parts::of(parts), true).await.map_err(client_error)?;
+        Ok(view)
+    }
+
+    /// The shard `id`, confirmed current with a quorum.
+    pub async fn shard(&self, id: &str) -> Result<Option<Shard>, CommandError> {
+        self.client()?.shard(id, true).await.map_err(client_error)
     }
 
     /// Every shard as the answering config server has applied them (not confirmed with a

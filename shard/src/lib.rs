@@ -160,13 +160,14 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
     ];
     if !config.config_servers.is_empty() {
         // Its own client: heartbeats must not wait behind catalog reads, and give up fast.
-        let settings = shoal_configsvr::client::ClientSettings {
+        let settings = shoal_cluster::config_client::ClientSettings {
             rpc_timeout: config.repl.heartbeat_timeout,
             deadline: config.repl.heartbeat_timeout,
             connect_timeout: config.repl.heartbeat_timeout,
             ..Default::default()
         };
-        let catalog = Arc::new(shoal_configsvr::client::ConfigClient::new(config.config_servers.clone(), settings));
+        let catalog =
+            Arc::new(shoal_cluster::config_client::ConfigClient::new(config.config_servers.clone(), settings));
         repl_tasks.push(tokio::spawn(repl::heartbeat::run(Arc::clone(&engine.repl), catalog)));
         repl_tasks.push(tokio::spawn(repl::fetcher::run(Arc::clone(&engine.repl))));
     }

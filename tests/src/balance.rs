@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bson::{Document, doc};
-use shoal_configsvr::catalog::{Catalog, Collection};
-use shoal_configsvr::client::ConfigClient;
+use shoal_cluster::config_client::ConfigClient;
+use shoal_proto::catalog::{CatalogView, Collection, Parts};
 use shoal_proto::shard::CommandRequest;
 use shoal_proto::shard::shard_client::ShardClient;
 
@@ -20,8 +20,8 @@ pub const SHARD_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 pub const POLL_PERIOD: Duration = Duration::from_millis(500);
 
 /// The catalog as the config service's leader has it.
-pub async fn catalog(client: &ConfigClient) -> anyhow::Result<Catalog> {
-    Ok(client.read(true).await?.0)
+pub async fn catalog(client: &ConfigClient) -> anyhow::Result<CatalogView> {
+    Ok(client.view(Parts::ALL, true).await?.0)
 }
 
 /// Chunks per shard of `ns` (shards owning none are absent).

@@ -174,9 +174,9 @@ impl ShardedCluster {
     }
 
     /// A client of the catalog (the config servers).
-    pub fn catalog(&self) -> shoal_configsvr::client::ConfigClient {
-        let settings = shoal_configsvr::client::ClientSettings::default();
-        shoal_configsvr::client::ConfigClient::new(self.config_addrs.clone(), settings)
+    pub fn catalog(&self) -> shoal_cluster::config_client::ConfigClient {
+        let settings = shoal_cluster::config_client::ClientSettings::default();
+        shoal_cluster::config_client::ConfigClient::new(self.config_addrs.clone(), settings)
     }
 
     /// The tails of every log, for a failing test's message.

@@ -388,7 +388,7 @@ async fn a_router_killed_holding_the_lease_is_replaced() {
 }
 
 /// Chunks of `ns` marked jumbo in the catalog, by `min`.
-async fn jumbo_chunks(config: &shoal_configsvr::client::ConfigClient, ns: &str) -> Result<Vec<String>, String> {
+async fn jumbo_chunks(config: &shoal_cluster::config_client::ConfigClient, ns: &str) -> Result<Vec<String>, String> {
     let cat = catalog(config).await.map_err(|e| e.to_string())?;
     let coll = cat.collection(ns).ok_or(format!("{ns} is not sharded"))?;
     Ok(coll.chunks.values().filter(|c| c.jumbo).map(|c| c.min.to_string()).collect())

@@ -7,8 +7,9 @@
 use bson::{Bson, Document, doc};
 use futures::TryStreamExt;
 use mongodb::Client;
+use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 use shoal_configsvr::catalog::{BalancerMode, ChunkBound, Command, Epoch, InitialChunks, KeyPattern};
-use shoal_configsvr::client::{ClientSettings, ConfigClient};
+use shoal_proto::catalog::Parts;
 use shoal_query::keystring::encode_compound;
 use shoal_tests::catalog_cluster::CatalogCluster;
 use shoal_tests::expect::command_error;
@@ -236,7 +237,7 @@ async fn settings_and_no_balance_writes_reach_the_catalog_and_others_are_refused
         .upsert(true)
         .await
         .expect("autosplit");
-    let (snapshot, _) = catalog.read(true).await.expect("read");
+    let (snapshot, _) = catalog.view(Parts::ALL, true).await.expect("read");
     let s = snapshot.settings();
     assert_eq!((s.chunk_size_mib, s.balancer_mode, s.autosplit), (64, BalancerMode::Off, false));
     let chunksize = settings.find_one(doc! { "_id": "chunksize" }).await.expect("find").expect("doc");
@@ -248,7 +249,7 @@ async fn settings_and_no_balance_writes_reach_the_catalog_and_others_are_refused
     let colls = config.collection::<Document>("collections");
     let r = colls.update_one(doc! { "_id": NS }, doc! { "$set": { "noBalance": true } }).await.expect("disable");
     assert_eq!((r.matched_count, r.modified_count), (1, 1));
-    let (snapshot, _) = catalog.read(true).await.expect("read");
+    let (snapshot, _) = catalog.view(Parts::ALL, true).await.expect("read");
     assert!(snapshot.collection(NS).is_some_and(|c| c.no_balance));
     let c = colls.find_one(doc! { "_id": NS }).await.expect("find").expect("doc");
     assert_eq!(c.get_bool("noBalance").ok(), Some(true));

@@ -6,13 +6,14 @@
 //! `route`), so documents are written to the owning shard and read back over the shards' gRPC
 //! service directly, unversioned (orphans included).
 
+use shoal_proto::catalog::Parts;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use bson::{Bson, Document, doc};
+use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 use shoal_configsvr::catalog::api::RoutingAnswer;
 use shoal_configsvr::catalog::{ChunkBound, RoutingTable};
-use shoal_configsvr::client::{ClientSettings, ConfigClient};
 use shoal_proto::shard::CommandRequest;
 use shoal_proto::shard::shard_client::ShardClient;
 use shoal_tests::sharded_cluster::ShardedCluster;
@@ -193,12 +194,12 @@ async fn a_moved_chunk_lands_whole_on_the_recipient_and_leaves_the_donor() {
     assert_eq!(keys_on(&cluster.shard_addr(donor)).await, (0..SPLIT).collect::<Vec<_>>());
 
     // The phases are in the changelog.
-    let (cat, _) = catalog.read(true).await.expect("catalog");
-    let whats: Vec<&str> = cat.changelog().entries().filter(|e| e.ns == NS).map(|e| e.what.as_str()).collect();
+    let (cat, _) = catalog.view(Parts::ALL, true).await.expect("catalog");
+    let whats: Vec<&str> = cat.changelog().iter().filter(|e| e.ns == NS).map(|e| e.what.as_str()).collect();
     for what in ["moveChunk.start", "moveChunk.commit", "moveChunk.from"] {
         assert!(whats.contains(&what), "{what} missing from {whats:?}");
     }
-    let from = cat.changelog().entries().rev().find(|e| e.what == "moveChunk.from").expect("moveChunk.from");
+    let from = cat.changelog().iter().rev().find(|e| e.what == "moveChunk.from").expect("moveChunk.from");
     assert!(from.details.contains_key("criticalSectionMillis"), "{from:?}");
 
     // And back, without waiting for the deletion: it happens in the background.

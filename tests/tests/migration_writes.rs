@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bson::{Document, doc};
+use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 use shoal_configsvr::catalog::api::RoutingAnswer;
 use shoal_configsvr::catalog::{ChunkBound, PlacementVersion, RoutingTable};
-use shoal_configsvr::client::{ClientSettings, ConfigClient};
 use shoal_proto::shard::shard_client::ShardClient;
 use shoal_proto::shard::{CommandRequest, ShardVersion};
 use shoal_query::shard_key::{KeyField, Missing, of_document};

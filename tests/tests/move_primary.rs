@@ -3,6 +3,7 @@
 //! primary with nothing lost, and a shard drains (removeShard started → ongoing → completed)
 //! once its database and chunks are moved off by hand. Bad input gets MongoDB's error codes.
 
+use shoal_proto::catalog::Parts;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,7 +45,7 @@ async fn ids(coll: &mongodb::Collection<Document>) -> BTreeSet<i32> {
 }
 
 async fn primary_of(cluster: &ShardedCluster, db: &str) -> String {
-    let (catalog, _) = cluster.catalog().read(true).await.expect("catalog");
+    let (catalog, _) = cluster.catalog().view(Parts::ALL, true).await.expect("catalog");
     catalog.database(db).expect("database").primary.clone()
 }
 

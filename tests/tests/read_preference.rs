@@ -20,9 +20,9 @@ use mongodb::options::{
     Acknowledgment, CollectionOptions, ReadConcern, ReadPreference, ReadPreferenceOptions, SelectionCriteria,
     WriteConcern,
 };
+use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 use shoal_configsvr::catalog::api::RoutingAnswer;
 use shoal_configsvr::catalog::{ChunkBound, Command, RoutingTable};
-use shoal_configsvr::client::{ClientSettings, ConfigClient};
 use shoal_proto::shard::shard_client::ShardClient;
 use shoal_proto::shard::{CommandRequest, ShardVersion};
 use shoal_tests::replica_cluster::{ReplicaCluster, SHARD};

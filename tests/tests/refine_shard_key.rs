@@ -8,9 +8,9 @@
 use bson::{Bson, Document, doc};
 use futures::TryStreamExt;
 use mongodb::{Client, Collection};
+use shoal_cluster::config_client::ConfigClient;
 use shoal_configsvr::catalog::api::RoutingAnswer;
 use shoal_configsvr::catalog::{ChunkBound, Command, RoutingTable};
-use shoal_configsvr::client::ConfigClient;
 use shoal_proto::ErrorCode;
 use shoal_query::keystring::encode_compound;
 use shoal_tests::expect::command_error;

@@ -5,15 +5,15 @@
 //! One cluster serves every check, to keep the file's wall time low.
 
 use bson::{Bson, Document, doc};
-use shoal_configsvr::catalog::{Catalog, ChunkBound, KeyPattern};
-use shoal_configsvr::client::{ClientSettings, ConfigClient};
+use shoal_cluster::config_client::{ClientSettings, ConfigClient};
+use shoal_configsvr::catalog::{CatalogView, ChunkBound, KeyPattern, Parts};
 use shoal_tests::catalog_cluster::CatalogCluster;
 use shoal_tests::expect::command_error;
 
 /// The catalog as the config servers hold it now (linearizable read).
-async fn read_catalog(cluster: &CatalogCluster) -> Catalog {
+async fn read_catalog(cluster: &CatalogCluster) -> CatalogView {
     let client = ConfigClient::new(cluster.config_addrs.clone(), ClientSettings::default());
-    client.read(true).await.expect("catalog read").0
+    client.view(Parts::ALL, true).await.expect("catalog read").0
 }
 
 fn version(reply: &Document) -> (u32, u32) {

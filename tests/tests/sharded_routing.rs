@@ -3,13 +3,14 @@
 //! migration directly in the catalog while the collection is still EMPTY (data migration is not
 //! what is tested here). Where documents land is checked on each shard directly over gRPC.
 
+use shoal_proto::catalog::Parts;
 use std::time::Duration;
 
 use bson::{Bson, Document, doc};
 use futures::TryStreamExt;
 use mongodb::options::FindOptions;
+use shoal_cluster::config_client::ConfigClient;
 use shoal_configsvr::catalog::{ChunkBound, Command};
-use shoal_configsvr::client::ConfigClient;
 use shoal_proto::shard::CommandRequest;
 use shoal_proto::shard::shard_client::ShardClient;
 use shoal_tests::expect::{insert_many_errors, write_error};
@@ -43,10 +44,10 @@ async fn on_shard(cluster: &ShardedCluster, shard: usize, db: &str, coll: &str) 
 
 /// Commits the move of every chunk of `ns` not starting at MinKey to `to` (collection empty).
 async fn move_upper_chunks(catalog: &ConfigClient, ns: &str, to: &str) {
-    let snapshot = catalog.read(true).await.expect("catalog read").0;
+    let snapshot = catalog.view(Parts::ALL, true).await.expect("catalog read").0;
     let coll = snapshot.collection(ns).expect("sharded").clone();
     for chunk in coll.chunks.values().filter(|c| c.min != ChunkBound::Min) {
-        let current = catalog.read(true).await.expect("catalog read").0;
+        let current = catalog.view(Parts::ALL, true).await.expect("catalog read").0;
         let now = current.collection(ns).expect("sharded").chunks.get(&chunk.min).expect("chunk").clone();
         let cmd = Command::CommitMigration {
             ns: ns.into(),
@@ -81,7 +82,7 @@ async fn range_compound_hashed_and_unsharded_collections_route_by_chunk() {
     // Range key {a: 1}: [Min, 0) on shard0, [0, Max) on shard1.
     admin.run_command(doc! { "shardCollection": "app.r", "key": {"a": 1} }).await.expect("shard app.r");
     admin.run_command(doc! { "split": "app.r", "middle": {"a": 0} }).await.expect("split");
-    let primary = catalog.read(true).await.expect("read").0.database("app").expect("app").primary.clone();
+    let primary = catalog.view(Parts::ALL, true).await.expect("read").0.database("app").expect("app").primary.clone();
     let other = if primary == "shard0" { "shard1" } else { "shard0" };
     move_upper_chunks(&catalog, "app.r", other).await;
     let (lo, hi) = if primary == "shard0" { (0, 1) } else { (1, 0) };
@@ -292,7 +293,8 @@ async fn range_compound_hashed_and_unsharded_collections_route_by_chunk() {
     // Unsharded collections live on their database's primary.
     let plain = client.database("other").collection::<Document>("plain");
     plain.insert_many((0..5).map(|i| doc! { "i": i })).await.expect("insert");
-    let other_primary = catalog.read(true).await.expect("read").0.database("other").expect("created").primary.clone();
+    let other_primary =
+        catalog.view(Parts::ALL, true).await.expect("read").0.database("other").expect("created").primary.clone();
     let idx = if other_primary == "shard0" { 0 } else { 1 };
     assert_eq!(on_shard(&cluster, idx, "other", "plain").await, 5);
     assert_eq!(on_shard(&cluster, 1 - idx, "other", "plain").await, 0);
@@ -312,9 +314,9 @@ async fn range_compound_hashed_and_unsharded_collections_route_by_chunk() {
     // Dropping a sharded collection empties every shard and the catalog; dropDatabase too.
     r.drop().await.expect("drop");
     assert_eq!(on_shard(&cluster, 0, "app", "r").await + on_shard(&cluster, 1, "app", "r").await, 0);
-    assert!(catalog.read(true).await.expect("read").0.collection("app.r").is_none());
+    assert!(catalog.view(Parts::ALL, true).await.expect("read").0.collection("app.r").is_none());
     client.database("app").drop().await.expect("dropDatabase");
-    let snapshot = catalog.read(true).await.expect("read").0;
+    let snapshot = catalog.view(Parts::ALL, true).await.expect("read").0;
     assert!(snapshot.database("app").is_none() && snapshot.collection("app.h").is_none());
     assert_eq!(on_shard(&cluster, 0, "app", "h").await + on_shard(&cluster, 1, "app", "h").await, 0);
 }
@@ -327,7 +329,7 @@ async fn a_stale_router_refreshes_on_stale_config_and_answers_correctly() {
     let catalog = cluster.catalog();
     admin.run_command(doc! { "shardCollection": "app.s", "key": {"a": 1} }).await.expect("shard");
     admin.run_command(doc! { "split": "app.s", "middle": {"a": 0} }).await.expect("split");
-    let primary = catalog.read(true).await.expect("read").0.database("app").expect("app").primary.clone();
+    let primary = catalog.view(Parts::ALL, true).await.expect("read").0.database("app").expect("app").primary.clone();
     let (lo, hi, other) = if primary == "shard0" { (0, 1, "shard1") } else { (1, 0, "shard0") };
 
     // The router caches the table while both chunks are on the primary...

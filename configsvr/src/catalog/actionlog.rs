@@ -11,10 +11,10 @@
 
 use std::collections::BTreeMap;
 
+use super::CatalogError;
 use super::Detail;
 use super::Reply;
 use super::changelog;
-use super::error::CatalogError;
 use super::{Catalog, Outcome};
 
 impl Catalog {

@@ -7,8 +7,9 @@ use shoal_proto::catalog::wire::{self, WireError};
 use shoal_proto::config::catalog_query::What;
 use shoal_proto::config::{CatalogQuery, RoutingTableQuery};
 
-use super::{Catalog, ChunkVersion, Collection, Epoch, Shard};
+use super::{Catalog, CatalogView, ChunkVersion, Collection, Epoch, Parts, Shard};
 pub use crate::catalog::{RoutingAnswer, RoutingSince};
+use shoal_proto::config::CatalogPart;
 
 /// The catalog's version counter (grows with every change).
 pub fn version(catalog: &Catalog) -> u64 {
@@ -61,7 +62,38 @@ pub fn answer(catalog: &Catalog, query: &CatalogQuery) -> Result<Vec<u8>, QueryE
         What::Settings(_) => wire::encode(catalog.settings())?,
         What::ZoneRanges(ns) => wire::encode(catalog.zone_ranges(ns))?,
         What::RoutingTable(q) => wire::encode(&routing_table(catalog, &q.ns, since(q)?))?,
+        What::View(q) => wire::encode(&view(catalog, Parts::from_wire(&q.parts)))?,
     })
+}
+
+/// The named `parts` of the catalog.
+pub fn view(catalog: &Catalog, parts: Parts) -> CatalogView {
+    let mut view = CatalogView::new(catalog.now_ms(), catalog.cluster_id(), catalog.balancer_rounds().clone());
+    if parts.has(CatalogPart::Shards) {
+        view = view.with_shards(catalog.shards().clone());
+    }
+    if parts.has(CatalogPart::Databases) {
+        view = view.with_databases(catalog.databases().clone());
+    }
+    if parts.has(CatalogPart::Collections) {
+        view = view.with_collections(catalog.collections().clone());
+    }
+    if parts.has(CatalogPart::Zones) {
+        view = view.with_zone_ranges(catalog.all_zone_ranges().clone());
+    }
+    if parts.has(CatalogPart::Settings) {
+        view = view.with_settings(catalog.settings().clone());
+    }
+    if parts.has(CatalogPart::Leases) {
+        view = view.with_leases(catalog.leases().iter().map(|(n, l)| (n.clone(), l.clone())).collect());
+    }
+    if parts.has(CatalogPart::Changelog) {
+        view = view.with_changelog(catalog.changelog().entries().cloned().collect());
+    }
+    if parts.has(CatalogPart::Actionlog) {
+        view = view.with_actionlog(catalog.actionlog().entries().cloned().collect());
+    }
+    view
 }
 
 fn collections_in<'a>(catalog: &'a Catalog, db: &str) -> Vec<&'a Collection> {

@@ -16,9 +16,9 @@
 //! Every version a commit assigns is above `cv`, hence above every version its range had before;
 //! versions only grow and stay unique. Arithmetic is checked: overflow refuses the command.
 
+use super::CatalogError;
 use super::Reply;
 use super::changelog::LogDraft;
-use super::error::CatalogError;
 use super::{CHUNK_HISTORY_ENTRIES_MAX, Chunk, ChunkBound, ChunkHistoryEntry, ChunkVersion, Collection, Epoch};
 use super::{Catalog, Outcome};
 

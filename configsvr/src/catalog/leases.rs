@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::CatalogError;
 use super::Reply;
 use super::changelog::LogDraft;
-use super::error::CatalogError;
 use super::{Catalog, Fencing, Lease, Outcome};
 
 /// Longest lease: a holder that vanishes blocks others for at most this long.

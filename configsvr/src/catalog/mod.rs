@@ -25,8 +25,6 @@ mod actionlog;
 pub mod api;
 mod changelog;
 mod chunks;
-mod command;
-mod error;
 pub mod invariants;
 mod leases;
 mod namespaces;
@@ -44,11 +42,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use changelog::{CHANGELOG_ENTRIES_MAX, Changelog};
-pub use command::{Command, InitialChunks};
-pub use error::CatalogError;
 pub use invariants::InvariantViolation;
 pub use leases::{LEASE_TTL_MS_MAX, LEASES_MAX, Leases};
-pub use settings::{SettingsUpdate, WindowChange};
 // The values the catalog holds are the cluster's shared vocabulary, defined in `shoal_proto`.
 pub use shoal_proto::catalog::*;
 

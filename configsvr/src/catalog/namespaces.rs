@@ -12,8 +12,8 @@ use shoal_proto::Namespace;
 use shoal_proto::namespace::validate_db;
 use uuid::Uuid;
 
+use super::CatalogError;
 use super::changelog::LogDraft;
-use super::error::CatalogError;
 use super::{Catalog, Outcome};
 use super::{
     Chunk, ChunkBound, ChunkHistoryEntry, ChunkVersion, Collection, Database, DatabaseVersion, Epoch, KeyPattern,

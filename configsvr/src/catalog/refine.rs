@@ -20,10 +20,10 @@
 //! epoch in the command is a compare-and-set: a split, merge or migration based on the old epoch
 //! that has not committed yet is refused with StaleEpoch afterwards, and vice versa.
 
+use super::CatalogError;
 use super::Detail;
 use super::Reply;
 use super::changelog::LogDraft;
-use super::error::CatalogError;
 use super::{Catalog, Outcome};
 use super::{Chunk, ChunkBound, Epoch, KeyPattern, ZoneRange};
 

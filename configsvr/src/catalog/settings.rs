@@ -1,10 +1,9 @@
 //! Validated changes of the cluster-wide settings (`config.settings`); the settings themselves
 //! are `shoal_proto`'s values.
 
-use serde::{Deserialize, Serialize};
-
-use super::error::CatalogError;
-use super::{ActiveWindow, BalancerMode, CHUNK_SIZE_MIB_MAX, CHUNK_SIZE_MIB_MIN, Settings, parse_hh_mm};
+use super::{
+    CHUNK_SIZE_MIB_MAX, CHUNK_SIZE_MIB_MIN, CatalogError, Settings, SettingsUpdate, WindowChange, parse_hh_mm,
+};
 
 /// The settings after `update`, or why the update is invalid.
 pub(crate) fn updated(settings: &Settings, update: &SettingsUpdate) -> Result<Settings, CatalogError> {
@@ -46,22 +45,4 @@ pub(crate) fn check_chunk_size_mib(mib: u32) -> Result<(), CatalogError> {
             format!("{mib} MiB is outside {CHUNK_SIZE_MIB_MIN}..={CHUNK_SIZE_MIB_MAX}"),
         ))
     }
-}
-
-/// A partial change: `None` fields keep their value, so two admins changing different settings
-/// do not overwrite each other.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct SettingsUpdate {
-    pub balancer_mode: Option<BalancerMode>,
-    pub active_window: Option<WindowChange>,
-    pub chunk_size_mib: Option<u32>,
-    pub autosplit: Option<bool>,
-    pub automerge: Option<bool>,
-}
-
-/// An explicit enum instead of `Option<Option<_>>`, which JSON cannot tell apart from `None`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub enum WindowChange {
-    Clear,
-    Set(ActiveWindow),
 }

@@ -13,8 +13,8 @@
 
 use std::collections::BTreeSet;
 
+use super::CatalogError;
 use super::changelog::LogDraft;
-use super::error::CatalogError;
 use super::{Catalog, Outcome};
 use super::{RemoveShardProgress, RemoveShardState, Reply};
 use super::{ReplicaGroup, Shard, ShardState};

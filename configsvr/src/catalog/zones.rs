@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use shoal_proto::Namespace;
 
+use super::CatalogError;
 use super::Reply;
 use super::changelog::LogDraft;
-use super::error::CatalogError;
 use super::{Catalog, Outcome};
 use super::{ChunkBound, ShardId, ZoneRange};
 

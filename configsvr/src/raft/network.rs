@@ -54,7 +54,7 @@ impl Default for NetworkSettings {
     }
 }
 
-pub use crate::net::connect_lazy;
+pub use shoal_cluster::net::connect_lazy;
 
 /// Hands openraft one client per peer; channels are cached per (peer, address) and reused.
 #[derive(Clone)]

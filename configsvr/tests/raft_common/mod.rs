@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
-use shoal_configsvr::catalog::{Catalog, Command};
-use shoal_configsvr::client::{ClientSettings, ConfigClient};
+use shoal_cluster::config_client::{ClientSettings, ConfigClient};
+use shoal_configsvr::catalog::{Command, Shard};
 use shoal_configsvr::server::{ConfigServer, ConfigServerConfig};
 use tokio::net::TcpListener;
 
@@ -51,8 +51,8 @@ pub fn add_shard(i: u64) -> Command {
     }
 }
 
-pub fn has_shard(catalog: &Catalog, i: u64) -> bool {
-    catalog.shard(&format!("s{i}")).is_some()
+pub fn has_shard(shards: &BTreeMap<String, Shard>, i: u64) -> bool {
+    shards.contains_key(&format!("s{i}"))
 }
 
 /// Client settings for tests: patient enough for elections on a loaded machine.

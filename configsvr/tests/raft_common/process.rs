@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use shoal_configsvr::client::ConfigClient;
+use shoal_cluster::config_client::ConfigClient;
 use shoal_proto::config::MetricsReply;
 
 use super::{client_settings, eventually};

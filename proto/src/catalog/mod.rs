@@ -11,13 +11,18 @@
 //! encoding inside `config.proto`'s messages, and each crate owns the encoding of what it writes to
 //! disk.
 
+mod command;
+mod error;
 mod log;
 mod reply;
 mod routing;
 mod settings;
 mod types;
+mod view;
 pub mod wire;
 
+pub use command::{Command, InitialChunks, SettingsUpdate, WindowChange};
+pub use error::CatalogError;
 pub use log::{BALANCER_LEASE, BalancerRounds, ChangelogEntry, Detail, Fencing, Lease};
 pub use reply::{RemoveShardProgress, RemoveShardState, Reply};
 pub use routing::{ChangedChunks, RoutingAnswer, RoutingSince, RoutingTable};
@@ -29,3 +34,4 @@ pub use types::{
     DatabaseVersion, Epoch, KEY_PATTERN_FIELDS_MAX, KeyField, KeyFieldKind, KeyPattern, PlacementVersion, ReplicaGroup,
     Shard, ShardId, ShardState, Timestamp, ZoneRange, chunk_map,
 };
+pub use view::{CatalogView, Parts};

@@ -12,8 +12,8 @@
 //! snapshot is refused by the catalog's compare-and-set rather than acted on twice. Must not:
 //! issue anything without a token (the caller checks the lease before each action).
 
-use shoal_configsvr::catalog::{BALANCER_LEASE, Catalog, ChunkBound, Command, Fencing};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{BALANCER_LEASE, CatalogView, ChunkBound, Command, Fencing};
 use shoal_proto::shard::MoveRangeRequest;
 
 use super::policy::{Action, Decision, SplitAt};
@@ -37,7 +37,7 @@ pub fn is_cannot_split(e: &CommandError) -> bool {
 
 pub async fn execute(
     state: &RouterState,
-    catalog: &Catalog,
+    catalog: &CatalogView,
     decision: &Decision,
     token: u64,
     latency_target_ms: u32,
@@ -115,10 +115,10 @@ pub async fn execute(
 /// CannotSplit when there are none.
 async fn size_points(
     state: &RouterState,
-    catalog: &Catalog,
+    catalog: &CatalogView,
     ns: &str,
     min: &ChunkBound,
-    version: shoal_configsvr::catalog::ChunkVersion,
+    version: shoal_proto::catalog::ChunkVersion,
 ) -> Result<Vec<Vec<u8>>, CommandError> {
     let coll = catalog
         .collection(ns)

@@ -22,8 +22,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use shoal_configsvr::catalog::{BALANCER_LEASE, Command, Reply};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{BALANCER_LEASE, Command, Reply};
 use tokio::sync::watch;
 
 use crate::state::RouterState;

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::future::join_all;
-use shoal_configsvr::catalog::{Catalog, ChunkBound, Command, Detail, Settings};
+use shoal_proto::catalog::{CatalogView, ChunkBound, Command, Detail, Settings};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -230,7 +230,7 @@ impl Rounds {
             self.rounds.reset();
         }
         let started = Instant::now();
-        let catalog = match self.state.catalog.read().await {
+        let catalog = match self.state.catalog.view(policy::INPUT).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(errmsg = %e.errmsg, "balancer round: cannot read the catalog");
@@ -284,7 +284,7 @@ impl Rounds {
         }
     }
 
-    async fn active(&mut self, catalog: &Catalog, plan: Plan, started: Instant) -> bool {
+    async fn active(&mut self, catalog: &CatalogView, plan: Plan, started: Instant) -> bool {
         let unreported = self.rounds.begin_active(Instant::now());
         self.record(Command::ReportBalancerRounds { completed: unreported, in_round: true }).await;
         let (moves, mut rest): (Vec<Decision>, Vec<Decision>) =
@@ -353,7 +353,7 @@ impl Rounds {
     }
 
     /// A non-move decision, with its memory updates: `Some(success)`, `None` if the lease is gone.
-    async fn one(&mut self, catalog: &Catalog, d: &Decision) -> Option<bool> {
+    async fn one(&mut self, catalog: &CatalogView, d: &Decision) -> Option<bool> {
         let result = self.run_logged(catalog, d).await?;
         let now = now_ms();
         match (&d.action, &result) {
@@ -374,7 +374,7 @@ impl Rounds {
     }
 
     /// Executes `d` if the lease is still ours, logging it either way it ends.
-    async fn run_logged(&self, catalog: &Catalog, d: &Decision) -> Option<Result<Done, CommandError>> {
+    async fn run_logged(&self, catalog: &CatalogView, d: &Decision) -> Option<Result<Done, CommandError>> {
         let token = self.token()?;
         let started = Instant::now();
         let latency = self.state.config.balancer.migration_latency_target_ms;
@@ -468,7 +468,7 @@ fn describe(action: &Action) -> (&'static str, String, BTreeMap<String, Detail>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_configsvr::catalog::{ActiveWindow, BalancerMode};
+    use shoal_proto::catalog::{ActiveWindow, BalancerMode};
 
     #[test]
     fn idle_rounds_are_logged_on_change_and_counted_sparsely() {

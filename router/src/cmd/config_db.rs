@@ -5,8 +5,9 @@
 //! requested batch wait in a buffered router cursor. Writes are in `config_write.rs`.
 
 use bson::{Bson, Document, doc};
-use shoal_configsvr::catalog::{BalancerMode, Catalog, Command, Epoch};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{BalancerMode, CatalogView, Command, Epoch};
+use shoal_proto::config::CatalogPart;
 use shoal_query::aggregate::Pipeline;
 use shoal_query::filter::Filter;
 use shoal_query::order::compare_values;
@@ -200,9 +201,27 @@ pub async fn distinct(state: &RouterState, conn: &ConnContext, cmd: &ClientComma
     Ok(bson::RawDocumentBuf::try_from(&doc! { "values": values })?)
 }
 
+/// The parts of the catalog `config.<coll>` shows (bounds in logs and zones are decoded with the
+/// collection's key pattern, hence `Collections` beside them).
+fn parts_of(coll: &str) -> &'static [CatalogPart] {
+    use CatalogPart as P;
+    match coll {
+        "shards" => &[P::Shards],
+        "databases" => &[P::Databases],
+        "settings" => &[P::Settings],
+        "collections" | "chunks" => &[P::Collections],
+        "tags" => &[P::Zones, P::Collections],
+        "changelog" => &[P::Changelog, P::Collections],
+        "actionlog" => &[P::Actionlog, P::Collections],
+        "locks" => &[P::Leases],
+        // `version` (the cluster id, which every view carries), `mongos` and the rest.
+        _ => &[],
+    }
+}
+
 /// Every document of `config.<coll>`, in `_id` order where the catalog keeps one.
 async fn documents(state: &RouterState, conn: &ConnContext, coll: &str) -> Result<Vec<Document>, CommandError> {
-    let catalog = state.catalog.read().await?;
+    let catalog = state.catalog.view(parts_of(coll)).await?;
     Ok(match coll {
         "shards" => catalog.shards().values().map(shard_document).collect(),
         "databases" => databases(&catalog),
@@ -222,13 +241,13 @@ async fn documents(state: &RouterState, conn: &ConnContext, coll: &str) -> Resul
                 ranges.iter().map(move |r| docs::zone_document(ns, pattern, r))
             })
             .collect(),
-        "changelog" => catalog.changelog().entries().map(|e| docs::changelog_document(&catalog, e)).collect(),
+        "changelog" => catalog.changelog().iter().map(|e| docs::changelog_document(&catalog, e)).collect(),
         "locks" => {
             let now = catalog.now_ms();
             catalog.leases().iter().map(|(name, lease)| docs::lock_document(name, lease, now)).collect()
         }
         "mongos" => vec![mongos(state, conn)],
-        "actionlog" => catalog.actionlog().entries().map(|e| docs::action_document(&catalog, e)).collect(),
+        "actionlog" => catalog.actionlog().iter().map(|e| docs::action_document(&catalog, e)).collect(),
         other => return check_served(other).map(|()| Vec::new()),
     })
 }
@@ -240,7 +259,7 @@ fn mongos(state: &RouterState, conn: &ConnContext) -> Document {
     docs::mongos_document(&host, now, state.started.elapsed().as_secs(), MONGODB_VERSION)
 }
 
-fn databases(catalog: &Catalog) -> Vec<Document> {
+fn databases(catalog: &CatalogView) -> Vec<Document> {
     catalog
         .databases()
         .values()
@@ -259,7 +278,7 @@ fn databases(catalog: &Catalog) -> Vec<Document> {
         .collect()
 }
 
-fn settings(catalog: &Catalog) -> Vec<Document> {
+fn settings(catalog: &CatalogView) -> Vec<Document> {
     let s = catalog.settings();
     let mut balancer = doc! {
         "_id": "balancer",
@@ -279,13 +298,13 @@ fn settings(catalog: &Catalog) -> Vec<Document> {
 
 /// The cluster id, set in the catalog by the first router that needs it (the first write wins,
 /// so every router reports the same id).
-async fn cluster_id(state: &RouterState, catalog: &Catalog) -> Result<bson::oid::ObjectId, CommandError> {
+async fn cluster_id(state: &RouterState, catalog: &CatalogView) -> Result<bson::oid::ObjectId, CommandError> {
     if let Some(Epoch(bytes)) = catalog.cluster_id() {
         return Ok(bson::oid::ObjectId::from_bytes(bytes));
     }
     let proposed = bson::oid::ObjectId::new().bytes();
     state.catalog.write(&Command::InitCluster { cluster_id: Epoch(proposed) }).await?;
-    let catalog = state.catalog.read().await?;
+    let catalog = state.catalog.view(&[]).await?;
     match catalog.cluster_id() {
         Some(Epoch(bytes)) => Ok(bson::oid::ObjectId::from_bytes(bytes)),
         None => Err(CommandError::new(ErrorCode::InternalError, "the catalog did not record a cluster id")),

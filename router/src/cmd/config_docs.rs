@@ -10,8 +10,8 @@
 
 use bson::spec::BinarySubtype;
 use bson::{Binary, Bson, DateTime, Document, doc, oid::ObjectId};
-use shoal_configsvr::catalog::{
-    Catalog, ChangelogEntry, Chunk, ChunkBound, ChunkVersion, Collection, Detail, Epoch, KeyFieldKind, KeyPattern,
+use shoal_proto::catalog::{
+    CatalogView, ChangelogEntry, Chunk, ChunkBound, ChunkVersion, Collection, Detail, Epoch, KeyFieldKind, KeyPattern,
     Lease, Timestamp, ZoneRange,
 };
 
@@ -159,11 +159,9 @@ pub fn zone_document(ns: &str, pattern: Option<&KeyPattern>, range: &ZoneRange) 
     }
 }
 
-/// One `config.changelog` document; bounds in the details are decoded with the namespace's key
-/// pattern when it names a sharded collection.
 /// A `config.actionlog` document (the balancer's rounds and decisions): the changelog's shape,
 /// with the details as MongoDB's balancer writes them.
-pub fn action_document(catalog: &Catalog, e: &ChangelogEntry) -> Document {
+pub fn action_document(catalog: &CatalogView, e: &ChangelogEntry) -> Document {
     let mut d = changelog_document(catalog, e);
     d.insert("_id", format!("balancer-{}-{}", e.time_ms, e.seq));
     d.insert("server", "balancer");
@@ -172,7 +170,9 @@ pub fn action_document(catalog: &Catalog, e: &ChangelogEntry) -> Document {
     d
 }
 
-pub fn changelog_document(catalog: &Catalog, e: &ChangelogEntry) -> Document {
+/// One `config.changelog` document; bounds in the details are decoded with the namespace's key
+/// pattern when it names a sharded collection.
+pub fn changelog_document(catalog: &CatalogView, e: &ChangelogEntry) -> Document {
     let pattern = catalog.collection(&e.ns).map(|c| &c.key);
     let details: Document = e.details.iter().map(|(k, v)| (k.clone(), detail_value(pattern, v))).collect();
     let time = DateTime::from_millis(i64::try_from(e.time_ms).unwrap_or(i64::MAX));
@@ -237,7 +237,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use shoal_configsvr::catalog::ChunkHistoryEntry;
+    use shoal_proto::catalog::ChunkHistoryEntry;
     use shoal_query::keystring::encode_compound;
 
     fn collection() -> Collection {

@@ -12,8 +12,8 @@
 //! IllegalOperation (20): the catalog is changed by the config servers' commands, not by writes.
 
 use bson::{Bson, Document, RawDocumentBuf, cstr};
-use shoal_configsvr::catalog::{ActiveWindow, BalancerMode, Command, SettingsUpdate, WindowChange};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{ActiveWindow, BalancerMode, Command, SettingsUpdate, WindowChange};
 
 use crate::cmd::forward;
 use crate::command::Command as ClientCommand;

@@ -17,6 +17,7 @@
 
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use shoal_proto::ErrorCode;
+use shoal_proto::config::CatalogPart;
 use shoal_query::aggregate::Pipeline;
 
 use crate::cmd::ddl::{broadcast, every_shard, num};
@@ -46,7 +47,7 @@ pub async fn run(state: &RouterState, cmd: &Command, spec: &Bson, rest: &[Bson])
         ));
     }
     let rest = Pipeline::parse(rest)?;
-    let catalog = routing::read_catalog(state).await?;
+    let catalog = routing::read_view(state, &[CatalogPart::Collections]).await?;
     let shards = every_shard(state).await?;
     let mut docs = Vec::new();
     for ns in catalog.collections().keys() {

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use bson::{Bson, Document, RawDocumentBuf, doc};
-use shoal_configsvr::catalog::Command as CatalogCommand;
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::Command as CatalogCommand;
 
 use crate::cmd::crud::single_reply;
 use crate::cmd::forward::{self, BatchField};

@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use shoal_configsvr::catalog::api::{RoutingAnswer, RoutingSince};
-use shoal_configsvr::catalog::{ChangedChunks, ChunkVersion, Database, RoutingTable};
+use shoal_proto::catalog::{ChangedChunks, ChunkVersion, Database, RoutingTable};
+use shoal_proto::catalog::{RoutingAnswer, RoutingSince};
 
 use crate::catalog::CatalogAccess;
 use crate::error::CommandError;

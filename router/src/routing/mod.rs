@@ -21,8 +21,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
-use shoal_configsvr::catalog::{Catalog, Command, Database, DatabaseVersion, RoutingTable, Shard, ShardId};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{CatalogView, Command, Database, DatabaseVersion, RoutingTable, Shard, ShardId};
+use shoal_proto::config::CatalogPart;
 use shoal_proto::shard::{self as wire, CommandRequest, ShardVersion};
 
 use crate::error::CommandError;
@@ -103,12 +104,12 @@ impl Placement {
     }
 }
 
-/// Reads the whole catalog (admin commands and `config.*` reads), refreshing the shard pools from
-/// it.
-pub async fn read_catalog(state: &RouterState) -> Result<Catalog, CommandError> {
-    let catalog = state.catalog.read().await?;
-    state.shards.update(catalog.shards().values());
-    Ok(catalog)
+/// Reads `parts` of the catalog and its shards (admin commands and `config.*` reads),
+/// refreshing the shard pools from them.
+pub async fn read_view(state: &RouterState, parts: &[CatalogPart]) -> Result<CatalogView, CommandError> {
+    let view = state.catalog.view(&[parts, &[CatalogPart::Shards]].concat()).await?;
+    state.shards.update(view.shards().values());
+    Ok(view)
 }
 
 /// Reads every shard, refreshing the shard pools from them.
@@ -146,21 +147,27 @@ async fn database(state: &RouterState, name: &str, create: bool) -> Result<Optio
         state.routing.put_database(db.clone());
         return Ok(Some(db.clone()));
     }
-    let primary = shards
-        .iter()
-        .filter(|s| !s.is_draining())
-        .min_by_key(|s| (databases.iter().filter(|d| d.primary == s.id).count(), s.id.clone()))
-        .map(|s| s.id.clone())
-        .ok_or_else(|| CommandError::new(ErrorCode::ShardNotFound, "no shards in the cluster: run addShard first"))?;
+    let primary = least_loaded_shard(&shards, &databases)?;
     let command = Command::CreateDatabase { name: name.to_owned(), primary, uuid: uuid::Uuid::new_v4() };
     match state.catalog.write(&command).await? {
-        shoal_configsvr::catalog::Reply::Database(db) => {
+        shoal_proto::catalog::Reply::Database(db) => {
             tracing::info!(db = %name, primary = %db.primary, "database created implicitly");
             state.routing.put_database(db.clone());
             Ok(Some(db))
         }
         _ => state.catalog.database(name).await,
     }
+}
+
+/// Where a new database goes: the active shard that is primary for the fewest databases, ties by
+/// id (MongoDB picks the least loaded).
+pub fn least_loaded_shard(shards: &[Shard], databases: &[Database]) -> Result<ShardId, CommandError> {
+    shards
+        .iter()
+        .filter(|s| !s.is_draining())
+        .min_by_key(|s| (databases.iter().filter(|d| d.primary == s.id).count(), s.id.clone()))
+        .map(|s| s.id.clone())
+        .ok_or_else(|| CommandError::new(ErrorCode::ShardNotFound, "no shards in the cluster: run addShard first"))
 }
 
 /// Where `db.coll` lives; `create`: a write, which creates a missing database.
@@ -247,7 +254,7 @@ impl TargetingStats {
 
 #[cfg(test)]
 mod tests {
-    use shoal_configsvr::catalog::{Chunk, ChunkBound, ChunkVersion, Epoch, KeyPattern, Timestamp};
+    use shoal_proto::catalog::{Chunk, ChunkBound, ChunkVersion, Epoch, KeyPattern, Timestamp};
 
     use super::*;
 

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use shoal_configsvr::catalog::Shard;
+use shoal_proto::catalog::Shard;
 use shoal_proto::{ErrorCode, endpoint};
 
 use crate::error::CommandError;

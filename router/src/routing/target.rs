@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use bson::{Bson, Document};
-use shoal_configsvr::catalog::{Chunk, ChunkBound, KeyFieldKind, KeyPattern, RoutingTable, ShardId};
+use shoal_proto::catalog::{Chunk, ChunkBound, KeyFieldKind, KeyPattern, RoutingTable, ShardId};
 use shoal_query::filter::{field_equalities, field_range};
 use shoal_query::shard_key;
 use shoal_query::{hash, keystring};

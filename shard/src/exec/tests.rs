@@ -131,7 +131,7 @@ fn bad_arguments_get_mongodb_codes() {
 
 /// An ownership of `[MinKey, {a: 5})` on shard key `{a: 1}`.
 fn owns_below_five() -> std::sync::Arc<crate::sharding::Ownership> {
-    use shoal_configsvr::catalog::{ChunkBound, ChunkVersion, Epoch, PlacementVersion, Timestamp};
+    use shoal_proto::catalog::{ChunkBound, ChunkVersion, Epoch, PlacementVersion, Timestamp};
     let five = ChunkBound::Key(shoal_query::shard_key::of_values(&[&Bson::Int32(5)]));
     let version = PlacementVersion {
         epoch: Epoch([1; 12]),

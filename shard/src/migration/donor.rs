@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use shoal_configsvr::catalog::{ChunkBound, ChunkVersion, Detail, Epoch, Fencing};
-use shoal_configsvr::client::ConfigClient;
+use shoal_cluster::config_client::ConfigClient;
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{ChunkBound, ChunkVersion, Detail, Epoch, Fencing};
 use shoal_proto::shard::ReceiveStartRequest;
 use shoal_proto::shard::migration_client::MigrationClient;
 use tonic::transport::Channel;

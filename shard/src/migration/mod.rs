@@ -64,8 +64,8 @@ pub mod transfer;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shoal_configsvr::catalog::{ChunkBound, Shard};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{ChunkBound, Shard};
 use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
 use shoal_proto::shard::KeyBound;
 use shoal_proto::shard::migration_client::MigrationClient;
@@ -332,7 +332,7 @@ pub fn backoff(n: u32) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use shoal_configsvr::catalog::{ChunkVersion, Epoch};
+    use shoal_proto::catalog::{ChunkVersion, Epoch};
     use uuid::Uuid;
 
     use super::record::Phase;

@@ -14,7 +14,7 @@
 //! Must not: read storage or talk to the network (the donor does, see `donor`).
 
 use bson::{Bson, Document, RawDocumentBuf, doc};
-use shoal_configsvr::catalog::ChunkBound;
+use shoal_proto::catalog::ChunkBound;
 use shoal_query::shard_key::{self, KeyField, Missing};
 
 /// Documents per batch sent to the recipient.

@@ -8,10 +8,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use shoal_configsvr::catalog::api::RoutingAnswer;
-use shoal_configsvr::catalog::{Command, Detail, Fencing};
-use shoal_configsvr::client::ConfigClient;
+use shoal_cluster::config_client::ConfigClient;
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::RoutingAnswer;
+use shoal_proto::catalog::{Command, Detail, Fencing};
 use shoal_proto::shard::ReceiveEndRequest;
 use shoal_proto::shard::migration_client::MigrationClient;
 use tonic::transport::Channel;

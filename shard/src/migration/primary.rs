@@ -42,8 +42,8 @@ use std::time::{Duration, Instant};
 
 use bson::Document;
 use bytes::Bytes;
-use shoal_configsvr::catalog::Command;
-use shoal_configsvr::client::{ClientError, ConfigClient};
+use shoal_cluster::config_client::{ClientError, ConfigClient};
+use shoal_proto::catalog::Command;
 use shoal_proto::shard::migration_client::MigrationClient;
 use shoal_proto::shard::{ClonePrimaryAbortRequest, ClonePrimaryBatchRequest, MovePrimaryRequest};
 use shoal_proto::{ErrorCode, Namespace};

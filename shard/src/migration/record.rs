@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use shoal_configsvr::catalog::{ChunkBound, ChunkVersion, Epoch};
+use shoal_proto::catalog::{ChunkBound, ChunkVersion, Epoch};
 use shoal_query::shard_key::KeyField;
 use uuid::Uuid;
 

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use shoal_configsvr::catalog::Detail;
+use shoal_proto::catalog::Detail;
 use tracing::Instrument;
 
 use super::outcome::{finish_committed, log_change, notify, owner, refresh_or_forget};
@@ -163,7 +163,10 @@ async fn settle_recipient_in_span(mig: &Migrations, record: Record) {
 /// Waits for nothing: asks `record.from` once whether the migration can still commit; an error
 /// (pending, unreachable) makes the caller retry later. A donor shard gone from the catalog can
 /// commit nothing.
-async fn donor_decided(catalog: &shoal_configsvr::client::ConfigClient, record: &Record) -> Result<(), MigrationError> {
+async fn donor_decided(
+    catalog: &shoal_cluster::config_client::ConfigClient,
+    record: &Record,
+) -> Result<(), MigrationError> {
     let peer_err = |message: String| MigrationError::Peer { peer: record.from.clone(), message };
     let from = catalog.shard(&record.from, true).await.map_err(|e| peer_err(format!("catalog: {e}")))?;
     if from.is_none() {

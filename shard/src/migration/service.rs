@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use shoal_configsvr::catalog::{ChunkVersion, Epoch, Fencing};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{ChunkVersion, Epoch, Fencing};
 use shoal_proto::shard::migration_server::Migration;
 use shoal_proto::shard::{
     ClonePrimaryAbortRequest, ClonePrimaryBatchRequest, MigrationFateReply, MigrationFateRequest, MovePrimaryReply,

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shoal_configsvr::client::ConfigClient;
+use shoal_cluster::config_client::ConfigClient;
 use shoal_proto::ErrorCode;
 use shoal_proto::config::{HeartbeatReply, HeartbeatRequest};
 

@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use shoal_configsvr::catalog::{DatabaseVersion, Timestamp};
-use shoal_configsvr::client::ConfigClient;
+use shoal_cluster::config_client::ConfigClient;
+use shoal_proto::catalog::{DatabaseVersion, Timestamp};
 use uuid::Uuid;
 
 use super::error::ShardingError;

@@ -17,9 +17,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use shoal_configsvr::catalog::api::{RoutingAnswer, RoutingSince};
-use shoal_configsvr::catalog::{ChangedChunks, PlacementVersion, RoutingTable};
-use shoal_configsvr::client::ConfigClient;
+use shoal_cluster::config_client::ConfigClient;
+use shoal_proto::catalog::{ChangedChunks, PlacementVersion, RoutingTable};
+use shoal_proto::catalog::{RoutingAnswer, RoutingSince};
 use shoal_query::shard_key::KeyField;
 use std::future::Future;
 
@@ -237,7 +237,7 @@ pub fn apply_answer(
 
 #[cfg(test)]
 mod tests {
-    use shoal_configsvr::catalog::{Chunk, ChunkBound, ChunkVersion, Epoch, KeyPattern, Timestamp};
+    use shoal_proto::catalog::{Chunk, ChunkBound, ChunkVersion, Epoch, KeyPattern, Timestamp};
 
     use super::*;
 

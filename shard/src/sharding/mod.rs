@@ -33,8 +33,8 @@ pub mod version;
 
 use std::sync::Arc;
 
-use shoal_configsvr::catalog::ChunkBound;
-use shoal_configsvr::client::{ClientSettings, ConfigClient};
+use shoal_cluster::config_client::{ClientSettings, ConfigClient};
+use shoal_proto::catalog::ChunkBound;
 use shoal_proto::shard::ShardVersion;
 
 use crate::cursors::CursorManager;

@@ -7,8 +7,8 @@
 //! request keeps the one it was checked against for its whole life (cursors included).
 
 use bson::{Bson, Document};
-use shoal_configsvr::catalog::{ChunkBound, PlacementVersion};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{ChunkBound, PlacementVersion};
 use shoal_query::shard_key::{self, KeyField, Missing};
 
 use crate::error::ExecError;
@@ -156,7 +156,7 @@ pub fn in_ranges(ranges: &[KeyRange], key: &ChunkBound) -> bool {
 #[cfg(test)]
 mod tests {
     use bson::doc;
-    use shoal_configsvr::catalog::{ChunkVersion, Epoch, Timestamp};
+    use shoal_proto::catalog::{ChunkVersion, Epoch, Timestamp};
 
     use super::*;
 

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use bson::{Binary, Bson, Document, doc, spec::BinarySubtype};
 use bytes::Bytes;
-use shoal_configsvr::catalog::ChunkBound;
+use shoal_proto::catalog::ChunkBound;
 use shoal_query::shard_key::{self, KeyField, Missing};
 use tokio::sync::{Notify, watch};
 use uuid::Uuid;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use bson::{Bson, Document, doc};
-use shoal_configsvr::catalog::{Chunk, ChunkBound, ChunkVersion, Epoch, KeyPattern, RoutingTable, Timestamp};
+use shoal_proto::catalog::{Chunk, ChunkBound, ChunkVersion, Epoch, KeyPattern, RoutingTable, Timestamp};
 use shoal_proto::shard::CommandRequest;
 
 use super::*;

@@ -19,7 +19,7 @@
 
 use std::fmt;
 
-use shoal_configsvr::catalog::{ChunkVersion, Epoch, PlacementVersion, Timestamp};
+use shoal_proto::catalog::{ChunkVersion, Epoch, PlacementVersion, Timestamp};
 use shoal_proto::shard::ShardVersion;
 
 use super::error::ShardingError;

@@ -313,7 +313,7 @@ fn zones_and_ranges() {
     }
     assert_eq!(fx.err(zone_range(k(b"x"), k(b"x"), Some("eu"))).code(), ErrorCode::BadValue);
     assert_eq!(
-        fx.err(zone_range(k(b"x"), k(b"y"), Some("eu")).clone_with_ns("bad")).code(),
+        fx.err(clone_with_ns(zone_range(k(b"x"), k(b"y"), Some("eu")), "bad")).code(),
         ErrorCode::InvalidNamespace
     );
     // Adjacent ranges do not overlap.
@@ -337,14 +337,12 @@ fn zones_and_ranges() {
     assert_eq!(fx.cat.zone_ranges(NS).len(), 2);
 }
 
-impl Command {
-    fn clone_with_ns(&self, new_ns: &str) -> Command {
-        let mut c = self.clone();
-        if let Command::UpdateZoneKeyRange { ns, .. } = &mut c {
-            *ns = new_ns.into();
-        }
-        c
+fn clone_with_ns(command: Command, new_ns: &str) -> Command {
+    let mut c = command;
+    if let Command::UpdateZoneKeyRange { ns, .. } = &mut c {
+        *ns = new_ns.into();
     }
+    c
 }
 
 #[test]

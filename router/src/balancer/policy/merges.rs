@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use shoal_configsvr::catalog::{Chunk, ChunkBound, ShardId};
+use shoal_proto::catalog::{Chunk, ChunkBound, ShardId};
 
 use super::view::{bytes, ops};
 use super::zones::{Placement, is_range_bound};

@@ -37,7 +37,8 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use shoal_configsvr::catalog::{Catalog, ChunkBound, ChunkVersion, Epoch, ShardId};
+use shoal_proto::catalog::{CatalogView, ChunkBound, ChunkVersion, Epoch, ShardId};
+use shoal_proto::config::CatalogPart;
 
 use view::CollView;
 
@@ -190,9 +191,13 @@ pub struct Plan {
     pub unsplittable: Vec<(String, ChunkBound, ChunkVersion)>,
 }
 
+/// The parts of the catalog [`plan`] reads (and the runtime that carries its plan out).
+pub const INPUT: &[CatalogPart] =
+    &[CatalogPart::Shards, CatalogPart::Collections, CatalogPart::Zones, CatalogPart::Settings];
+
 /// The actions for this round. The caller has already checked the balancer mode and window; a
 /// collection with `noBalance` gets no action and a note.
-pub fn plan(catalog: &Catalog, stats: &Stats, memory: &Memory, params: &Params, now_ms: u64) -> Plan {
+pub fn plan(catalog: &CatalogView, stats: &Stats, memory: &Memory, params: &Params, now_ms: u64) -> Plan {
     let mut plan = Plan::default();
     let mut rounds = Vec::new();
     for coll in catalog.collections().values() {

@@ -8,7 +8,7 @@
 //! reports the load unsplittable (on one key) is a failed attempt each round it stays so
 //! ([`Plan::unsplittable`]).
 
-use shoal_configsvr::catalog::{Chunk, ChunkBound};
+use shoal_proto::catalog::{Chunk, ChunkBound};
 
 use super::view::{CollView, bytes, ops};
 use super::zones::interior_boundaries;

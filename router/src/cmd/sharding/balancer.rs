@@ -7,8 +7,9 @@
 use std::time::{Duration, Instant};
 
 use bson::{Bson, Document, doc};
-use shoal_configsvr::catalog::{BALANCER_LEASE, BalancerMode, Catalog, Command, SettingsUpdate};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{BALANCER_LEASE, BalancerMode, CatalogView, Command, SettingsUpdate};
+use shoal_proto::config::CatalogPart;
 
 use super::{body_of, raw};
 use crate::balancer::policy::{self, Action, Memory, MoveReason, SplitReason};
@@ -28,7 +29,7 @@ async fn set_mode(state: &RouterState, mode: BalancerMode) -> Result<(), Command
 }
 
 /// Whether the lease holder reported being inside a round and still holds the lease.
-fn in_round(catalog: &Catalog) -> bool {
+fn in_round(catalog: &CatalogView) -> bool {
     let live = catalog.leases().get(BALANCER_LEASE).is_some_and(|l| l.is_live(catalog.now_ms()));
     live && catalog.balancer_rounds().in_round
 }
@@ -59,7 +60,7 @@ pub async fn balancer_stop(state: &RouterState, _conn: &ConnContext, cmd: &Clien
     set_mode(state, BalancerMode::Off).await?;
     let wait = max_time(&body).unwrap_or(STOP_WAIT_MAX).min(STOP_WAIT_MAX);
     let deadline = Instant::now() + wait;
-    while in_round(&state.catalog.read().await?) {
+    while in_round(&state.catalog.view(&[CatalogPart::Leases]).await?) {
         if Instant::now() >= deadline {
             return Err(CommandError::new(
                 ErrorCode::ExceededTimeLimit,
@@ -73,7 +74,7 @@ pub async fn balancer_stop(state: &RouterState, _conn: &ConnContext, cmd: &Clien
 
 /// `balancerStatus` (`sh.isBalancerRunning`, `sh.status`).
 pub async fn balancer_status(state: &RouterState, _conn: &ConnContext, _cmd: &ClientCommand) -> HandlerResult {
-    let catalog = state.catalog.read().await?;
+    let catalog = state.catalog.view(&[CatalogPart::Settings, CatalogPart::Leases]).await?;
     let mode = if catalog.settings().balancer_enabled() { "full" } else { "off" };
     let rounds = i64::try_from(catalog.balancer_rounds().completed).unwrap_or(i64::MAX);
     raw(&doc! { "mode": mode, "inBalancerRound": in_round(&catalog), "numBalancerRounds": rounds })
@@ -115,7 +116,7 @@ pub async fn balancer_collection_status(
 ) -> HandlerResult {
     let body = body_of(cmd)?;
     let ns = namespace(&body, "balancerCollectionStatus")?;
-    let catalog = state.catalog.read().await?;
+    let catalog = state.catalog.view(policy::INPUT).await?;
     if catalog.collection(&ns).is_none() {
         return Err(not_sharded(&ns));
     }
@@ -170,8 +171,7 @@ pub async fn configure_collection_balancing(
             ));
         }
     };
-    let catalog = state.catalog.read().await?;
-    if catalog.collection(&ns).is_none() {
+    if state.catalog.collection(&ns).await?.is_none() {
         return Err(not_sharded(&ns));
     }
     if chunk_size_mib.is_some() || enable_auto_merge.is_some() {

@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use bson::{Bson, Document, doc};
-use shoal_configsvr::catalog::{Catalog, Chunk, ChunkBound, Collection, Command, Shard};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{Chunk, ChunkBound, Collection, Command, Shard};
 use shoal_proto::shard::migration_client::MigrationClient;
 use shoal_proto::shard::{KeyBound, MoveRangeRequest};
 use tonic::transport::Endpoint;
@@ -34,9 +34,12 @@ fn namespace(body: &Document, name: &str) -> Result<String, CommandError> {
     }
 }
 
-fn sharded<'a>(catalog: &'a Catalog, ns: &str) -> Result<&'a Collection, CommandError> {
-    catalog
+/// The sharded collection `ns` with its chunks, confirmed current with a quorum.
+async fn sharded(state: &RouterState, ns: &str) -> Result<Collection, CommandError> {
+    state
+        .catalog
         .collection(ns)
+        .await?
         .ok_or_else(|| CommandError::new(ErrorCode::NamespaceNotSharded, format!("Collection {ns} is not sharded.")))
 }
 
@@ -94,8 +97,7 @@ pub async fn split(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand
     if usize::from(middle.is_some()) + usize::from(find.is_some()) + usize::from(has_bounds) != 1 {
         return Err(CommandError::new(ErrorCode::InvalidOptions, "split needs exactly one of middle, find or bounds"));
     }
-    let catalog = state.catalog.read().await?;
-    let coll = sharded(&catalog, &ns)?;
+    let coll = &sharded(state, &ns).await?;
     let at = match (middle, find) {
         (Some(m), _) => bound_of_key(&coll.key, m, "middle")?,
         (_, Some(f)) => {
@@ -136,8 +138,7 @@ pub async fn split(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand
 pub async fn merge_chunks(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
     let body = body_of(cmd)?;
     let ns = namespace(&body, "mergeChunks")?;
-    let catalog = state.catalog.read().await?;
-    let coll = sharded(&catalog, &ns)?;
+    let coll = &sharded(state, &ns).await?;
     let (min, max) = bounds(coll, &body, "mergeChunks")?
         .ok_or_else(|| CommandError::new(ErrorCode::InvalidOptions, "mergeChunks needs bounds: [min, max]"))?;
     let covered: Vec<&Chunk> = coll.chunks.range(min.clone()..max.clone()).map(|(_, c)| c).collect();
@@ -161,8 +162,7 @@ pub async fn merge_chunks(state: &RouterState, _conn: &ConnContext, cmd: &Client
 pub async fn clear_jumbo_flag(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
     let body = body_of(cmd)?;
     let ns = namespace(&body, "clearJumboFlag")?;
-    let catalog = state.catalog.read().await?;
-    let coll = sharded(&catalog, &ns)?;
+    let coll = &sharded(state, &ns).await?;
     let chunk = match (document(&body, "clearJumboFlag", "find")?, bounds(coll, &body, "clearJumboFlag")?) {
         (Some(find), None) => owning_chunk(coll, &key_of_document(&coll.key, find, "find")?)?,
         (None, Some((min, max))) => exact_chunk(coll, &min, &max)?,
@@ -197,8 +197,7 @@ pub async fn move_chunk(state: &RouterState, _conn: &ConnContext, cmd: &ClientCo
         Some(Bson::String(s)) if !s.is_empty() => s.clone(),
         _ => return Err(CommandError::new(ErrorCode::InvalidOptions, format!("{name} needs {to_field}: <shard>"))),
     };
-    let catalog = state.catalog.read().await?;
-    let coll = sharded(&catalog, &ns)?;
+    let coll = &sharded(state, &ns).await?;
     let chunk = if range {
         match (document(&body, name, "min")?, document(&body, name, "max")?) {
             (Some(min), max) => {
@@ -229,12 +228,13 @@ pub async fn move_chunk(state: &RouterState, _conn: &ConnContext, cmd: &ClientCo
             }
         }
     };
-    if catalog.shard(&to).is_none() {
+    let shards = state.catalog.shards().await?;
+    let shard = |id: &str| shards.iter().find(|s| s.id == id);
+    if shard(&to).is_none() {
         return Err(CommandError::new(ErrorCode::ShardNotFound, format!("Shard {to} not found")));
     }
     if chunk.shard != to {
-        let donor = catalog
-            .shard(&chunk.shard)
+        let donor = shard(&chunk.shard)
             .ok_or_else(|| CommandError::new(ErrorCode::ShardNotFound, format!("Shard {} not found", chunk.shard)))?;
         let wait_for_delete = matches!(body.get("_waitForDelete"), Some(Bson::Boolean(true)));
         let request = MoveRangeRequest {
@@ -250,7 +250,6 @@ pub async fn move_chunk(state: &RouterState, _conn: &ConnContext, cmd: &ClientCo
             ..Default::default()
         };
         let endpoint = donor_endpoint(donor)?;
-        drop(catalog);
         let millis = call_move_range(&endpoint, request).await?;
         // The router's cached routing for `ns` is refreshed by the versioning protocol (StaleConfig).
         return if range { raw(&doc! {}) } else { raw(&doc! { "millis": millis }) };

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use bson::{Bson, Document, doc};
-use shoal_configsvr::catalog::{ChunkVersion, Epoch, Timestamp};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{ChunkVersion, Epoch, Timestamp};
 
 use super::{body_of, raw};
 use crate::cmd::info::hostname;
@@ -39,10 +39,11 @@ pub async fn get_shard_version(state: &RouterState, _conn: &ConnContext, cmd: &C
             ));
         }
     };
-    let catalog = state.catalog.read().await?;
     if !ns.contains('.') {
-        let db = catalog
+        let db = state
+            .catalog
             .database(&ns)
+            .await?
             .ok_or_else(|| CommandError::new(ErrorCode::NamespaceNotFound, format!("database {ns} not found")))?;
         let uuid =
             bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: db.version.uuid.as_bytes().to_vec() };
@@ -51,9 +52,10 @@ pub async fn get_shard_version(state: &RouterState, _conn: &ConnContext, cmd: &C
             "version": { "uuid": uuid, "timestamp": bson_ts(db.version.timestamp), "lastMod": i64::from(db.version.last_mod) },
         });
     }
-    let coll = catalog
-        .collection(&ns)
-        .ok_or_else(|| CommandError::new(ErrorCode::NamespaceNotSharded, format!("Collection {ns} is not sharded.")))?;
+    let coll =
+        state.catalog.collection(&ns).await?.ok_or_else(|| {
+            CommandError::new(ErrorCode::NamespaceNotSharded, format!("Collection {ns} is not sharded."))
+        })?;
     raw(&doc! {
         "version": bson_version(coll.version),
         "versionEpoch": object_id(coll.epoch),
@@ -64,11 +66,10 @@ pub async fn get_shard_version(state: &RouterState, _conn: &ConnContext, cmd: &C
 /// `getShardMap` → `{map: {shard: connStr, config: ...}, hosts: {host: shard}, connStrings:
 /// {connStr: shard}}`.
 pub async fn get_shard_map(state: &RouterState, _conn: &ConnContext, _cmd: &ClientCommand) -> HandlerResult {
-    let catalog = state.catalog.read().await?;
     let mut map = Document::new();
     let mut hosts = BTreeMap::new();
     let mut conn_strings = Document::new();
-    for shard in catalog.shards().values() {
+    for shard in &state.catalog.shards().await? {
         let conn = shard.host_string();
         map.insert(shard.id.clone(), conn.clone());
         conn_strings.insert(conn, shard.id.clone());

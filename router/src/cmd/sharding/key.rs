@@ -8,8 +8,8 @@
 //! with `find` has its hashed field hashed first ([`key_of_document`]).
 
 use bson::{Bson, Document};
-use shoal_configsvr::catalog::{ChunkBound, KeyField, KeyFieldKind, KeyPattern};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{ChunkBound, KeyField, KeyFieldKind, KeyPattern};
 use shoal_query::{hash, keystring};
 
 use crate::error::CommandError;

@@ -5,8 +5,8 @@
 //! auto-splitter asks), so a chunk of any size is cut into chunk-sized pieces in one pass.
 
 use bson::{Bson, doc};
-use shoal_configsvr::catalog::{Chunk, ChunkBound, Collection};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{Chunk, ChunkBound, Collection};
 
 use super::key::bound_of_key;
 use crate::cmd::config_docs::{bound_document, key_document};

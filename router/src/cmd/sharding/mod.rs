@@ -27,12 +27,13 @@ pub use shard_collection::shard_collection;
 pub use zones::{shard_zone, update_zone_key_range};
 
 use bson::{Bson, Document, RawDocumentBuf, doc};
-use shoal_configsvr::catalog::{Catalog, Command, Reply, Shard};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{Command, Reply, Shard};
 
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::routing;
 use crate::state::{ConnContext, RouterState};
 
 /// The command's body as a document (dispatch has already checked these run on `admin`).
@@ -73,8 +74,8 @@ pub async fn list_shards(state: &RouterState, _conn: &ConnContext, cmd: &ClientC
         }
     };
     let filter = shoal_query::filter::Filter::parse(&filter)?;
-    let catalog = state.catalog.read().await?;
-    let shards: Vec<Document> = catalog.shards().values().map(shard_document).filter(|d| filter.matches(d)).collect();
+    let shards = state.catalog.shards().await?;
+    let shards: Vec<Document> = shards.iter().map(shard_document).filter(|d| filter.matches(d)).collect();
     raw(&doc! { "shards": shards })
 }
 
@@ -152,36 +153,25 @@ pub async fn enable_sharding(state: &RouterState, _conn: &ConnContext, cmd: &Cli
     if matches!(db.as_str(), "admin" | "local" | "config") {
         return Err(CommandError::new(ErrorCode::InvalidOptions, format!("can't shard {db} database")));
     }
-    let catalog = state.catalog.read().await?;
+    let (shards, databases) = state.catalog.shards_and_databases().await?;
     let primary = match body.get("primaryShard") {
         Some(Bson::String(p)) => {
-            if catalog.shard(p).is_none() {
+            if !shards.iter().any(|s| &s.id == p) {
                 return Err(CommandError::new(ErrorCode::ShardNotFound, format!("Shard {p} not found")));
             }
             p.clone()
         }
-        None => least_loaded_shard(&catalog)?,
+        None => routing::least_loaded_shard(&shards, &databases)?,
         Some(_) => {
             return Err(CommandError::type_mismatch(
                 "BSON field 'enableSharding.primaryShard' is the wrong type, expected type 'string'",
             ));
         }
     };
-    if catalog.database(&db).is_none() {
+    if !databases.iter().any(|d| d.name == db) {
         state.catalog.write(&Command::CreateDatabase { name: db, primary, uuid: uuid_v4() }).await?;
     }
     Ok(RawDocumentBuf::new())
-}
-
-/// The active shard that is primary for the fewest databases (MongoDB picks the least loaded).
-pub(super) fn least_loaded_shard(catalog: &Catalog) -> Result<String, CommandError> {
-    catalog
-        .shards()
-        .values()
-        .filter(|s| !s.is_draining())
-        .min_by_key(|s| catalog.databases().values().filter(|d| d.primary == s.id).count())
-        .map(|s| s.id.clone())
-        .ok_or_else(|| CommandError::new(ErrorCode::ShardNotFound, "no shards in the cluster: run addShard first"))
 }
 
 pub(super) fn uuid_v4() -> uuid::Uuid {

@@ -13,8 +13,9 @@
 use std::time::Duration;
 
 use bson::{Bson, doc};
-use shoal_configsvr::catalog::{Command, RemoveShardProgress, RemoveShardState, Reply};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{Command, RemoveShardProgress, RemoveShardState, Reply};
+use shoal_proto::config::CatalogPart;
 use shoal_proto::shard::MovePrimaryRequest;
 use shoal_proto::shard::migration_client::MigrationClient;
 use tonic::transport::Endpoint;
@@ -68,7 +69,7 @@ pub async fn move_primary(state: &RouterState, _conn: &ConnContext, cmd: &Client
         }
         Some(t) => t.to_owned(),
     };
-    let catalog = routing::read_catalog(state).await?;
+    let catalog = routing::read_view(state, &[CatalogPart::Databases]).await?;
     let database = catalog
         .database(&db)
         .ok_or_else(|| CommandError::new(ErrorCode::NamespaceNotFound, format!("Database {db} not found")))?;

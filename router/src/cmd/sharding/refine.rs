@@ -16,8 +16,8 @@
 //! the MinKey the bounds were extended with, so each stays in its chunk.
 
 use bson::{Bson, Document, doc};
-use shoal_configsvr::catalog::{Command, Epoch, KeyPattern, Reply};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{Command, Epoch, KeyPattern, Reply};
 use shoal_query::keystring;
 
 use super::key::parse_pattern;
@@ -94,8 +94,7 @@ pub async fn refine_collection_shard_key(
 ) -> HandlerResult {
     let body = body_of(cmd)?;
     let req = parse(&body)?;
-    let catalog = state.catalog.read().await?;
-    let coll = catalog.collection(&req.ns).ok_or_else(|| {
+    let coll = state.catalog.collection(&req.ns).await?.ok_or_else(|| {
         CommandError::new(ErrorCode::NamespaceNotSharded, format!("{CMD} namespace {} is not sharded", req.ns))
     })?;
     if let Some(reason) = extension_problem(&coll.key, &req.key) {
@@ -129,7 +128,7 @@ pub async fn refine_collection_shard_key(
 #[cfg(test)]
 mod tests {
     use bson::doc;
-    use shoal_configsvr::catalog::{KeyField, KeyFieldKind};
+    use shoal_proto::catalog::{KeyField, KeyFieldKind};
 
     use super::*;
 

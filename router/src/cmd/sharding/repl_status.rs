@@ -54,9 +54,10 @@ fn shard_named(body: &Document, command: &str) -> Result<String, CommandError> {
 pub async fn repl_set_get_status(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
     let body = body_of(cmd)?;
     let shard_id = shard_named(&body, "replSetGetStatus")?;
-    let catalog = state.catalog.read().await?;
-    let shard = catalog
+    let shard = state
+        .catalog
         .shard(&shard_id)
+        .await?
         .ok_or_else(|| CommandError::new(ErrorCode::ShardNotFound, format!("shard '{shard_id}' not found")))?;
     let answers = futures::future::join_all(shard.group.members.iter().map(|m| member_status(m))).await;
     let mut members = Vec::new();

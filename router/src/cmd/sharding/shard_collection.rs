@@ -10,15 +10,16 @@
 //! ```
 
 use bson::{Binary, Bson, Document, doc, spec::BinarySubtype};
-use shoal_configsvr::catalog::{Command, Epoch, InitialChunks, KeyFieldKind, KeyPattern, Reply};
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::{Command, Epoch, InitialChunks, KeyFieldKind, KeyPattern, Reply};
 use shoal_query::keystring;
 
 use super::key::{hashed_split_points, parse_pattern};
-use super::{body_of, least_loaded_shard, raw, uuid_v4};
+use super::{body_of, raw, uuid_v4};
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::routing;
 use crate::state::{ConnContext, RouterState};
 
 /// MongoDB's cap: at most this many initial chunks per shard.
@@ -118,20 +119,18 @@ pub fn parse(body: &Document) -> Result<ShardCollectionRequest, CommandError> {
 pub async fn shard_collection(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
     let body = body_of(cmd)?;
     let req = parse(&body)?;
-    let catalog = state.catalog.read().await?;
-    if let Some(db) = catalog.database(&req.db) {
+    let (shards, databases) = state.catalog.shards_and_databases().await?;
+    if let Some(db) = databases.iter().find(|d| d.name == req.db) {
         check_unique_indexes(state, &db.primary, &req).await?;
-    }
-    if catalog.database(&req.db).is_none() {
-        let primary = least_loaded_shard(&catalog)?;
+    } else {
+        let primary = routing::least_loaded_shard(&shards, &databases)?;
         state.catalog.write(&Command::CreateDatabase { name: req.db.clone(), primary, uuid: uuid_v4() }).await?;
     }
     // Pre-splitting cuts the first key field's range; only a hashed first field spreads evenly
     // (MongoDB also starts a key whose hashed field is not first with one chunk).
     let hashed_prefix = req.key.fields.first().is_some_and(|f| f.kind == KeyFieldKind::Hashed);
     let initial = if hashed_prefix {
-        let shards: Vec<String> =
-            catalog.shards().values().filter(|s| !s.is_draining()).map(|s| s.id.clone()).collect();
+        let shards: Vec<String> = shards.iter().filter(|s| !s.is_draining()).map(|s| s.id.clone()).collect();
         if shards.is_empty() {
             return Err(CommandError::new(ErrorCode::ShardNotFound, "no shards in the cluster: run addShard first"));
         }

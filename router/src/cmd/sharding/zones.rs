@@ -5,8 +5,8 @@
 //! RangeOverlapConflict).
 
 use bson::{Bson, Document, doc};
-use shoal_configsvr::catalog::Command;
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::Command;
 
 use super::key::bound_of_key;
 use super::{body_of, raw};
@@ -45,9 +45,10 @@ pub async fn shard_zone(state: &RouterState, _conn: &ConnContext, cmd: &ClientCo
 pub async fn update_zone_key_range(state: &RouterState, _conn: &ConnContext, cmd: &ClientCommand) -> HandlerResult {
     let body = body_of(cmd)?;
     let (ns, min, max, zone) = parse_update(&body)?;
-    let catalog = state.catalog.read().await?;
-    let coll = catalog
+    let coll = state
+        .catalog
         .collection(&ns)
+        .await?
         .ok_or_else(|| CommandError::new(ErrorCode::NamespaceNotSharded, format!("{ns} is not sharded")))?;
     let min = bound_of_key(&coll.key, &min, "min")?;
     let max = bound_of_key(&coll.key, &max, "max")?;

@@ -1,6 +1,6 @@
 use bson::{Bson, doc};
 use proptest::prelude::*;
-use shoal_configsvr::catalog::{ChunkVersion, Timestamp};
+use shoal_proto::catalog::{ChunkVersion, Timestamp};
 use shoal_query::filter::Filter;
 use shoal_query::shard_key::{KeyField, Missing};
 

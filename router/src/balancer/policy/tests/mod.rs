@@ -8,8 +8,9 @@ mod splits;
 
 use std::collections::BTreeSet;
 
-use shoal_configsvr::catalog::{
-    Catalog, Chunk, ChunkBound, Collection, Command, Epoch, InitialChunks, KeyPattern, SettingsUpdate,
+use shoal_configsvr::catalog::{Catalog, api};
+use shoal_proto::catalog::{
+    Chunk, ChunkBound, Collection, Command, Epoch, InitialChunks, KeyPattern, Parts, SettingsUpdate,
 };
 use uuid::Uuid;
 
@@ -172,7 +173,9 @@ impl Fx {
     }
 
     fn plan(&self) -> Plan {
-        plan(&self.cat, &self.stats, &self.memory, &self.params, self.now)
+        // The policy sees exactly the parts it says it reads.
+        let view = api::view(&self.cat, Parts::of(super::INPUT));
+        plan(&view, &self.stats, &self.memory, &self.params, self.now)
     }
 
     fn actions(&self) -> Vec<Action> {

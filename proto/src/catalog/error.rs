@@ -2,13 +2,14 @@
 //! (the version it should have read, who holds a lease) and maps to one MongoDB error code, which
 //! the API edge puts on the wire.
 //!
-//! A refused command changed nothing; errors are values in the Raft log's replies, so they
-//! serialize like the rest of the catalog.
+//! A refused command changed nothing; errors are values in the replies of the client API (and of
+//! the config service's Raft log), so they serialize like the rest of the catalog.
 
 use serde::{Deserialize, Serialize};
-use shoal_proto::ErrorCode;
 
-use super::{ChunkBound, ChunkVersion, Epoch};
+use crate::ErrorCode;
+
+use super::types::{ChunkBound, ChunkVersion, Epoch};
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CatalogError {
@@ -75,11 +76,11 @@ pub enum CatalogError {
 }
 
 impl CatalogError {
-    pub(crate) fn bad_value(what: &str, reason: impl Into<String>) -> Self {
+    pub fn bad_value(what: &str, reason: impl Into<String>) -> Self {
         CatalogError::BadValue { what: what.to_owned(), reason: reason.into() }
     }
 
-    pub(crate) fn limit(what: &str, limit: usize) -> Self {
+    pub fn limit(what: &str, limit: usize) -> Self {
         CatalogError::LimitExceeded { what: what.to_owned(), limit: limit as u64 }
     }
 

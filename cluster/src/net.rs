@@ -1,4 +1,4 @@
-//! Channels to config servers, shared by the Raft peers and by clients.
+//! Channels to the cluster's gRPC servers, opened one way by every process.
 
 use std::time::Duration;
 

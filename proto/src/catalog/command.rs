@@ -1,4 +1,6 @@
-//! The catalog's write commands and their replies: the only way the catalog changes.
+//! The catalog's write commands: the client API's requests (`config.proto`'s `WriteRequest`
+//! carries one in [`super::wire`]'s encoding) and the only way the catalog changes. The config
+//! service applies them; its Raft log stores them in its own encoding.
 //!
 //! A command carries everything its effect depends on except the log entry's time: UUIDs, epochs
 //! and primary shards are chosen by the caller before proposing, so replaying the Raft log
@@ -12,10 +14,9 @@ use uuid::Uuid;
 
 use std::collections::BTreeMap;
 
-use super::Detail;
-use super::Fencing;
-use super::settings::SettingsUpdate;
-use super::{ChunkBound, ChunkVersion, Epoch, KeyPattern, ShardId};
+use super::log::{Detail, Fencing};
+use super::settings::{ActiveWindow, BalancerMode};
+use super::types::{ChunkBound, ChunkVersion, Epoch, KeyPattern, ShardId};
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub enum Command {
@@ -183,6 +184,24 @@ pub enum Command {
         completed: u64,
         in_round: bool,
     },
+}
+
+/// A partial change of the settings: `None` fields keep their value, so two admins changing
+/// different settings do not overwrite each other.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SettingsUpdate {
+    pub balancer_mode: Option<BalancerMode>,
+    pub active_window: Option<WindowChange>,
+    pub chunk_size_mib: Option<u32>,
+    pub autosplit: Option<bool>,
+    pub automerge: Option<bool>,
+}
+
+/// An explicit enum instead of `Option<Option<_>>`, which JSON cannot tell apart from `None`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum WindowChange {
+    Clear,
+    Set(ActiveWindow),
 }
 
 /// How a newly sharded collection's key space is first divided.

@@ -13,23 +13,25 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use shoal_proto::ErrorCode;
+use shoal_proto::catalog::wire;
 use shoal_proto::config::config_client::ConfigClient as GrpcClient;
 use shoal_proto::config::{
     AddLearnerRequest, CatalogVersion, ChangeMembershipRequest, ConfigError, GroupStatusReply, GroupStatusRequest,
     HeartbeatReply, HeartbeatRequest, MembershipReply, MetricsReply, MetricsRequest, QueryReply, QueryRequest,
-    ReadRequest, WatchRequest, WriteRequest,
+    WatchRequest, WriteRequest,
 };
 use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
 use tonic::transport::Channel;
 
-use crate::NodeId;
-use crate::catalog::api::{RoutingAnswer, RoutingSince};
-use crate::catalog::{Catalog, CatalogError, Collection, Command, Database, Reply, Settings, Shard};
-use crate::codec;
+use shoal_proto::catalog::{
+    CatalogError, Collection, Command, Database, Reply, RoutingAnswer, RoutingSince, Settings, Shard,
+};
+
 use crate::net::connect_lazy;
+use shoal_proto::catalog::{CatalogView, Parts};
 pub use shoal_proto::config::CatalogQuery;
 pub use shoal_proto::config::catalog_query::What;
-use shoal_proto::config::{All, RoutingTableQuery};
+use shoal_proto::config::{All, RoutingTableQuery, ViewQuery};
 
 /// One heartbeat attempt; above the leader's lease confirmation (250 ms by default).
 pub const HEARTBEAT_RPC_TIMEOUT: Duration = Duration::from_millis(300);
@@ -67,7 +69,8 @@ impl Default for ClientSettings {
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ClientError {
-    /// The config service answered with an error (see `crate::error` for the codes).
+    /// The config service answered with an error (a MongoDB code: `NotWritablePrimary`,
+    /// `ExceededTimeLimit`, ...).
     #[error("{code_name} ({code}): {errmsg}")]
     Service { code: i32, code_name: String, errmsg: String },
     #[error("no config server reachable: {0}")]
@@ -258,7 +261,7 @@ impl ConfigClient {
 
     /// Proposes `command` and waits until it is committed and applied.
     pub async fn write(&self, command: &Command) -> Result<WriteOutcome, ClientError> {
-        let bytes = bytes::Bytes::from(codec::encode(command).map_err(|e| ClientError::Decode(e.to_string()))?);
+        let bytes = bytes::Bytes::from(wire::encode(command).map_err(|e| ClientError::Decode(e.to_string()))?);
         let reply = self
             .call(
                 false,
@@ -270,22 +273,8 @@ impl ConfigClient {
                 },
             )
             .await?;
-        let outcome = codec::decode(&reply.outcome).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let outcome = wire::decode(&reply.outcome).map_err(|e| ClientError::Decode(e.to_string()))?;
         Ok(WriteOutcome { outcome, log_index: reply.log_index, catalog_version: reply.catalog_version })
-    }
-
-    /// The whole catalog and its version; `linearizable` confirms it with a quorum first.
-    pub async fn read(&self, linearizable: bool) -> Result<(Catalog, u64), ClientError> {
-        let reply = self
-            .call(
-                true,
-                self.settings.rpc_timeout,
-                |r: &shoal_proto::config::ReadReply| r.error.as_ref(),
-                |mut c| async move { c.read(ReadRequest { linearizable, forwarded: false }).await },
-            )
-            .await?;
-        let catalog = codec::decode(&reply.catalog).map_err(|e| ClientError::Decode(e.to_string()))?;
-        Ok((catalog, reply.catalog_version))
     }
 
     /// Narrow reads (`config.proto`'s `Query`): one encoded answer per query, all read at one
@@ -366,6 +355,11 @@ impl ConfigClient {
         self.query_one(What::RoutingTable(RoutingTableQuery { ns: ns.to_owned(), since }), linearizable).await
     }
 
+    /// The named `parts` of the catalog, all at one version, and that version.
+    pub async fn view(&self, parts: Parts, linearizable: bool) -> Result<(CatalogView, u64), ClientError> {
+        self.query_one(What::View(ViewQuery { parts: parts.to_wire() }), linearizable).await
+    }
+
     /// A stream of catalog versions greater than `from_version`, from one server.
     pub async fn watch(&self, from_version: u64) -> Result<tonic::Streaming<CatalogVersion>, ClientError> {
         // Any server can serve it; streams are not wrapped in `call`'s reply/error shape.
@@ -382,12 +376,7 @@ impl ConfigClient {
         Err(last)
     }
 
-    pub async fn add_learner(
-        &self,
-        node_id: NodeId,
-        addr: &str,
-        blocking: bool,
-    ) -> Result<MembershipReply, ClientError> {
+    pub async fn add_learner(&self, node_id: u64, addr: &str, blocking: bool) -> Result<MembershipReply, ClientError> {
         self.call(
             true,
             self.settings.membership_rpc_timeout,
@@ -401,7 +390,7 @@ impl ConfigClient {
     }
 
     /// Replaces the voter set (joint consensus inside openraft).
-    pub async fn change_membership(&self, voters: &[NodeId], retain: bool) -> Result<MembershipReply, ClientError> {
+    pub async fn change_membership(&self, voters: &[u64], retain: bool) -> Result<MembershipReply, ClientError> {
         self.call(
             true,
             self.settings.membership_rpc_timeout,

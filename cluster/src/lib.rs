@@ -1,0 +1,13 @@
+//! What a router and a shard share as clients of the cluster, with one owner each: the config
+//! service's client ([`config_client`]: leader finding, bounded retries, the narrow catalog reads and
+//! the catalog commands of `config.proto`), and the channels every process opens to its peers
+//! ([`net`]).
+//!
+//! Must not: depend on `configsvr`, `shard` or `router`, or link openraft or fjall. It speaks
+//! only the contract in `shoal_proto` (protobuf messages and the values of `shoal_proto::catalog`),
+//! so a config server's internals can change without touching its clients.
+
+#![forbid(unsafe_code)]
+
+pub mod config_client;
+pub mod net;
