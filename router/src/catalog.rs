@@ -3,6 +3,7 @@
 //! failures to MongoDB errors.
 
 use shoal_cluster::config_client::{self as client, ClientError, ClientSettings, ConfigClient, What};
+use shoal_cluster::routing::RoutingSource;
 use shoal_proto::ErrorCode;
 use shoal_proto::catalog::{
     CatalogView, Collection, Command, Database, Parts, Reply, RoutingAnswer, RoutingSince, Settings, Shard,
@@ -96,13 +97,6 @@ impl CatalogAccess {
         self.client.is_some()
     }
 
-    /// The routing table of `ns`, whole or the changes after `since` (linearizable: a router
-    /// refreshes after a shard said it is stale, so the answer must be at least that new).
-    pub async fn routing_table(&self, ns: &str, since: Option<RoutingSince>) -> Result<RoutingAnswer, CommandError> {
-        let (answer, _) = self.client()?.routing_table(ns, since, true).await.map_err(client_error)?;
-        Ok(answer)
-    }
-
     /// The config leader's view of `shard`'s replica group, from its members' heartbeats.
     pub async fn group_status(&self, shard: &str) -> Result<shoal_proto::config::GroupStatusReply, CommandError> {
         self.client()?.group_status(shard).await.map_err(client_error)
@@ -115,7 +109,23 @@ impl CatalogAccess {
     }
 }
 
-fn client_error(e: ClientError) -> CommandError {
+/// Routing tables for the routing cache, always linearizable: a router refreshes after a shard said
+/// it is stale, so the answer must be at least that new.
+impl RoutingSource for CatalogAccess {
+    async fn routing_table(
+        &self,
+        ns: &str,
+        since: Option<RoutingSince>,
+        _linearizable: bool,
+    ) -> Result<RoutingAnswer, ClientError> {
+        let client =
+            self.client.as_ref().ok_or_else(|| ClientError::Unavailable("this router has no config servers".into()))?;
+        Ok(client.routing_table(ns, since, true).await?.0)
+    }
+}
+
+/// A config client failure as the MongoDB error a client sees.
+pub(crate) fn client_error(e: ClientError) -> CommandError {
     match &e {
         ClientError::Service { code, code_name, errmsg } => {
             CommandError { code: *code, code_name: code_name.clone(), errmsg: errmsg.clone() }

@@ -281,6 +281,21 @@ pub struct Chunk {
     pub on_current_shard_since: Timestamp,
 }
 
+impl Chunk {
+    /// A chunk without history, not jumbo (tests and fixtures; the catalog builds its own).
+    pub fn new(min: ChunkBound, max: ChunkBound, shard: impl Into<ShardId>, version: ChunkVersion) -> Self {
+        Self {
+            min,
+            max,
+            shard: shard.into(),
+            version,
+            history: Vec::new(),
+            jumbo: false,
+            on_current_shard_since: Timestamp::default(),
+        }
+    }
+}
+
 /// A sharded collection with its chunks.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Collection {

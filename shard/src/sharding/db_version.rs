@@ -17,11 +17,8 @@
 //!
 //! Must not: route requests or touch storage.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-
 use shoal_cluster::config_client::ConfigClient;
+use shoal_cluster::single_flight::SingleFlight;
 use shoal_proto::catalog::{DatabaseVersion, Timestamp};
 use uuid::Uuid;
 
@@ -92,40 +89,23 @@ pub fn shown(v: Option<&DatabaseVersion>) -> String {
     }
 }
 
-#[derive(Default)]
-struct Entry {
-    known: RwLock<Option<KnownDb>>,
-    refreshing: tokio::sync::Mutex<()>,
-    refreshes: AtomicU64,
-}
-
 /// Per database, what the catalog said the last time this shard asked.
 #[derive(Default)]
 pub struct DatabaseCache {
-    by_db: Mutex<HashMap<String, Arc<Entry>>>,
+    by_db: SingleFlight<KnownDb>,
 }
 
 impl DatabaseCache {
-    fn entry(&self, db: &str) -> Arc<Entry> {
-        let mut map = self.by_db.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = map.get(db) {
-            return Arc::clone(e);
-        }
-        Arc::clone(map.entry(db.to_owned()).or_default())
-    }
-
     pub fn get(&self, db: &str) -> KnownDb {
-        self.entry(db).known.read().unwrap_or_else(|p| p.into_inner()).unwrap_or(KnownDb::Unknown)
+        self.by_db.get(db).unwrap_or(KnownDb::Unknown)
     }
 
     pub fn install(&self, db: &str, known: KnownDb) {
-        let entry = self.entry(db);
-        *entry.known.write().unwrap_or_else(|p| p.into_inner()) = Some(known);
-        entry.refreshes.fetch_add(1, Ordering::AcqRel);
+        self.by_db.install(db, known);
     }
 
     pub fn forget(&self, db: &str) {
-        self.by_db.lock().unwrap_or_else(|p| p.into_inner()).remove(db);
+        self.by_db.forget(db);
     }
 
     /// Reloads `db` with a linearizable catalog read (a change committed before the call is
@@ -137,27 +117,19 @@ impl DatabaseCache {
         db: &str,
         join: bool,
     ) -> Result<KnownDb, ShardingError> {
-        let entry = self.entry(db);
-        let seen = entry.refreshes.load(Ordering::Acquire);
-        let _flight = entry.refreshing.lock().await;
-        if join
-            && entry.refreshes.load(Ordering::Acquire) != seen
-            && let Some(k) = *entry.known.read().unwrap_or_else(|p| p.into_inner())
-        {
-            return Ok(k);
-        }
-        let found = catalog.database(db, true).await.map_err(|e| ShardingError::Catalog {
-            ns: db.to_owned(),
-            code: e.code(),
-            detail: e.to_string(),
-        })?;
-        let known = match found {
-            None => KnownDb::Absent,
-            Some(d) => KnownDb::Present { version: d.version, primary_here: d.primary == shard_id },
-        };
-        *entry.known.write().unwrap_or_else(|p| p.into_inner()) = Some(known);
-        entry.refreshes.fetch_add(1, Ordering::AcqRel);
-        Ok(known)
+        self.by_db
+            .refresh(db, join, |_| async move {
+                let found = catalog.database(db, true).await.map_err(|e| ShardingError::Catalog {
+                    ns: db.to_owned(),
+                    code: e.code(),
+                    detail: e.to_string(),
+                })?;
+                Ok(match found {
+                    None => KnownDb::Absent,
+                    Some(d) => KnownDb::Present { version: d.version, primary_here: d.primary == shard_id },
+                })
+            })
+            .await
     }
 }
 

@@ -1,27 +1,19 @@
 //! The collection metadata cache: per namespace, what the catalog said the last time this shard
 //! asked (unsharded, or sharded with its generation, key, versions and the chunks this shard owns).
 //!
-//! Loaded on first use and refreshed on demand. A refresh is single-flight per namespace: requests
-//! that need one while another runs wait for it and use its result instead of asking again. It is
-//! incremental (the chunks changed since the cached collection version, folded in with
-//! `RoutingTable::merge_changes`) while the epoch is unchanged, and a full reload otherwise.
-//!
-//! ```text
-//!  check(ns) --Unknown/Refresh--> refresh(ns): lock ns ── someone refreshed meanwhile? ── yes: done
-//!                                                   \── no: catalog.routing_table(ns, since) ── install
-//! ```
+//! Loaded on first use and refreshed on demand, through the cluster client's single-flight cache
+//! (`shoal_cluster::single_flight`: requests that need a refresh while another runs wait for it
+//! and use its result) and its routing-table loader (`shoal_cluster::routing`: incremental while
+//! the epoch is unchanged, a full reload otherwise).
 //!
 //! Must not: decide whether a request is stale (see `version.rs`) or touch storage.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
-use shoal_cluster::config_client::ConfigClient;
-use shoal_proto::catalog::{ChangedChunks, PlacementVersion, RoutingTable};
-use shoal_proto::catalog::{RoutingAnswer, RoutingSince};
+use shoal_cluster::routing::{self, RoutingSource};
+use shoal_cluster::single_flight::SingleFlight;
+use shoal_proto::catalog::{PlacementVersion, RoutingTable};
 use shoal_query::shard_key::KeyField;
-use std::future::Future;
 
 use super::error::ShardingError;
 use super::ownership::Ownership;
@@ -78,84 +70,33 @@ impl CollectionMetadata {
     }
 }
 
-/// Where routing tables come from: the config servers ([`ConfigClient`]), or a fake in tests.
-pub trait RoutingSource: Sync {
-    fn routing_table(
-        &self,
-        ns: &str,
-        since: Option<RoutingSince>,
-        linearizable: bool,
-    ) -> impl Future<Output = Result<RoutingAnswer, ShardingError>> + Send;
-}
-
-impl RoutingSource for ConfigClient {
-    async fn routing_table(
-        &self,
-        ns: &str,
-        since: Option<RoutingSince>,
-        linearizable: bool,
-    ) -> Result<RoutingAnswer, ShardingError> {
-        match ConfigClient::routing_table(self, ns, since, linearizable).await {
-            Ok((answer, _)) => Ok(answer),
-            Err(e) => Err(ShardingError::Catalog { ns: ns.to_owned(), code: e.code(), detail: e.to_string() }),
-        }
-    }
-}
-
-#[derive(Default)]
-struct Entry {
-    meta: RwLock<Option<CollectionMetadata>>,
-    /// Held while a refresh of this namespace talks to the catalog.
-    refreshing: tokio::sync::Mutex<()>,
-    /// Completed refreshes; lets a waiter see that one finished while it waited.
-    refreshes: AtomicU64,
-}
-
+/// Per namespace, what the catalog said the last time this shard asked.
 #[derive(Default)]
 pub struct MetadataCache {
-    by_ns: Mutex<HashMap<String, Arc<Entry>>>,
+    by_ns: SingleFlight<CollectionMetadata>,
 }
 
 impl MetadataCache {
-    fn entry(&self, ns: &str) -> Arc<Entry> {
-        let mut map = self.by_ns.lock().unwrap_or_else(|p| p.into_inner());
-        Arc::clone(map.entry(ns.to_owned()).or_default())
-    }
-
     pub fn get(&self, ns: &str) -> Option<CollectionMetadata> {
-        let entry = self.entry(ns);
-        let meta = entry.meta.read().unwrap_or_else(|p| p.into_inner());
-        meta.clone()
+        self.by_ns.get(ns)
     }
 
     /// Replaces what is cached for `ns` (tests, and callers that learned the metadata otherwise).
     pub fn install(&self, ns: &str, meta: CollectionMetadata) {
-        let entry = self.entry(ns);
-        *entry.meta.write().unwrap_or_else(|p| p.into_inner()) = Some(meta);
-        entry.refreshes.fetch_add(1, Ordering::AcqRel);
+        self.by_ns.install(ns, meta);
     }
 
     pub fn forget(&self, ns: &str) {
-        self.by_ns.lock().unwrap_or_else(|p| p.into_inner()).remove(ns);
+        self.by_ns.forget(ns);
     }
 
     /// Every namespace with loaded metadata, sorted.
     pub fn loaded(&self) -> Vec<(String, CollectionMetadata)> {
-        let entries: Vec<(String, Arc<Entry>)> = {
-            let map = self.by_ns.lock().unwrap_or_else(|p| p.into_inner());
-            map.iter().map(|(ns, e)| (ns.clone(), Arc::clone(e))).collect()
-        };
-        let mut out: Vec<_> = entries
-            .into_iter()
-            .filter_map(|(ns, e)| e.meta.read().unwrap_or_else(|p| p.into_inner()).clone().map(|m| (ns, m)))
-            .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+        self.by_ns.loaded()
     }
 
     pub fn forget_database(&self, db: &str) {
-        let prefix = format!("{db}.");
-        self.by_ns.lock().unwrap_or_else(|p| p.into_inner()).retain(|ns, _| !ns.starts_with(&prefix));
+        self.by_ns.forget_prefix(&format!("{db}."));
     }
 
     /// Refreshes `ns` from the catalog. With `join`, a refresh that finished while this call
@@ -170,87 +111,35 @@ impl MetadataCache {
         linearizable: bool,
         join: bool,
     ) -> Result<CollectionMetadata, ShardingError> {
-        let entry = self.entry(ns);
-        let seen = entry.refreshes.load(Ordering::Acquire);
-        let _flight = entry.refreshing.lock().await;
-        if join
-            && entry.refreshes.load(Ordering::Acquire) != seen
-            && let Some(m) = entry.meta.read().unwrap_or_else(|p| p.into_inner()).clone()
-        {
-            return Ok(m);
-        }
-        let cached = entry.meta.read().unwrap_or_else(|p| p.into_inner()).clone();
-        let fresh = load(catalog, shard_id, ns, cached.as_ref(), linearizable).await?;
-        *entry.meta.write().unwrap_or_else(|p| p.into_inner()) = Some(fresh.clone());
-        entry.refreshes.fetch_add(1, Ordering::AcqRel);
-        Ok(fresh)
-    }
-}
-
-async fn load(
-    catalog: &impl RoutingSource,
-    shard_id: &str,
-    ns: &str,
-    cached: Option<&CollectionMetadata>,
-    linearizable: bool,
-) -> Result<CollectionMetadata, ShardingError> {
-    if let Some(CollectionMetadata::Sharded(m)) = cached {
-        let since = RoutingSince { epoch: m.table.epoch, version: m.table.version };
-        let answer = catalog.routing_table(ns, Some(since), linearizable).await?;
-        match apply_answer(Some(&m.table), answer, shard_id) {
-            Some(meta) => return Ok(meta),
-            None => tracing::debug!(ns, "collection generation changed; reloading its metadata"),
-        }
-    }
-    let answer = catalog.routing_table(ns, None, linearizable).await?;
-    apply_answer(None, answer, shard_id).ok_or_else(|| ShardingError::Catalog {
-        ns: ns.to_owned(),
-        code: None,
-        detail: "the catalog answered a full read with an epoch change".into(),
-    })
-}
-
-/// Folds a catalog answer into the cached table; `None` when a full reload is needed.
-pub fn apply_answer(
-    cached: Option<&RoutingTable>,
-    answer: RoutingAnswer,
-    shard_id: &str,
-) -> Option<CollectionMetadata> {
-    match answer {
-        RoutingAnswer::Full(None) | RoutingAnswer::Changes(ChangedChunks::NotSharded) => {
-            Some(CollectionMetadata::Unsharded)
-        }
-        RoutingAnswer::Full(Some(table)) => {
-            Some(CollectionMetadata::Sharded(Arc::new(ShardedMetadata::from_table(table, shard_id))))
-        }
-        RoutingAnswer::Changes(ChangedChunks::EpochChanged { .. }) => None,
-        RoutingAnswer::Changes(ChangedChunks::Changed { collection_version, chunks }) => {
-            let mut table = cached?.clone();
-            if collection_version.epoch != table.epoch {
-                return None;
-            }
-            table.merge_changes(collection_version.version, &chunks);
-            Some(CollectionMetadata::Sharded(Arc::new(ShardedMetadata::from_table(table, shard_id))))
-        }
+        self.by_ns
+            .refresh(ns, join, |cached| async move {
+                let cached = match &cached {
+                    Some(CollectionMetadata::Sharded(m)) => Some(&m.table),
+                    _ => None,
+                };
+                let table = routing::load(catalog, ns, cached, linearizable)
+                    .await
+                    .map_err(|e| ShardingError::Catalog { ns: ns.to_owned(), code: e.code(), detail: e.to_string() })?;
+                Ok(match table {
+                    None => CollectionMetadata::Unsharded,
+                    Some(t) => CollectionMetadata::Sharded(Arc::new(ShardedMetadata::from_table(t, shard_id))),
+                })
+            })
+            .await
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use shoal_proto::catalog::{Chunk, ChunkBound, ChunkVersion, Epoch, KeyPattern, Timestamp};
+    use shoal_cluster::config_client::ClientError;
+    use shoal_proto::catalog::{
+        ChangedChunks, Chunk, ChunkBound, ChunkVersion, Epoch, KeyPattern, RoutingAnswer, RoutingSince, Timestamp,
+    };
 
     use super::*;
 
     fn chunk(min: ChunkBound, max: ChunkBound, shard: &str, major: u32, minor: u32) -> Chunk {
-        Chunk {
-            min,
-            max,
-            shard: shard.into(),
-            version: ChunkVersion::new(major, minor),
-            history: Vec::new(),
-            jumbo: false,
-            on_current_shard_since: Timestamp::default(),
-        }
+        Chunk::new(min, max, shard, ChunkVersion::new(major, minor))
     }
 
     fn key(b: u8) -> ChunkBound {
@@ -268,13 +157,6 @@ mod tests {
             unique: false,
             version,
             chunks,
-        }
-    }
-
-    fn sharded(meta: CollectionMetadata) -> Arc<ShardedMetadata> {
-        match meta {
-            CollectionMetadata::Sharded(m) => m,
-            CollectionMetadata::Unsharded => panic!("expected sharded"),
         }
     }
 
@@ -303,17 +185,15 @@ mod tests {
             collection_version: cv,
             chunks: vec![chunk(ChunkBound::Min, key(10), "s1", 2, 1), chunk(key(10), ChunkBound::Max, "s2", 2, 0)],
         });
-        let m = sharded(apply_answer(Some(&t), answer, "s1").unwrap());
+        let folded = routing::fold(Some(&t), answer).unwrap().unwrap();
+        let m = ShardedMetadata::from_table(folded, "s1");
         assert_eq!(m.shard_version().version, ChunkVersion::new(2, 1));
         assert!(m.ownership.owns_key(&key(5)));
         assert!(!m.ownership.owns_key(&key(15)));
         assert_eq!(m.table.chunks.len(), 2);
 
         let epoch_changed = RoutingAnswer::Changes(ChangedChunks::EpochChanged { current: cv });
-        assert!(apply_answer(Some(&t), epoch_changed, "s1").is_none());
-        let dropped = RoutingAnswer::Changes(ChangedChunks::NotSharded);
-        assert!(matches!(apply_answer(Some(&t), dropped, "s1"), Some(CollectionMetadata::Unsharded)));
-        assert!(matches!(apply_answer(None, RoutingAnswer::Full(None), "s1"), Some(CollectionMetadata::Unsharded)));
+        assert!(routing::fold(Some(&t), epoch_changed).is_none());
     }
 
     /// A catalog that answers with `table` (full or as "nothing changed"), counting calls, and
@@ -330,7 +210,7 @@ mod tests {
             _ns: &str,
             since: Option<RoutingSince>,
             _linearizable: bool,
-        ) -> Result<RoutingAnswer, ShardingError> {
+        ) -> Result<RoutingAnswer, ClientError> {
             self.calls.lock().unwrap().push(since);
             self.gate.acquire().await.unwrap().forget();
             Ok(match since {
