@@ -1,5 +1,6 @@
-//! The replica-group arbiter (DESIGN.md §6): the config leader decides which member of each shard
-//! is primary, in which term, and for how long a primary may accept writes (its lease).
+//! The replica-group arbiter (docs/architecture.md, "Replica-group arbitration"): the config
+//! leader decides which member of each shard is primary, in which term, and for how long a
+//! primary may accept writes (its lease).
 //!
 //! ```text
 //!  member --Heartbeat{term, state, optimes}--> config leader: record in View (never a Raft write)

@@ -3,7 +3,8 @@
 //! unique within an epoch, so an unchanged version means an unchanged chunk, and of two commits
 //! based on the same version only the first succeeds.
 //!
-//! Version bumps (mongo-protocol.md §6), with `cv` the collection version before the commit:
+//! Version bumps (MongoDB's, as docs/architecture.md "Config service" lists them), with `cv` the
+//! collection version before the commit:
 //! ```text
 //!  split into n+1    (cv.major, cv.minor+1 ..= cv.minor+n+1), or if the owner's shard version
 //!                    equals cv (SERVER-41480): (cv.major+1, 1 ..= n+1)

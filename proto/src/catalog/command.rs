@@ -46,8 +46,9 @@ pub enum Command {
         max: ChunkBound,
         zone: Option<String>,
     },
-    /// Compare-and-set on a replica group's term (failover arbitration, DESIGN.md §6). A new term
-    /// may name a primary or leave it open; the same term may only fill in a missing primary.
+    /// Compare-and-set on a replica group's term (failover arbitration, docs/architecture.md
+    /// "Replica-group arbitration"). A new term may name a primary or leave it open; the same term
+    /// may only fill in a missing primary.
     SetReplicaGroupTerm {
         shard: ShardId,
         expected_term: u64,

@@ -205,8 +205,9 @@ pub enum ShardState {
     Draining,
 }
 
-/// A shard's replica group as the config service arbitrates it (DESIGN.md §6): the members, the
-/// current term, and the member promoted to primary in that term (none while a failover runs).
+/// A shard's replica group as the config service arbitrates it (docs/architecture.md,
+/// "Replica-group arbitration"): the members, the current term, and the member promoted to primary
+/// in that term (none while a failover runs).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaGroup {
     /// `host:port` of each member, in the order given to `AddShard`.

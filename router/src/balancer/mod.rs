@@ -1,7 +1,7 @@
 //! The balancer: keeps every sharded collection's chunks split to size, spread by data and by
 //! load, inside their zones and off draining shards, without anyone calling `moveChunk`.
 //!
-//! Two halves (STYLE.md 2):
+//! Two halves, a pure decision core and the runtime that does its I/O:
 //! - [`policy`]: the decision core. Given a catalog snapshot, chunk statistics from the shards and
 //!   the balancer's memory, it returns a [`policy::Plan`] of actions, each with its reason. No I/O,
 //!   no clock (the caller passes `now`), deterministic: unit-tested on hand-built catalogs.

@@ -1,6 +1,6 @@
 //! The `config` database through the router: `find`, `aggregate`, `count` and `distinct` on the
 //! collections in [`SERVED`], built from a catalog snapshot in MongoDB's document shapes
-//! (`mongo-protocol.md` §5; builders in `config_docs.rs`), then filtered, sorted, skipped,
+//! (docs/architecture.md, "The `config` database"; builders in `config_docs.rs`), then filtered, sorted, skipped,
 //! limited, projected or run through a pipeline with the query crate. Results larger than the
 //! requested batch wait in a buffered router cursor. Writes are in `config_write.rs`.
 

@@ -1,4 +1,4 @@
-//! The catalog as MongoDB's `config` documents (`mongo-protocol.md` §5): pure builders from a
+//! The catalog as MongoDB's `config` documents (docs/architecture.md, "The `config` database"): pure builders from a
 //! catalog snapshot to the shapes of `config.collections`, `config.chunks`, `config.tags`,
 //! `config.changelog`, `config.locks` and `config.mongos` (MongoDB 5+: chunks keyed by the
 //! collection's `uuid`).

@@ -1,7 +1,8 @@
 //! The member's heartbeat to the config service: reports its term, state and optimes; learns the
 //! group's term, members and primary; and, as primary, renews its lease.
 //!
-//! Rules this member follows (the config service arbitrates, DESIGN.md §6):
+//! Rules this member follows (the config service arbitrates: docs/architecture.md,
+//! "Replica-group arbitration"):
 //! - a newer term is adopted at once; a primary of an older term stops taking writes and becomes
 //!   a secondary (its unreplicated entries are rolled back when it follows the new primary);
 //! - named primary of its current term, it writes the term's no-op and takes writes only while

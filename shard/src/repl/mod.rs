@@ -1,5 +1,6 @@
-//! Replication inside a shard's replica group (DESIGN.md §6): who is primary, the oplog stream
-//! from the primary to its secondaries, the majority commit point, and waiting for write concerns.
+//! Replication inside a shard's replica group (docs/architecture.md, "Shard replica groups"): who
+//! is primary, the oplog stream from the primary to its secondaries, the majority commit point,
+//! and waiting for write concerns.
 //!
 //! Owns: this member's view of its group ([`Repl`]: term, role, the primary the config service
 //! named, peers' progress), the heartbeat to the config service that learns terms and renews the

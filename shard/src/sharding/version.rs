@@ -3,7 +3,7 @@
 //! StaleConfig (13388). [`super::ShardingState::check`] runs it, refreshes at most once, and
 //! turns a final mismatch into [`ShardingError::StaleConfig`].
 //!
-//! The rules follow MongoDB's placement versions (mongo-protocol.md §6): the generation (epoch and
+//! The rules follow MongoDB's placement versions (docs/architecture.md, "Config service"): the generation (epoch and
 //! timestamp) must match; within a generation the major must match, and minor differences (splits)
 //! are compatible. A router that is *newer* than the shard makes the shard refresh; a router that
 //! is older gets StaleConfig and refreshes itself.

@@ -1,6 +1,6 @@
 //! The balancer's decision core: catalog + statistics + memory in, a [`Plan`] out. Pure.
 //!
-//! Priorities (peers.md A.2 5), highest first: splits that must happen before a move (zone
+//! Priorities (MongoDB's balancer order), highest first: splits that must happen before a move (zone
 //! boundaries, chunks over the size limit, hot chunks with a load split key); moves off draining
 //! shards; moves into zones; data-size imbalance; load imbalance; then merges of small cold
 //! neighbours, throttled. At most one migration per shard (as donor or recipient) per plan.
