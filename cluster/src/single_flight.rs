@@ -122,7 +122,7 @@ impl<V: Clone> SingleFlight<V> {
     /// The cached value, or a refresh (joined) when there is none.
     pub async fn get_or_load<E, F, Fut>(&self, key: &str, load: F) -> Result<V, E>
     where
-        F: FnOnce(Option<V>) -> Fut,
+        F: FnOnce() -> Fut,
         Fut: Future<Output = Result<V, E>>,
     {
         if let Some(v) = self.get(key) {
@@ -132,7 +132,7 @@ impl<V: Clone> SingleFlight<V> {
             match cached {
                 // Loaded by a caller that held the key's lock before us.
                 Some(v) => Ok(v),
-                None => load(None).await,
+                None => load().await,
             }
         })
         .await
@@ -205,8 +205,8 @@ mod tests {
     async fn get_or_load_loads_only_what_is_missing() {
         let cache = SingleFlight::<u32>::default();
         cache.install("a", 1);
-        assert_eq!(cache.get_or_load("a", |_| async { Ok::<_, ()>(2) }).await, Ok(1));
-        assert_eq!(cache.get_or_load("b", |_| async { Ok::<_, ()>(3) }).await, Ok(3));
+        assert_eq!(cache.get_or_load("a", || async { Ok::<_, ()>(2) }).await, Ok(1));
+        assert_eq!(cache.get_or_load("b", || async { Ok::<_, ()>(3) }).await, Ok(3));
         assert_eq!(cache.get("b"), Some(3));
     }
 

@@ -1,5 +1,5 @@
 //! The router's access to the cluster catalog held by the config servers: one leader-following
-//! client (`shoal_cluster::config_client`, built without the Raft server), and the mapping of its
+//! client (`shoal_cluster::config_client`, which speaks only `config.proto`), and the mapping of its
 //! failures to MongoDB errors.
 
 use shoal_cluster::config_client::{self as client, ClientError, ClientSettings, ConfigClient, What};

@@ -28,7 +28,7 @@ impl Parts {
 
     /// The parts a `view` query names (unknown values, from a newer client, are ignored).
     pub fn from_wire(parts: &[i32]) -> Self {
-        Self::of(&parts.iter().filter_map(|p| CatalogPart::try_from(*p).ok()).collect::<Vec<_>>())
+        Parts(parts.iter().filter_map(|p| CatalogPart::try_from(*p).ok()).fold(0, |bits, p| bits | Self::bit(p)))
     }
 
     /// The parts as `ViewQuery.parts`.

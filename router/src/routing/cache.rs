@@ -60,7 +60,7 @@ impl RoutingCache {
 
     /// The cached collection, loading it (whole) if absent.
     pub async fn load(&self, catalog: &impl RoutingSource, ns: &str) -> Result<CachedCollection, CommandError> {
-        self.colls.get_or_load(ns, |_| fetch(catalog, ns, None)).await
+        self.colls.get_or_load(ns, || fetch(catalog, ns, None)).await
     }
 
     /// Brings `ns` up to date after a shard said the router's version `seen` is stale
