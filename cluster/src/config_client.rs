@@ -24,7 +24,7 @@ use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
 use tonic::transport::Channel;
 
 use shoal_proto::catalog::{
-    CatalogError, Collection, Command, Database, Reply, RoutingAnswer, RoutingSince, Settings, Shard,
+    CatalogError, Collection, Command, Database, Reply, RoutingAnswer, RoutingSince, SecurityCatalog, Settings, Shard,
 };
 
 use crate::net::connect_lazy;
@@ -358,6 +358,11 @@ impl ConfigClient {
     /// The named `parts` of the catalog, all at one version, and that version.
     pub async fn view(&self, parts: Parts, linearizable: bool) -> Result<(CatalogView, u64), ClientError> {
         self.query_one(What::View(ViewQuery { parts: parts.to_wire() }), linearizable).await
+    }
+
+    /// Every user and user-defined role, with their version.
+    pub async fn security(&self, linearizable: bool) -> Result<SecurityCatalog, ClientError> {
+        Ok(self.query_one(What::Security(All {}), linearizable).await?.0)
     }
 
     /// A stream of catalog versions greater than `from_version`, from one server.

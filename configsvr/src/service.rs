@@ -362,7 +362,11 @@ impl Config for ConfigService {
                 }
                 let mark = *rx.borrow_and_update();
                 if mark.catalog_version > last {
-                    let item = CatalogVersion { version: mark.catalog_version, applied_index: mark.applied_index };
+                    let item = CatalogVersion {
+                        version: mark.catalog_version,
+                        applied_index: mark.applied_index,
+                        security_version: mark.security_version,
+                    };
                     return Some((Ok(item), (rx, stop, mark.catalog_version)));
                 }
                 tokio::select! {

@@ -132,6 +132,16 @@ codes! {
     Location51132 = 51132,
     Location13113 = 13113,
     Location28769 = 28769,
+    UserNotFound = 11,
+    ProtocolError = 17,
+    AuthenticationFailed = 18,
+    RoleNotFound = 31,
+    InvalidRoleModification = 49,
+    MechanismUnavailable = 334,
+    InvalidSSLConfiguration = 140,
+    SSLHandshakeFailed = 141,
+    Location51002 = 51002,
+    Location51003 = 51003,
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -63,6 +63,7 @@ pub fn answer(catalog: &Catalog, query: &CatalogQuery) -> Result<Vec<u8>, QueryE
         What::ZoneRanges(ns) => wire::encode(catalog.zone_ranges(ns))?,
         What::RoutingTable(q) => wire::encode(&routing_table(catalog, &q.ns, since(q)?))?,
         What::View(q) => wire::encode(&view(catalog, Parts::from_wire(&q.parts)))?,
+        What::Security(_) => wire::encode(catalog.security())?,
     })
 }
 

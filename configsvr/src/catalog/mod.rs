@@ -1,5 +1,5 @@
 //! The catalog state machine: the cluster's shape (shards, databases, sharded collections and
-//! their chunks, zones, settings, leases, replica-group terms) and the one function that changes
+//! their chunks, zones, settings, leases, replica-group terms, users and roles) and the one function that changes
 //! it, [`Catalog::apply`]. Pure and I/O-free: the Raft layer feeds it committed log entries.
 //!
 //! ```text
@@ -30,6 +30,7 @@ mod leases;
 mod namespaces;
 mod refine;
 mod routing;
+mod security;
 mod settings;
 mod shards;
 mod zones;
@@ -73,6 +74,9 @@ pub struct Catalog {
     /// The cluster's identity (`config.version.clusterId`), set once by the first `InitCluster`.
     #[serde(default)]
     cluster_id: Option<Epoch>,
+    /// Users and user-defined roles, with their own version (`security.rs`).
+    #[serde(default)]
+    security: SecurityCatalog,
 }
 
 /// The catalog's notion of time: the latest log-entry time applied, and the last timestamp issued.
@@ -235,6 +239,7 @@ impl Catalog {
             C::ReportBalancerRounds { completed, in_round } => {
                 Ok(self.report_balancer_rounds(*completed, *in_round, now))
             }
+            C::Security(cmd) => self.security_command(cmd),
         }
     }
 

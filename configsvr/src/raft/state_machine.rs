@@ -38,6 +38,8 @@ pub struct Applied {
 pub struct VersionMark {
     pub catalog_version: u64,
     pub applied_index: u64,
+    /// Users' and roles' own version: routers reload them only when it moves.
+    pub security_version: u64,
 }
 
 /// The applied catalog, shared between the state machine (writer) and the API (readers).
@@ -83,6 +85,7 @@ fn mark_of(applied: &Applied) -> VersionMark {
     VersionMark {
         catalog_version: super::catalog_api::version(&applied.catalog),
         applied_index: applied.last_applied.as_ref().map_or(0, |id| id.index()),
+        security_version: applied.catalog.security().version,
     }
 }
 

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use std::collections::BTreeMap;
 
 use super::log::{Detail, Fencing};
+use super::security::SecurityCommand;
 use super::settings::{ActiveWindow, BalancerMode};
 use super::types::{ChunkBound, ChunkVersion, Epoch, KeyPattern, ShardId};
 
@@ -185,6 +186,8 @@ pub enum Command {
         completed: u64,
         in_round: bool,
     },
+    /// A change to users or roles (never logged in the changelog: it carries credentials).
+    Security(SecurityCommand),
 }
 
 /// A partial change of the settings: `None` fields keep their value, so two admins changing
@@ -283,6 +286,7 @@ impl fmt::Display for Command {
             Command::ReportBalancerRounds { completed, in_round } => {
                 write!(f, "reportBalancerRounds +{completed} in round {in_round}")
             }
+            Command::Security(cmd) => cmd.fmt(f),
         }
     }
 }

@@ -73,6 +73,18 @@ pub enum CatalogError {
     LimitExceeded { what: String, limit: u64 },
     #[error("chunk versions of '{ns}' would overflow")]
     VersionOverflow { ns: String },
+    #[error("Could not find user \"{user}\" for db \"{db}\"")]
+    UserNotFound { user: String, db: String },
+    #[error("User \"{user}@{db}\" already exists")]
+    UserExists { user: String, db: String },
+    #[error("Could not find role: {role}@{db}")]
+    RoleNotFound { role: String, db: String },
+    #[error("Role \"{role}@{db}\" already exists")]
+    RoleExists { role: String, db: String },
+    /// Built-in roles cannot be created, changed or dropped; a change would make a role inherit
+    /// itself.
+    #[error("{reason}")]
+    InvalidRoleModification { reason: String },
 }
 
 impl CatalogError {
@@ -116,6 +128,11 @@ impl CatalogError {
             E::LeaseBusy { .. } | E::LeaseNotHeld { .. } | E::StaleFencingToken { .. } => ErrorCode::LockBusy,
             E::StaleTerm { .. } => ErrorCode::StaleTerm,
             E::VersionOverflow { .. } => ErrorCode::Overflow,
+            E::UserNotFound { .. } => ErrorCode::UserNotFound,
+            E::UserExists { .. } => ErrorCode::Location51003,
+            E::RoleNotFound { .. } => ErrorCode::RoleNotFound,
+            E::RoleExists { .. } => ErrorCode::Location51002,
+            E::InvalidRoleModification { .. } => ErrorCode::InvalidRoleModification,
         }
     }
 }

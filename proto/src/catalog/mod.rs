@@ -1,6 +1,6 @@
 //! The cluster catalog's values, as every process sees them: shards and their replica groups,
 //! databases, sharded collections with their chunks, chunk bounds and versions, zones, settings,
-//! leases, the changelog, and the replies to catalog commands.
+//! leases, the changelog, users and roles, and the replies to catalog commands.
 //!
 //! The config service holds them (its state machine is built of these values); routers and shards
 //! read them through its API. Pure data with the small rules that belong to the values themselves
@@ -16,6 +16,7 @@ mod error;
 mod log;
 mod reply;
 mod routing;
+mod security;
 mod settings;
 mod types;
 mod view;
@@ -26,6 +27,10 @@ pub use error::CatalogError;
 pub use log::{BALANCER_LEASE, BalancerRounds, ChangelogEntry, Detail, Fencing, Lease};
 pub use reply::{RemoveShardProgress, RemoveShardState, Reply};
 pub use routing::{ChangedChunks, RoutingAnswer, RoutingSince, RoutingTable};
+pub use security::{
+    Credentials, Privilege, Resource, Role, RoleName, SCRAM_SHA_1, SCRAM_SHA_256, ScramCredential, SecurityCatalog,
+    SecurityCommand, User, UserName,
+};
 pub use settings::{
     ActiveWindow, BalancerMode, CHUNK_SIZE_MIB_DEFAULT, CHUNK_SIZE_MIB_MAX, CHUNK_SIZE_MIB_MIN, Settings, parse_hh_mm,
 };

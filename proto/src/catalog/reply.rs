@@ -41,6 +41,8 @@ pub enum Reply {
         term: u64,
         primary: Option<String>,
     },
+    /// How many users or roles a `dropAll...FromDatabase` removed.
+    Count(u64),
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,6 +7,7 @@ mod api;
 mod chunks;
 mod leases;
 mod refine;
+mod security;
 
 use uuid::Uuid;
 
