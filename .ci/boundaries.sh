@@ -22,4 +22,6 @@ check() {
 check shoal-router 'openraft|fjall|shoal-shard|shoal-configsvr'
 check shoal-shard 'openraft|shoal-configsvr'
 check shoal-cluster 'openraft|fjall|shoal-configsvr|shoal-shard|shoal-router'
+# The auth crate is pure: it links no server crate and no client of one.
+check shoal-auth 'openraft|fjall|shoal-configsvr|shoal-shard|shoal-router|shoal-cluster'
 exit $status

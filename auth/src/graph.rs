@@ -12,38 +12,121 @@ use shoal_proto::catalog::{Privilege, Resource, RoleName, SecurityCatalog};
 
 use crate::action::ActionSet;
 use crate::builtin;
-use crate::resource::Target;
+use crate::resource::{INTERNAL_DATABASES, Target, namespace};
 
 /// Upper bound on the roles one grant may reach: a walk is per authenticated user and cache
 /// generation, and the bound keeps a pathological graph from costing more than a moment.
 pub const ROLES_REACHED_MAX: usize = 10_000;
 
-/// The privileges of a set of roles, by resource.
+/// The privileges of a set of roles, kept by resource kind so a check looks up at most six
+/// entries by `&str` and allocates nothing (it runs on every command of an authenticated client).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Privileges {
-    by_resource: HashMap<Resource, ActionSet>,
+    any_resource: ActionSet,
+    cluster: ActionSet,
+    /// `{db: "", collection: ""}`.
+    any_normal: ActionSet,
+    /// `{db: d, collection: ""}` by `d`.
+    databases: HashMap<String, ActionSet>,
+    /// `{db: "", collection: c}` by `c`.
+    collection_names: HashMap<String, ActionSet>,
+    /// `{db: d, collection: c}` by `d`, then `c`.
+    exact: HashMap<String, HashMap<String, ActionSet>>,
+    /// `system.buckets.*` of every database (`""`) or of one.
+    system_buckets: HashMap<String, ActionSet>,
+}
+
+fn merge_into<K: std::hash::Hash + Eq>(map: &mut HashMap<K, ActionSet>, key: K, actions: ActionSet) {
+    let entry = map.entry(key).or_default();
+    *entry = entry.union(actions);
 }
 
 impl Privileges {
     pub fn add(&mut self, resource: Resource, actions: ActionSet) {
-        let entry = self.by_resource.entry(resource).or_default();
-        *entry = entry.union(actions);
+        match resource {
+            Resource::AnyResource => self.any_resource = self.any_resource.union(actions),
+            Resource::Cluster => self.cluster = self.cluster.union(actions),
+            Resource::Namespace { db, collection } => match (db.is_empty(), collection.is_empty()) {
+                (true, true) => self.any_normal = self.any_normal.union(actions),
+                (false, true) => merge_into(&mut self.databases, db, actions),
+                (true, false) => merge_into(&mut self.collection_names, collection, actions),
+                (false, false) => merge_into(self.exact.entry(db).or_default(), collection, actions),
+            },
+            Resource::SystemBuckets { db } => merge_into(&mut self.system_buckets, db, actions),
+        }
     }
 
     /// Whether these privileges allow every action of `needed` on `target`.
     pub fn allows(&self, target: &Target<'_>, needed: ActionSet) -> bool {
-        let have = target
-            .covering()
-            .iter()
-            .filter_map(|r| self.by_resource.get(r))
-            .fold(ActionSet::EMPTY, |have, a| have.union(*a));
-        have.covers(needed)
+        self.on(target).covers(needed)
     }
 
-    /// The resources and their actions, in a stable order (for `showPrivileges`).
-    pub fn sorted(&self) -> Vec<(&Resource, &ActionSet)> {
-        let mut out: Vec<_> = self.by_resource.iter().collect();
-        out.sort_by(|a, b| a.0.cmp(b.0));
+    /// Every action granted on `target` (MongoDB's resource search list, see [`crate::resource`]).
+    pub fn on(&self, target: &Target<'_>) -> ActionSet {
+        let mut have = self.any_resource;
+        let get = |map: &HashMap<String, ActionSet>, key: &str| map.get(key).copied().unwrap_or_default();
+        match *target {
+            Target::Cluster => have = have.union(self.cluster),
+            Target::Database(db) => {
+                if !INTERNAL_DATABASES.contains(&db) {
+                    have = have.union(self.any_normal);
+                }
+                have = have.union(get(&self.databases, db));
+            }
+            Target::Namespace { db, collection } => {
+                if !collection.starts_with("system.") {
+                    if !INTERNAL_DATABASES.contains(&db) {
+                        have = have.union(self.any_normal);
+                    }
+                    have = have.union(get(&self.databases, db));
+                }
+                if collection.starts_with("system.buckets.") {
+                    have = have.union(get(&self.system_buckets, "")).union(get(&self.system_buckets, db));
+                }
+                have = have.union(get(&self.collection_names, collection));
+                if let Some(in_db) = self.exact.get(db) {
+                    have = have.union(get(in_db, collection));
+                }
+            }
+        }
+        have
+    }
+
+    /// Whether anything at all is granted on database `db` or its collections (which databases
+    /// `listDatabases` shows a user without the `listDatabases` action).
+    pub fn touches_database(&self, db: &str) -> bool {
+        !self.any_resource.is_empty()
+            || (!self.any_normal.is_empty() && !INTERNAL_DATABASES.contains(&db))
+            || self.databases.get(db).is_some_and(|a| !a.is_empty())
+            || self.exact.get(db).is_some_and(|c| c.values().any(|a| !a.is_empty()))
+    }
+
+    /// Every (resource, actions) pair, in a stable order (for `showPrivileges`).
+    pub fn sorted(&self) -> Vec<(Resource, ActionSet)> {
+        let mut out = Vec::new();
+        let mut push = |r: Resource, a: ActionSet| {
+            if !a.is_empty() {
+                out.push((r, a));
+            }
+        };
+        push(Resource::AnyResource, self.any_resource);
+        push(Resource::Cluster, self.cluster);
+        push(namespace("", ""), self.any_normal);
+        for (db, a) in &self.databases {
+            push(namespace(db, ""), *a);
+        }
+        for (c, a) in &self.collection_names {
+            push(namespace("", c), *a);
+        }
+        for (db, colls) in &self.exact {
+            for (c, a) in colls {
+                push(namespace(db, c), *a);
+            }
+        }
+        for (db, a) in &self.system_buckets {
+            push(Resource::SystemBuckets { db: db.clone() }, *a);
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }
 }
@@ -133,7 +216,7 @@ pub fn check_grant(catalog: &SecurityCatalog, to: &RoleName, granted: &[RoleName
 mod tests {
     use super::*;
     use crate::action::Action;
-    use crate::resource::namespace;
+    use crate::resource::covers;
     use shoal_proto::catalog::Role;
 
     fn role(name: &str, db: &str, privileges: Vec<Privilege>, roles: Vec<RoleName>) -> Role {
@@ -199,6 +282,43 @@ mod tests {
             Err(GraphError::RoleNotFound(RoleName::new("zzz", "app")))
         );
         assert_eq!(check_grant(&c, &RoleName::new("a", "app"), &[RoleName::new("read", "app")]), Ok(()));
+    }
+
+    /// The fast lookup agrees with the resource search list of `resource.rs` for every pattern
+    /// kind and target kind.
+    #[test]
+    fn lookup_agrees_with_the_search_list() {
+        let patterns = [
+            Resource::AnyResource,
+            Resource::Cluster,
+            namespace("", ""),
+            namespace("app", ""),
+            namespace("config", ""),
+            namespace("", "people"),
+            namespace("", "system.js"),
+            namespace("app", "people"),
+            namespace("app", "system.js"),
+            Resource::SystemBuckets { db: String::new() },
+            Resource::SystemBuckets { db: "app".into() },
+        ];
+        let targets = [
+            Target::Cluster,
+            Target::Database("app"),
+            Target::Database("config"),
+            ns("app", "people"),
+            ns("app", "system.js"),
+            ns("other", "people"),
+            ns("config", "people"),
+            ns("app", "system.buckets.w"),
+            ns("other", "system.buckets.w"),
+        ];
+        for p in &patterns {
+            let mut privileges = Privileges::default();
+            privileges.add(p.clone(), ActionSet::of(&[Action::Find]));
+            for t in &targets {
+                assert_eq!(privileges.allows(t, ActionSet::of(&[Action::Find])), covers(p, t), "{p:?} on {t}");
+            }
+        }
     }
 
     #[test]

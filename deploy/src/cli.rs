@@ -306,6 +306,13 @@ pub struct RouterArgs {
     /// by it. Without them the sharding admin commands and the `config` database are unavailable.
     #[arg(long, value_delimiter = ',')]
     pub config: Vec<String>,
+    /// Require authentication and check every command's privileges (MongoDB's `--auth`,
+    /// `security.authorization: enabled`).
+    #[arg(long)]
+    pub auth: bool,
+    /// How long a failed authentication waits before it answers.
+    #[arg(long, default_value_t = 100)]
+    pub auth_failed_delay_ms: u64,
     #[command(flatten)]
     pub balancer: BalancerArgs,
     #[command(flatten)]

@@ -181,6 +181,9 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
             args.extend(["--shard".into(), shoal_proto::endpoint::uri(&first_shard.to_string()).into()]);
         }
         args.extend(config_flag.iter().cloned());
+        if spec.security.authorization.is_enabled() {
+            args.push("--auth".into());
+        }
         args.push(EXIT_WITH_LAUNCHER.into());
         processes.push(ProcessPlan {
             name: router.name.clone(),

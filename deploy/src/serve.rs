@@ -27,6 +27,8 @@ pub async fn router(args: RouterArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal(args.child.exit_on_stdin_eof).context("cannot install signal handlers")?;
     let mut config = shoal_router::RouterConfig::new(args.listen, args.shard);
     config.config_servers = args.config;
+    config.authorization = args.auth;
+    config.auth_failed_delay = std::time::Duration::from_millis(args.auth_failed_delay_ms);
     let b = &args.balancer;
     config.balancer.enabled = !b.no_balancer;
     config.balancer.round_interval = std::time::Duration::from_millis(b.balancer_interval_ms);

@@ -36,6 +36,33 @@ pub struct ClusterSpec {
     pub config_servers: Vec<ConfigServerSpec>,
     pub routers: Vec<RouterSpec>,
     pub shards: Vec<ShardSpec>,
+    /// MongoDB's `security.*` settings.
+    #[serde(default)]
+    pub security: SecuritySpec,
+}
+
+/// `security:` in MongoDB's names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SecuritySpec {
+    /// `enabled`: clients authenticate and every command checks the user's privileges.
+    #[serde(default)]
+    pub authorization: Switch,
+}
+
+/// MongoDB's `enabled` / `disabled` settings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Switch {
+    Enabled,
+    #[default]
+    Disabled,
+}
+
+impl Switch {
+    pub fn is_enabled(self) -> bool {
+        self == Switch::Enabled
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -84,6 +84,11 @@ impl CatalogAccess {
         self.client()?.settings(true).await.map_err(client_error)
     }
 
+    /// Every user and user-defined role, confirmed current with a quorum.
+    pub async fn security(&self) -> Result<shoal_proto::catalog::SecurityCatalog, CommandError> {
+        self.client()?.security(true).await.map_err(client_error)
+    }
+
     /// Catalog versions from `from_version` on, as the config servers apply them.
     pub async fn watch(
         &self,

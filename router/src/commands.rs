@@ -2,7 +2,7 @@
 //! aliases, its handler and the facts the rest of the router asks about it (what it does to data,
 //! whether it is a retryable write, whether `maxTimeMS` limits it, which catalog metadata it
 //! needs, whether a secondary may answer it, whether it runs only on `admin`, whether legacy
-//! OP_QUERY may carry it, whether `explain` takes it, and the privilege it requires).
+//! OP_QUERY may carry it, whether `explain` takes it, and who may run it: [`Access`]).
 //!
 //! A request's name is made canonical once, where it arrives ([`lookup`], from
 //! `wire::request`); `dispatch`, `retryable`, `explain`, `listCommands` and the OP_QUERY check
@@ -15,7 +15,10 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use futures::future::BoxFuture;
+use shoal_auth::{Action, ActionSet};
 
+use crate::auth::sasl;
+use crate::cmd::user_admin::{roles, users};
 use crate::cmd::{crud, cursor, ddl, explain, handshake, indexes, info, sharding, stats};
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
@@ -37,6 +40,8 @@ pub enum Kind {
     Sharding,
     /// Answers about the router or the session and touches no data (`hello`, `ping`, ...).
     Info,
+    /// Creates, changes or shows users and roles.
+    UserAdmin,
 }
 
 /// Which catalog metadata the router needs before it can run a command.
@@ -52,23 +57,34 @@ pub enum Metadata {
     Cluster,
 }
 
-/// What a privilege names, as MongoDB's resource documents do.
+/// What a command's required actions apply to (MongoDB's resource, derived from the request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resource {
+pub enum On {
     /// `{cluster: true}`.
     Cluster,
-    /// `{db: <the command's database>, collection: ""}`.
+    /// The command's database (`$db`).
     Database,
-    /// `{db, collection: <the command's first field>}`.
+    /// `$db` and the collection its first field names (`{find: "people"}`); `aggregate: 1` and
+    /// the like act on the database.
     Collection,
+    /// The `db.collection` its first field names (`{shardCollection: "app.people"}` on admin).
+    Namespace,
+    /// The database its first field names (`{enableSharding: "app"}` on admin).
+    NamedDatabase,
+    /// One fixed collection (`config.settings` for the balancer's switch).
+    Exact(&'static str, &'static str),
 }
 
-/// The privilege a command requires: MongoDB's action names on a resource. `None` in
-/// [`Spec::privilege`] means the command needs no authentication (`hello`, `ping`, ...).
+/// Who may run a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Privilege {
-    pub resource: Resource,
-    pub actions: &'static [&'static str],
+pub enum Access {
+    /// Anyone, authenticated or not: the handshake, `ping`, authentication itself.
+    Open,
+    /// Any authenticated user; the handler checks or filters further (`usersInfo` on oneself,
+    /// `listDatabases` showing what the user may see).
+    Authenticated,
+    /// These actions on this resource (MongoDB's action names, `shoal_auth::Action`).
+    Actions(On, ActionSet),
 }
 
 /// One command: its name, handler and facts.
@@ -95,7 +111,7 @@ pub struct Spec {
     pub op_query: bool,
     /// `explain` accepts it as the explained command.
     pub explainable: bool,
-    pub privilege: Option<Privilege>,
+    pub access: Access,
 }
 
 impl Spec {
@@ -112,7 +128,7 @@ impl Spec {
             admin_only: false,
             op_query: false,
             explainable: false,
-            privilege: None,
+            access: Access::Open,
         }
     }
     const fn aliases(self, aliases: &'static [&'static str]) -> Spec {
@@ -139,12 +155,15 @@ impl Spec {
     const fn explainable(self) -> Spec {
         Spec { explainable: true, ..self }
     }
-    const fn on(self, resource: Resource, actions: &'static [&'static str]) -> Spec {
-        Spec { privilege: Some(Privilege { resource, actions }), ..self }
+    const fn on(self, on: On, actions: &'static [Action]) -> Spec {
+        Spec { access: Access::Actions(on, ActionSet::of(actions)), ..self }
+    }
+    const fn authenticated(self) -> Spec {
+        Spec { access: Access::Authenticated, ..self }
     }
     /// Whether listCommands reports it as needing an authenticated user.
     pub fn requires_auth(&self) -> bool {
-        self.privilege.is_some()
+        !matches!(self.access, Access::Open)
     }
 }
 
@@ -161,9 +180,13 @@ macro_rules! h {
     };
 }
 
-use Kind::{Ddl, Info, Read, Sharding, Write};
+use Kind::{Ddl, Info, Read, Sharding, UserAdmin, Write};
 use Metadata::{Cluster, Collection, Database};
-use Resource::{Cluster as OnCluster, Collection as OnCollection, Database as OnDatabase};
+use On::{
+    Cluster as OnCluster, Collection as OnCollection, Database as OnDatabase, Exact as OnExact,
+    NamedDatabase as OnNamedDatabase, Namespace as OnNamespace,
+};
+use shoal_auth::Action as A;
 
 /// Every command the router serves.
 pub static COMMANDS: &[Spec] = &[
@@ -172,171 +195,195 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("isMaster", Info, |s, c, m| Box::pin(handshake::hello(s, c, m, true))).aliases(&["ismaster"]).op_query(),
     Spec::new("ping", Info, h!(info::ping)),
     Spec::new("buildInfo", Info, h!(info::build_info)).aliases(&["buildinfo"]).op_query(),
-    Spec::new("serverStatus", Info, h!(info::server_status)).on(OnCluster, &["serverStatus"]),
-    Spec::new("getParameter", Info, h!(info::get_parameter)).admin_only().on(OnCluster, &["getParameter"]),
-    Spec::new("getLog", Info, h!(info::get_log)).admin_only().on(OnCluster, &["getLog"]),
+    Spec::new("serverStatus", Info, h!(info::server_status)).on(OnCluster, &[A::ServerStatus]),
+    Spec::new("getParameter", Info, h!(info::get_parameter)).admin_only().on(OnCluster, &[A::GetParameter]),
+    Spec::new("getLog", Info, h!(info::get_log)).admin_only().on(OnCluster, &[A::GetLog]),
     Spec::new("whatsmyuri", Info, h!(info::whats_my_uri)),
     Spec::new("connectionStatus", Info, h!(info::connection_status)),
     Spec::new("endSessions", Info, h!(info::end_sessions)),
     Spec::new("getLastError", Info, h!(info::get_last_error)).aliases(&["getlasterror"]).op_query(),
-    Spec::new("hostInfo", Info, h!(info::host_info)).on(OnCluster, &["hostInfo"]),
-    Spec::new("getCmdLineOpts", Info, h!(info::get_cmd_line_opts)).admin_only().on(OnCluster, &["getCmdLineOpts"]),
+    Spec::new("hostInfo", Info, h!(info::host_info)).on(OnCluster, &[A::HostInfo]),
+    Spec::new("getCmdLineOpts", Info, h!(info::get_cmd_line_opts)).admin_only().on(OnCluster, &[A::GetCmdLineOpts]),
     Spec::new("listCommands", Info, h!(info::list_commands)),
+    // Authentication (open to anyone: it is how a client stops being anonymous).
+    Spec::new("saslStart", Info, h!(sasl::sasl_start)).op_query(),
+    Spec::new("saslContinue", Info, h!(sasl::sasl_continue)).op_query(),
+    Spec::new("logout", Info, h!(sasl::logout)),
+    // Users and roles.
+    Spec::new("createUser", UserAdmin, h!(users::create_user)).on(OnDatabase, &[A::CreateUser]),
+    Spec::new("updateUser", UserAdmin, h!(users::update_user)).authenticated(),
+    Spec::new("dropUser", UserAdmin, h!(users::drop_user)).on(OnDatabase, &[A::DropUser]),
+    Spec::new("dropAllUsersFromDatabase", UserAdmin, h!(users::drop_all_users_from_database))
+        .on(OnDatabase, &[A::DropUser]),
+    Spec::new("grantRolesToUser", UserAdmin, h!(users::grant_roles_to_user)).authenticated(),
+    Spec::new("revokeRolesFromUser", UserAdmin, h!(users::revoke_roles_from_user)).authenticated(),
+    Spec::new("usersInfo", UserAdmin, h!(users::users_info)).authenticated(),
+    Spec::new("createRole", UserAdmin, h!(roles::create_role)).on(OnDatabase, &[A::CreateRole]),
+    Spec::new("updateRole", UserAdmin, h!(roles::update_role)).on(OnDatabase, &[A::CreateRole, A::DropRole]),
+    Spec::new("dropRole", UserAdmin, h!(roles::drop_role)).on(OnDatabase, &[A::DropRole]),
+    Spec::new("dropAllRolesFromDatabase", UserAdmin, h!(roles::drop_all_roles_from_database))
+        .on(OnDatabase, &[A::DropRole]),
+    Spec::new("grantPrivilegesToRole", UserAdmin, h!(roles::grant_privileges_to_role)).on(OnDatabase, &[A::GrantRole]),
+    Spec::new("revokePrivilegesFromRole", UserAdmin, h!(roles::revoke_privileges_from_role))
+        .on(OnDatabase, &[A::RevokeRole]),
+    Spec::new("grantRolesToRole", UserAdmin, h!(roles::grant_roles_to_role)).authenticated(),
+    Spec::new("revokeRolesFromRole", UserAdmin, h!(roles::revoke_roles_from_role)).authenticated(),
+    Spec::new("rolesInfo", UserAdmin, h!(roles::roles_info)).authenticated(),
     // Documents.
-    Spec::new("insert", Write, h!(crud::insert)).retryable().needs(Collection).on(OnCollection, &["insert"]),
+    Spec::new("insert", Write, h!(crud::insert)).retryable().needs(Collection).on(OnCollection, &[A::Insert]),
     Spec::new("update", Write, h!(crud::update))
         .retryable()
         .needs(Collection)
         .explainable()
-        .on(OnCollection, &["update"]),
+        .on(OnCollection, &[A::Update]),
     Spec::new("delete", Write, h!(crud::delete))
         .retryable()
         .needs(Collection)
         .explainable()
-        .on(OnCollection, &["remove"]),
+        .on(OnCollection, &[A::Remove]),
     Spec::new("findAndModify", Write, h!(crud::find_and_modify))
         .aliases(&["findandmodify"])
         .retryable()
         .needs(Collection)
         .explainable()
-        .on(OnCollection, &["find", "update", "remove"]),
-    Spec::new("find", Read, h!(crud::find)).needs(Collection).secondary_ok().explainable().on(OnCollection, &["find"]),
+        .on(OnCollection, &[A::Find, A::Update, A::Remove]),
+    Spec::new("find", Read, h!(crud::find)).needs(Collection).secondary_ok().explainable().on(OnCollection, &[A::Find]),
     Spec::new("count", Read, h!(crud::count))
         .needs(Collection)
         .secondary_ok()
         .explainable()
-        .on(OnCollection, &["find"]),
+        .on(OnCollection, &[A::Find]),
     Spec::new("distinct", Read, h!(crud::distinct))
         .needs(Collection)
         .secondary_ok()
         .explainable()
-        .on(OnCollection, &["find"]),
+        .on(OnCollection, &[A::Find]),
     Spec::new("aggregate", Read, h!(crud::aggregate))
         .needs(Collection)
         .secondary_ok()
         .explainable()
-        .on(OnCollection, &["find"]),
-    Spec::new("explain", Read, h!(explain::explain)).needs(Collection).on(OnCollection, &["find"]),
-    Spec::new("getMore", Read, h!(cursor::get_more)).untimed().secondary_ok().on(OnCollection, &["find"]),
-    Spec::new("killCursors", Read, h!(cursor::kill_cursors)).secondary_ok().on(OnCollection, &["killCursors"]),
+        .on(OnCollection, &[A::Find]),
+    Spec::new("explain", Read, h!(explain::explain)).needs(Collection).on(OnCollection, &[A::Find]),
+    Spec::new("getMore", Read, h!(cursor::get_more)).untimed().secondary_ok().on(OnCollection, &[A::Find]),
+    Spec::new("killCursors", Read, h!(cursor::kill_cursors)).secondary_ok().on(OnCollection, &[A::KillCursors]),
     // Collections, databases and indexes.
-    Spec::new("create", Ddl, h!(ddl::create)).needs(Database).on(OnCollection, &["createCollection"]),
-    Spec::new("drop", Ddl, h!(ddl::drop)).needs(Collection).on(OnCollection, &["dropCollection"]),
-    Spec::new("dropDatabase", Ddl, h!(ddl::drop_database)).needs(Database).on(OnDatabase, &["dropDatabase"]),
-    Spec::new("listDatabases", Read, h!(ddl::list_databases)).needs(Cluster).on(OnCluster, &["listDatabases"]),
-    Spec::new("listCollections", Read, h!(ddl::list_collections)).needs(Database).on(OnDatabase, &["listCollections"]),
-    Spec::new("listIndexes", Read, h!(indexes::list_indexes)).needs(Collection).on(OnCollection, &["listIndexes"]),
-    Spec::new("createIndexes", Ddl, h!(indexes::create_indexes)).needs(Collection).on(OnCollection, &["createIndex"]),
+    Spec::new("create", Ddl, h!(ddl::create)).needs(Database).on(OnCollection, &[A::CreateCollection]),
+    Spec::new("drop", Ddl, h!(ddl::drop)).needs(Collection).on(OnCollection, &[A::DropCollection]),
+    Spec::new("dropDatabase", Ddl, h!(ddl::drop_database)).needs(Database).on(OnDatabase, &[A::DropDatabase]),
+    Spec::new("listDatabases", Read, h!(ddl::list_databases)).needs(Cluster).on(OnCluster, &[A::ListDatabases]),
+    Spec::new("listCollections", Read, h!(ddl::list_collections)).needs(Database).on(OnDatabase, &[A::ListCollections]),
+    Spec::new("listIndexes", Read, h!(indexes::list_indexes)).needs(Collection).on(OnCollection, &[A::ListIndexes]),
+    Spec::new("createIndexes", Ddl, h!(indexes::create_indexes)).needs(Collection).on(OnCollection, &[A::CreateIndex]),
     Spec::new("dropIndexes", Ddl, h!(indexes::drop_indexes))
         .aliases(&["deleteIndexes"])
         .needs(Collection)
-        .on(OnCollection, &["dropIndex"]),
-    Spec::new("dbStats", Read, h!(stats::db_stats)).aliases(&["dbstats"]).needs(Database).on(OnDatabase, &["dbStats"]),
+        .on(OnCollection, &[A::DropIndex]),
+    Spec::new("dbStats", Read, h!(stats::db_stats)).aliases(&["dbstats"]).needs(Database).on(OnDatabase, &[A::DbStats]),
     Spec::new("collStats", Read, h!(stats::coll_stats))
         .aliases(&["collstats"])
         .needs(Collection)
-        .on(OnCollection, &["collStats"]),
+        .on(OnCollection, &[A::CollStats]),
     // Sharding.
     Spec::new("listShards", Sharding, h!(sharding::list_shards))
         .needs(Cluster)
         .admin_only()
-        .on(OnCluster, &["listShards"]),
+        .on(OnCluster, &[A::ListShards]),
     Spec::new("replSetGetStatus", Sharding, h!(sharding::repl_status::repl_set_get_status))
         .needs(Cluster)
         .admin_only()
-        .on(OnCluster, &["replSetGetStatus"]),
+        .on(OnCluster, &[A::ReplSetGetStatus]),
     Spec::new("replSetStepDown", Sharding, h!(sharding::repl_status::repl_set_step_down))
         .needs(Cluster)
         .admin_only()
-        .on(OnCluster, &["replSetStateChange"]),
-    Spec::new("addShard", Sharding, h!(sharding::add_shard)).needs(Cluster).admin_only().on(OnCluster, &["addShard"]),
+        .on(OnCluster, &[A::ReplSetStateChange]),
+    Spec::new("addShard", Sharding, h!(sharding::add_shard)).needs(Cluster).admin_only().on(OnCluster, &[A::AddShard]),
     Spec::new("enableSharding", Sharding, h!(sharding::enable_sharding))
         .aliases(&["enablesharding"])
         .needs(Database)
         .admin_only()
-        .on(OnDatabase, &["enableSharding"]),
+        .on(OnNamedDatabase, &[A::EnableSharding]),
     Spec::new("shardCollection", Sharding, h!(sharding::shard_collection))
         .aliases(&["shardcollection"])
         .needs(Collection)
         .admin_only()
-        .on(OnCollection, &["enableSharding"]),
+        .on(OnNamespace, &[A::EnableSharding]),
     Spec::new("refineCollectionShardKey", Sharding, h!(sharding::refine_collection_shard_key))
         .needs(Collection)
         .admin_only()
-        .on(OnCollection, &["refineCollectionShardKey"]),
-    Spec::new("split", Sharding, h!(sharding::split)).needs(Collection).admin_only().on(OnCollection, &["splitChunk"]),
+        .on(OnNamespace, &[A::RefineCollectionShardKey]),
+    Spec::new("split", Sharding, h!(sharding::split)).needs(Collection).admin_only().on(OnNamespace, &[A::SplitChunk]),
     Spec::new("mergeChunks", Sharding, h!(sharding::merge_chunks))
         .needs(Collection)
         .admin_only()
-        .on(OnCollection, &["splitChunk"]),
+        .on(OnNamespace, &[A::SplitChunk]),
     Spec::new("clearJumboFlag", Sharding, h!(sharding::clear_jumbo_flag))
         .needs(Collection)
         .admin_only()
-        .on(OnCollection, &["clearJumboFlag"]),
+        .on(OnNamespace, &[A::ClearJumboFlag]),
     Spec::new("moveChunk", Sharding, h!(sharding::move_chunk))
         .aliases(&["movechunk"])
         .needs(Collection)
         .admin_only()
-        .on(OnCollection, &["moveChunk"]),
+        .on(OnNamespace, &[A::MoveChunk]),
     Spec::new("moveRange", Sharding, h!(sharding::move_chunk))
         .needs(Collection)
         .admin_only()
-        .on(OnCollection, &["moveChunk"]),
+        .on(OnNamespace, &[A::MoveChunk]),
     Spec::new("movePrimary", Sharding, h!(sharding::move_primary))
         .aliases(&["moveprimary"])
         .needs(Database)
         .admin_only()
-        .on(OnDatabase, &["moveChunk"]),
+        .on(OnNamedDatabase, &[A::MoveChunk]),
     Spec::new("removeShard", Sharding, h!(sharding::remove_shard))
         .aliases(&["removeshard"])
         .needs(Cluster)
         .admin_only()
-        .on(OnCluster, &["removeShard"]),
+        .on(OnCluster, &[A::RemoveShard]),
     Spec::new("getShardVersion", Sharding, h!(sharding::get_shard_version))
         .needs(Collection)
         .admin_only()
-        .on(OnCollection, &["getShardVersion"]),
+        .on(OnNamespace, &[A::GetShardVersion]),
     Spec::new("getShardMap", Sharding, h!(sharding::get_shard_map))
         .needs(Cluster)
         .admin_only()
-        .on(OnCluster, &["getShardMap"]),
+        .on(OnCluster, &[A::GetShardMap]),
     Spec::new("flushRouterConfig", Sharding, h!(sharding::flush_router_config))
         .aliases(&["flushrouterconfig"])
         .admin_only()
-        .on(OnCluster, &["flushRouterConfig"]),
+        .on(OnCluster, &[A::FlushRouterConfig]),
     Spec::new("isdbgrid", Info, h!(sharding::is_db_grid)),
     Spec::new("balancerStart", Sharding, h!(sharding::balancer_start))
         .needs(Cluster)
         .admin_only()
-        .on(OnCluster, &["update"]),
+        .on(OnExact("config", "settings"), &[A::Update]),
     Spec::new("balancerStop", Sharding, h!(sharding::balancer_stop))
         .needs(Cluster)
         .admin_only()
-        .on(OnCluster, &["update"]),
+        .on(OnExact("config", "settings"), &[A::Update]),
     Spec::new("balancerStatus", Sharding, h!(sharding::balancer_status))
         .needs(Cluster)
         .admin_only()
-        .on(OnCluster, &["find"]),
+        .on(OnExact("config", "settings"), &[A::Find]),
     Spec::new("balancerCollectionStatus", Sharding, h!(sharding::balancer_collection_status))
         .needs(Collection)
         .admin_only()
-        .on(OnCollection, &["shardCollection"]),
+        .on(OnNamespace, &[A::EnableSharding]),
     Spec::new("configureCollectionBalancing", Sharding, h!(sharding::configure_collection_balancing))
         .needs(Collection)
         .admin_only()
-        .on(OnCollection, &["configureCollectionBalancing"]),
+        .on(OnNamespace, &[A::EnableSharding]),
     Spec::new("addShardToZone", Sharding, h!(sharding::shard_zone))
         .needs(Cluster)
         .admin_only()
-        .on(OnCluster, &["enableSharding"]),
+        .on(OnExact("config", "shards"), &[A::Update]),
     Spec::new("removeShardFromZone", Sharding, h!(sharding::shard_zone))
         .needs(Cluster)
         .admin_only()
-        .on(OnCluster, &["enableSharding"]),
+        .on(OnExact("config", "shards"), &[A::Update]),
     Spec::new("updateZoneKeyRange", Sharding, h!(sharding::update_zone_key_range))
         .needs(Collection)
         .admin_only()
-        .on(OnCluster, &["enableSharding"]),
+        .on(OnExact("config", "tags"), &[A::Update]),
 ];
 
 /// Every canonical name and alias, to its entry.

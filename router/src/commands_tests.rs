@@ -21,6 +21,25 @@ const EXPECTED: &[Facts] = &[
     ("hostInfo",                     Info,     false, true,  true,  false, false, false, true),
     ("getCmdLineOpts",               Info,     false, true,  true,  true,  false, false, true),
     ("listCommands",                 Info,     false, true,  true,  false, false, false, false),
+    ("saslStart",                    Info,     false, true,  true,  false, true,  false, false),
+    ("saslContinue",                 Info,     false, true,  true,  false, true,  false, false),
+    ("logout",                       Info,     false, true,  true,  false, false, false, false),
+    ("createUser",                   UserAdmin, false, true, false, false, false, false, true),
+    ("updateUser",                   UserAdmin, false, true, false, false, false, false, true),
+    ("dropUser",                     UserAdmin, false, true, false, false, false, false, true),
+    ("dropAllUsersFromDatabase",     UserAdmin, false, true, false, false, false, false, true),
+    ("grantRolesToUser",             UserAdmin, false, true, false, false, false, false, true),
+    ("revokeRolesFromUser",          UserAdmin, false, true, false, false, false, false, true),
+    ("usersInfo",                    UserAdmin, false, true, false, false, false, false, true),
+    ("createRole",                   UserAdmin, false, true, false, false, false, false, true),
+    ("updateRole",                   UserAdmin, false, true, false, false, false, false, true),
+    ("dropRole",                     UserAdmin, false, true, false, false, false, false, true),
+    ("dropAllRolesFromDatabase",     UserAdmin, false, true, false, false, false, false, true),
+    ("grantPrivilegesToRole",        UserAdmin, false, true, false, false, false, false, true),
+    ("revokePrivilegesFromRole",     UserAdmin, false, true, false, false, false, false, true),
+    ("grantRolesToRole",             UserAdmin, false, true, false, false, false, false, true),
+    ("revokeRolesFromRole",          UserAdmin, false, true, false, false, false, false, true),
+    ("rolesInfo",                    UserAdmin, false, true, false, false, false, false, true),
     ("insert",                       Write,    true,  true,  false, false, false, false, true),
     ("update",                       Write,    true,  true,  false, false, false, true,  true),
     ("delete",                       Write,    true,  true,  false, false, false, true,  true),
@@ -126,9 +145,15 @@ fn names_are_unique_and_rules_hold_across_the_table() {
         }
         assert!(!spec.retryable || spec.kind == Kind::Write, "{}: only writes are retryable", spec.name);
         assert!(!spec.secondary_ok || matches!(spec.kind, Kind::Read | Kind::Info), "{}", spec.name);
-        if let Some(p) = spec.privilege {
-            assert!(!p.actions.is_empty(), "{}: a privilege names its actions", spec.name);
+        if let Access::Actions(_, actions) = spec.access {
+            assert!(!actions.is_empty(), "{}: a privilege names its actions", spec.name);
         }
+        // Only the handshake, authentication and session bookkeeping are open to anyone.
+        assert!(
+            !matches!(spec.access, Access::Open) || matches!(spec.kind, Kind::Info),
+            "{}: reads, writes and admin commands need authentication",
+            spec.name
+        );
         assert!(spec.kind != Kind::Sharding || spec.admin_only, "{}: sharding commands run on admin", spec.name);
     }
 }

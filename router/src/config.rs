@@ -5,6 +5,9 @@ use std::time::Duration;
 
 pub use crate::balancer::runtime::BalancerConfig;
 
+/// Default wait before answering a failed authentication.
+pub const AUTH_FAILED_DELAY_DEFAULT: Duration = Duration::from_millis(100);
+
 #[derive(Debug, Clone)]
 pub struct RouterConfig {
     /// Where the wire-protocol server listens (loopback in every default).
@@ -23,6 +26,10 @@ pub struct RouterConfig {
     pub config_servers: Vec<String>,
     /// The balancer this router runs with config servers (only the lease holder acts).
     pub balancer: BalancerConfig,
+    /// `security.authorization`: every command checks the privileges of the connection's user.
+    pub authorization: bool,
+    /// How long a failed authentication waits before it answers.
+    pub auth_failed_delay: Duration,
 }
 
 impl RouterConfig {
@@ -35,6 +42,8 @@ impl RouterConfig {
             cursor_idle_timeout: Duration::from_secs(600),
             config_servers: Vec::new(),
             balancer: BalancerConfig::default(),
+            authorization: false,
+            auth_failed_delay: AUTH_FAILED_DELAY_DEFAULT,
         }
     }
 }

@@ -187,6 +187,13 @@ impl CursorRegistry {
         self.len() == 0
     }
 
+    /// Whether cursor `id` (of any kind) is open.
+    pub fn contains(&self, id: i64) -> bool {
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&id)
+            || self.merging_has(id)
+            || self.buffered.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&id)
+    }
+
     /// Removes idle cursors and returns them, to have their shard cursors killed.
     pub fn reap_idle(&self) -> Vec<RouterCursor> {
         let timeout = self.idle_timeout;

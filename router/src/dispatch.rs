@@ -1,6 +1,8 @@
 //! Runs one client command through its entry in the command table (`commands`) and shapes the
 //! reply: `ok: 1` appended on success, `{ok: 0, errmsg, code, codeName}` on failure. Unknown
-//! commands get CommandNotFound (59); admin-only commands on another database Unauthorized (13).
+//! commands get CommandNotFound (59); admin-only commands on another database Unauthorized (13);
+//! with authorization enabled, every command first passes `auth::check` and the cursors it uses
+//! must be the user's own.
 
 use bson::RawDocumentBuf;
 use shoal_proto::ErrorCode;
@@ -82,5 +84,14 @@ async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Handle
             format!("{} may only be run against the admin database.", spec.name),
         ));
     }
-    (spec.handler)(state, conn, cmd).await
+    crate::auth::check::authorize(state, conn, cmd, spec).await?;
+    if !state.config.authorization {
+        return (spec.handler)(state, conn, cmd).await;
+    }
+    let user = conn.session().user().cloned();
+    let cursors = crate::auth::cursors::named_ids(spec.name, &cmd.body);
+    state.cursor_owners.check(&cursors, user.as_ref())?;
+    let reply = (spec.handler)(state, conn, cmd).await?;
+    state.cursor_owners.record(&reply, user.as_ref(), &state.cursors);
+    Ok(reply)
 }

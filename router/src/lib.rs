@@ -17,6 +17,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod balancer;
 pub mod catalog;
 pub mod cmd;

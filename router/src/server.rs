@@ -94,6 +94,7 @@ async fn serve(
     let mut connections = JoinSet::new();
     let reaper = tokio::spawn(crate::cursors::reap_idle_forever(Arc::clone(&state)));
     let follower = tokio::spawn(crate::routing::follow::follow_primaries(Arc::clone(&state)));
+    let security = tokio::spawn(crate::auth::cache::follow(Arc::clone(&state)));
     let balancer = crate::balancer::runtime::start(&state, balancer_holder(&listener));
     tokio::pin!(shutdown);
     loop {
@@ -121,6 +122,7 @@ async fn serve(
     drop(listener);
     reaper.abort();
     follower.abort();
+    security.abort();
     if let Some(balancer) = balancer {
         balancer.stop().await;
     }
@@ -201,7 +203,7 @@ async fn connection(
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "set_nodelay failed");
     }
-    let conn = ConnContext { id, peer, local };
+    let conn = ConnContext::new(id, peer, local);
     let span = tracing::info_span!("conn", conn = id, %peer);
     async {
         tracing::debug!("connection accepted");

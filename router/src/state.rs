@@ -2,8 +2,12 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use crate::auth::cache::SecurityCache;
+use crate::auth::cursors::CursorOwners;
+use crate::auth::session::Session;
 use crate::catalog::CatalogAccess;
 use crate::config::RouterConfig;
 use crate::cursors::CursorRegistry;
@@ -23,6 +27,10 @@ pub struct RouterState {
     pub targeting: TargetingStats,
     pub cursors: CursorRegistry,
     pub catalog: CatalogAccess,
+    /// Users and roles, for authentication and authorization.
+    pub security: SecurityCache,
+    /// Who opened each cursor (with authorization enabled).
+    pub cursor_owners: CursorOwners,
     pub started: Instant,
     /// Identifies this process in `topologyVersion`.
     pub process_id: bson::oid::ObjectId,
@@ -49,6 +57,8 @@ impl RouterState {
             targeting: TargetingStats::default(),
             cursors,
             catalog,
+            security: SecurityCache::default(),
+            cursor_owners: CursorOwners::default(),
             started: Instant::now(),
             process_id: bson::oid::ObjectId::new(),
             balancer_wake: tokio::sync::Notify::new(),
@@ -73,4 +83,18 @@ pub struct ConnContext {
     pub id: i64,
     pub peer: SocketAddr,
     pub local: SocketAddr,
+    /// Who the client authenticated as (shared with nothing else: the connection runs one
+    /// command at a time).
+    pub session: Arc<Mutex<Session>>,
+}
+
+impl ConnContext {
+    pub fn new(id: i64, peer: SocketAddr, local: SocketAddr) -> Self {
+        Self { id, peer, local, session: Arc::default() }
+    }
+
+    /// The session; never hold it across an await.
+    pub fn session(&self) -> MutexGuard<'_, Session> {
+        self.session.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }

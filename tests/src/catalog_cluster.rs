@@ -11,7 +11,7 @@ use std::path::Path;
 use crate::process::{Process, ProcessSpec};
 
 pub struct CatalogCluster {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     _config: Vec<Process>,
     pub shard: Process,
     pub router: Process,
@@ -52,6 +52,11 @@ pub async fn start_config_servers(dir: &Path, ports: &[u16]) -> anyhow::Result<(
 
 impl CatalogCluster {
     pub async fn start() -> anyhow::Result<CatalogCluster> {
+        Self::start_with(&[]).await
+    }
+
+    /// A cluster whose router gets `router_args` too (`--auth`).
+    pub async fn start_with(router_args: &[&str]) -> anyhow::Result<CatalogCluster> {
         let dir = tempfile::tempdir()?;
         let (config, config_addrs) = start_config_servers(dir.path(), &crate::ports::free_ports(3)?).await?;
         let shard = Process::start(ProcessSpec {
@@ -69,26 +74,30 @@ impl CatalogCluster {
             log_path: dir.path().join("shard0.log"),
         })
         .await?;
-        let router = Process::start(ProcessSpec {
-            name: "router".into(),
-            role: "router".into(),
-            args: vec![
-                "router".into(),
-                "--listen".into(),
-                "127.0.0.1:0".into(),
-                "--shard".into(),
-                format!("http://{}", shard.addr()),
-                "--config".into(),
-                config_addrs.join(","),
-            ],
-            log_path: dir.path().join("router.log"),
-        })
-        .await?;
-        Ok(CatalogCluster { _dir: dir, _config: config, shard, router, config_addrs })
+        let router = start_router(dir.path(), "router", &config_addrs, router_args).await?;
+        Ok(CatalogCluster { dir, _config: config, shard, router, config_addrs })
+    }
+
+    /// Another router on the same catalog (the caller keeps it alive).
+    pub async fn add_router(&self, name: &str, router_args: &[&str]) -> anyhow::Result<Process> {
+        start_router(self.dir.path(), name, &self.config_addrs, router_args).await
     }
 
     pub async fn client(&self) -> anyhow::Result<mongodb::Client> {
         let uri = format!("mongodb://{}/?directConnection=true&serverSelectionTimeoutMS=5000", self.router.addr());
         Ok(mongodb::Client::with_uri_str(uri).await?)
     }
+}
+
+async fn start_router(dir: &Path, name: &str, config_addrs: &[String], extra: &[&str]) -> anyhow::Result<Process> {
+    let mut args: Vec<String> =
+        vec!["router".into(), "--listen".into(), "127.0.0.1:0".into(), "--config".into(), config_addrs.join(",")];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    Process::start(ProcessSpec {
+        name: name.into(),
+        role: "router".into(),
+        args,
+        log_path: dir.join(format!("{name}.log")),
+    })
+    .await
 }

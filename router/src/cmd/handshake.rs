@@ -13,7 +13,8 @@
 //! Invariants: `msg: "isdbgrid"` is always present (it is what makes drivers and mongosh treat us
 //! as a mongos); no `setName`/`hosts` (that would make drivers treat us as a replica-set member);
 //! no `topologyVersion` (we do not implement awaitable hello, and drivers poll when it is absent);
-//! no `compression` (we do not implement OP_COMPRESSED); no `saslSupportedMechs` (no auth yet).
+//! no `compression` (we do not implement OP_COMPRESSED). `saslSupportedMechs` and
+//! `speculativeAuthenticate` are answered by `auth::sasl` when the request asks.
 //! `ok` is appended by the dispatcher.
 
 use bson::raw::RawBsonRef;
@@ -40,9 +41,20 @@ pub const LOGICAL_SESSION_TIMEOUT_MINUTES: i32 = 30;
 pub const CLIENT_METADATA_MAX_BYTES: usize = 512;
 pub const APP_NAME_MAX_BYTES: usize = 128;
 
-pub async fn hello(_state: &RouterState, conn: &ConnContext, cmd: &Command, legacy: bool) -> HandlerResult {
+pub async fn hello(state: &RouterState, conn: &ConnContext, cmd: &Command, legacy: bool) -> HandlerResult {
     let request = HelloRequest::parse(&cmd.body)?;
-    Ok(hello_reply(conn.id, legacy, &request, bson::DateTime::now()))
+    let mut reply = hello_reply(conn.id, legacy, &request, bson::DateTime::now());
+    if let Some(RawBsonRef::String(user)) = cmd.body.get("saslSupportedMechs")?
+        && let Some(mechanisms) = crate::auth::sasl::supported_mechanisms(state, user).await
+    {
+        reply.append(cstr!("saslSupportedMechs"), mechanisms.into_iter().collect::<bson::RawArrayBuf>());
+    }
+    if let Some(RawBsonRef::Document(spec)) = cmd.body.get("speculativeAuthenticate")?
+        && let Some(first_step) = crate::auth::sasl::speculative(state, conn, spec).await
+    {
+        reply.append(cstr!("speculativeAuthenticate"), first_step);
+    }
+    Ok(reply)
 }
 
 /// What the reply depends on from the request.

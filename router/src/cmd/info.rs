@@ -71,8 +71,11 @@ pub async fn whats_my_uri(_state: &RouterState, conn: &ConnContext, _cmd: &Comma
     Ok(rawdoc! { "you": conn.peer.to_string() })
 }
 
-pub async fn connection_status(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    connection_status_reply(&cmd.body)
+pub async fn connection_status(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    let user = conn.session().user().cloned();
+    let snapshot = state.security.get(&state.catalog).await?;
+    let authenticated = user.as_ref().and_then(|u| snapshot.user(u));
+    connection_status_reply(&cmd.body, authenticated, &snapshot.catalog)
 }
 
 pub async fn end_sessions(_state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
@@ -243,12 +246,23 @@ pub fn get_log_reply(body: &RawDocument) -> HandlerResult {
     }
 }
 
-pub fn connection_status_reply(body: &RawDocument) -> HandlerResult {
-    let mut auth_info = rawdoc! { "authenticatedUsers": [], "authenticatedUserRoles": [] };
+/// `authInfo`: the connection's user (if it authenticated and still exists), every role it holds
+/// (inherited ones included), and with `showPrivileges` what they grant.
+pub fn connection_status_reply(
+    body: &RawDocument,
+    user: Option<&shoal_proto::catalog::User>,
+    security: &shoal_proto::catalog::SecurityCatalog,
+) -> HandlerResult {
+    use crate::cmd::user_admin::{privilege_docs, role_docs};
+    let users: Vec<bson::Document> =
+        user.map(|u| bson::doc! { "user": &u.name.user, "db": &u.name.db }).into_iter().collect();
+    let roles = user.map(|u| shoal_auth::graph::closure(security, &u.roles)).unwrap_or_default();
+    let mut auth_info = bson::doc! { "authenticatedUsers": users, "authenticatedUserRoles": role_docs(&roles) };
     if body.get("showPrivileges")?.is_some_and(truthy) {
-        auth_info.append(cstr!("authenticatedUserPrivileges"), RawArrayBuf::new());
+        let privileges = user.map(|u| shoal_auth::graph::resolve(security, &u.roles).sorted()).unwrap_or_default();
+        auth_info.insert("authenticatedUserPrivileges", privilege_docs(privileges));
     }
-    Ok(rawdoc! { "authInfo": auth_info })
+    Ok(RawDocumentBuf::try_from(&bson::doc! { "authInfo": auth_info })?)
 }
 
 /// Sessions are not tracked yet, so ending them is a no-op; the shape is still checked so a
@@ -377,11 +391,13 @@ mod tests {
 
     #[test]
     fn connection_status_privileges_only_when_asked() {
-        let plain = connection_status_reply(&rawdoc! { "connectionStatus": 1 }).expect("ok");
+        let none = shoal_proto::catalog::SecurityCatalog::default();
+        let plain = connection_status_reply(&rawdoc! { "connectionStatus": 1 }, None, &none).expect("ok");
         let auth = plain.get_document("authInfo").expect("authInfo");
         assert!(auth.get("authenticatedUserPrivileges").expect("valid").is_none());
         assert!(auth.get_array("authenticatedUsers").expect("users").is_empty());
-        let with = connection_status_reply(&rawdoc! { "connectionStatus": 1, "showPrivileges": true }).expect("ok");
+        let with = connection_status_reply(&rawdoc! { "connectionStatus": 1, "showPrivileges": true }, None, &none)
+            .expect("ok");
         assert!(with.get_document("authInfo").expect("doc").get_array("authenticatedUserPrivileges").is_ok());
     }
 

@@ -25,3 +25,4 @@ pub mod shard_call;
 pub mod shard_read;
 pub mod sharding;
 pub mod stats;
+pub mod user_admin;
