@@ -20,7 +20,7 @@ use tonic::transport::Channel;
 use super::outcome::{Commit, commit, finish_committed, log_change, notify, refresh_or_forget};
 use super::record::{Phase, Record, Side};
 use super::throttle::Throttle;
-use super::transfer::{catch_up, clone_batch, peer_err, ping, reply_ok, send, task_err};
+use super::transfer::{catch_up, clone_batch, peer_err, ping, reply_ok, send};
 use super::*;
 use crate::sharding::CollectionMetadata;
 
@@ -74,10 +74,7 @@ pub async fn move_range(mig: Arc<Migrations>, req: MoveRequest) -> Result<u64, M
             ),
         ));
     }
-    let to = catalog
-        .shard(&req.to, false)
-        .await
-        .map_err(|e| MigrationError::refused(ErrorCode::HostUnreachable, e.to_string()))?;
+    let to = catalog.shard(&req.to, false).await.map_err(|e| MigrationError::CatalogUnreachable(e.to_string()))?;
     let endpoint = shard_endpoint(to.as_ref(), &req.to)?;
     let record = Record {
         id: uuid::Uuid::new_v4().to_string(),
@@ -234,7 +231,7 @@ async fn phases(
     let s = Arc::clone(&store);
     let mut pos = tokio::task::spawn_blocking(move || s.oplog_last())
         .await
-        .map_err(|e| Abort(task_err(e)))?
+        .map_err(|e| Abort(e.into()))?
         .map_err(|e| Abort(e.into()))?;
     if let Some(coll) = coll {
         let mut after: Option<Bytes> = None;
@@ -244,7 +241,7 @@ async fn phases(
             let (s, r, c) = (Arc::clone(&store), record.clone(), Arc::clone(&coll));
             let (mods, next) = tokio::task::spawn_blocking(move || clone_batch(&s, &c, &r, after))
                 .await
-                .map_err(|e| Abort(task_err(e)))?
+                .map_err(|e| Abort(e.into()))?
                 .map_err(Abort)?;
             stats.cloned_docs += mods.len() as u64;
             stats.cloned_bytes += mods.iter().map(|m| m.size_bytes() as u64).sum::<u64>();
@@ -277,17 +274,14 @@ async fn phases(
         }
     }
     if !converged {
-        return Err(Abort(MigrationError::refused(
-            ErrorCode::OperationFailed,
-            format!("catch-up did not converge in {CATCH_UP_PASSES_MAX} passes: writes outpace the migration"),
-        )));
+        return Err(Abort(MigrationError::NotConverged { passes: CATCH_UP_PASSES_MAX }));
     }
 
     // Critical section: writes to the collection wait (bounded on their side too).
     let entered = Instant::now();
     let wait = Duration::from_millis(CRITICAL_SECTION_ENTER_WAIT_MS);
     let section = tokio::time::timeout(wait, engine.sharding.gates.enter(&record.ns)).await.map_err(|_| {
-        Abort(MigrationError::refused(ErrorCode::ExceededTimeLimit, "in-flight writes did not finish in time"))
+        Abort(MigrationError::SectionTimeout { ns: record.ns.clone(), ms: CRITICAL_SECTION_ENTER_WAIT_MS })
     })?;
     let (n, _, _) = catch_up(&store, peer, &record, pos).await.map_err(Abort)?;
     stats.catch_up_mods += n as u64;
@@ -323,7 +317,7 @@ async fn phases(
 /// after this one dies then finds the phase and settles the migration (`crate::primary_only`).
 async fn save(engine: &Engine, record: &Record) -> Result<(), MigrationError> {
     let (s, r) = (Arc::clone(&engine.store), record.clone());
-    tokio::task::spawn_blocking(move || r.save(&s, Side::Donor)).await.map_err(task_err)??;
+    tokio::task::spawn_blocking(move || r.save(&s, Side::Donor)).await??;
     super::majority_committed(engine).await?;
     Ok(())
 }

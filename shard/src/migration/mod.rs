@@ -4,9 +4,10 @@
 //! sends ([`transfer`]) and how a commit settles ([`outcome`]), the recipient's handlers
 //! ([`recipient`]), the catch-up filter and batching ([`mods`]), the
 //! persisted records ([`record`]), startup recovery ([`recovery`]), admission control
-//! ([`throttle`]), test failpoints ([`failpoint`]), and movePrimary ([`primary`]: a database's
-//! unsharded collections). Must not: decide placement (the catalog's compare-and-set does), or delete
-//! ranges itself (the range deleter does, after `ShardingState::schedule_range_deletion`).
+//! ([`throttle`]), test failpoints ([`failpoint`]), typed errors ([`error`]), and movePrimary
+//! ([`primary`]: a database's unsharded collections). Must not: decide placement (the catalog's
+//! compare-and-set does), or delete ranges itself (the range deleter does, after
+//! `ShardingState::schedule_range_deletion`).
 //!
 //! ```text
 //!  router          donor                                   recipient                 catalog
@@ -50,6 +51,7 @@
 //! read (it would have to outlive the donor's restart) is not fenced off.
 
 pub mod donor;
+pub mod error;
 pub mod failpoint;
 pub mod mods;
 pub mod outcome;
@@ -61,6 +63,8 @@ pub mod service;
 pub mod throttle;
 pub mod transfer;
 
+pub use error::MigrationError;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -71,7 +75,6 @@ use shoal_proto::shard::KeyBound;
 use shoal_proto::shard::migration_client::MigrationClient;
 use tonic::transport::Channel;
 
-use crate::error::ExecError;
 use crate::exec::Engine;
 use record::{Record, Side};
 
@@ -94,45 +97,6 @@ pub const RECEIVE_IDLE_MS_MAX: u64 = 600_000;
 pub const CATALOG_ATTEMPTS_MAX: u32 = 12;
 pub const RETRY_BACKOFF_MIN_MS: u64 = 100;
 pub const RETRY_BACKOFF_MAX_MS: u64 = 5_000;
-
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum MigrationError {
-    #[error("another migration is in progress on this shard: {0}")]
-    Busy(String),
-    /// A refusal with its own MongoDB code (stale chunk, unknown shard, storage failure).
-    #[error("{0}")]
-    Refused(ExecError),
-    /// The other shard failed or refused; the migration was aborted.
-    #[error("{peer}: {message}")]
-    Peer { peer: String, message: String },
-}
-
-impl MigrationError {
-    pub fn refused(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self::Refused(ExecError::new(code, message))
-    }
-
-    /// The MongoDB error a router answers.
-    pub fn to_exec(&self) -> ExecError {
-        match self {
-            MigrationError::Busy(_) => ExecError::new(ErrorCode::ConflictingOperationInProgress, self.to_string()),
-            MigrationError::Refused(e) => e.clone(),
-            MigrationError::Peer { .. } => ExecError::new(ErrorCode::OperationFailed, self.to_string()),
-        }
-    }
-}
-
-impl From<ExecError> for MigrationError {
-    fn from(e: ExecError) -> Self {
-        Self::Refused(e)
-    }
-}
-
-impl From<crate::storage::StorageError> for MigrationError {
-    fn from(e: crate::storage::StorageError) -> Self {
-        Self::Refused(e.into())
-    }
-}
 
 /// What this shard is doing: at most one migration, as donor or recipient.
 #[derive(Debug, Clone)]
@@ -235,15 +199,12 @@ impl Migrations {
     pub fn begin_commit(&self, id: &str) -> Result<(), MigrationError> {
         let mut active = self.lock();
         match active.as_mut().filter(|a| a.side == Side::Donor && a.record.id == id) {
-            Some(a) if a.vetoed => Err(MigrationError::Peer {
-                peer: a.record.to.clone(),
-                message: "the recipient restarted during the migration and vetoed its commit".into(),
-            }),
+            Some(a) if a.vetoed => Err(MigrationError::Vetoed { recipient: a.record.to.clone() }),
             Some(a) => {
                 a.committing = true;
                 Ok(())
             }
-            None => Err(MigrationError::refused(ErrorCode::InternalError, format!("migration {id} is not running"))),
+            None => Err(MigrationError::NotRunning(id.to_owned())),
         }
     }
 

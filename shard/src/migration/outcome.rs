@@ -17,7 +17,6 @@ use shoal_proto::shard::migration_client::MigrationClient;
 use tonic::transport::Channel;
 
 use super::record::{Record, Side};
-use super::transfer::task_err;
 use super::{CATALOG_ATTEMPTS_MAX, MigrationError, Migrations, backoff};
 use crate::sharding::RangeDeletion;
 
@@ -33,7 +32,7 @@ pub async fn finish_committed(mig: &Migrations, record: &Record) -> Result<(), M
     };
     engine.sharding.schedule_range_deletion(&engine.store, &engine.cursors, task).await?;
     let (store, id) = (Arc::clone(&engine.store), record.id.clone());
-    tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id)).await.map_err(task_err)??;
+    tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id)).await??;
     Ok(())
 }
 

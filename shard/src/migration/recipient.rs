@@ -24,10 +24,6 @@ use crate::sharding::range_deleter::delete_batch;
 use crate::sharding::{CollectionMetadata, RangeDeletion};
 use crate::storage::StorageError;
 
-fn internal(e: impl std::fmt::Display) -> MigrationError {
-    MigrationError::refused(ErrorCode::InternalError, format!("task failed: {e}"))
-}
-
 /// `ReceiveStart`: claim the slot, check the range is not ours, persist the record, create the
 /// collection, remove leftovers of the range.
 pub async fn start(mig: &Migrations, req: ReceiveStartRequest) -> Result<(), MigrationError> {
@@ -127,8 +123,7 @@ async fn prepare(
             }
         }
     })
-    .await
-    .map_err(internal)??;
+    .await??;
     tracing::info!(id = %record.id, ns = %record.ns, from = %record.from, leftovers_removed = removed, "receiving a range");
     failpoint::hit("migration.recipient_after_start");
     Ok(())
@@ -154,8 +149,7 @@ pub async fn batch(mig: &Migrations, req: ReceiveBatchRequest) -> Result<(), Mig
     }
     let sessions: Vec<(bytes::Bytes, bytes::Bytes)> = req.sessions.into_iter().map(|s| (s.key, s.value)).collect();
     let store = Arc::clone(&mig.engine.store);
-    let (applied, seq) =
-        tokio::task::spawn_blocking(move || apply(&store, &record, &mods, &sessions)).await.map_err(internal)??;
+    let (applied, seq) = tokio::task::spawn_blocking(move || apply(&store, &record, &mods, &sessions)).await??;
     debug_assert!(seq <= mig.engine.store.position().seq);
     super::majority_committed(&mig.engine).await?;
     tracing::debug!(id = %req.migration_id, applied, "batch majority-committed");
@@ -213,7 +207,7 @@ pub async fn commit(mig: &Migrations, req: ReceiveEndRequest) -> Result<(), Migr
         tracing::warn!(id = %record.id, error = %e, "refresh after commit failed");
     }
     let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
-    tokio::task::spawn_blocking(move || Record::remove(&store, Side::Recipient, &id)).await.map_err(internal)??;
+    tokio::task::spawn_blocking(move || Record::remove(&store, Side::Recipient, &id)).await??;
     mig.release(&record.id);
     tracing::info!(id = %record.id, ns = %record.ns, "received range committed");
     Ok(())
@@ -241,6 +235,6 @@ pub async fn abort_record(mig: &Migrations, record: &Record) -> Result<(), Migra
     let engine = &mig.engine;
     engine.sharding.schedule_range_deletion(&engine.store, &engine.cursors, task).await?;
     let (store, id) = (Arc::clone(&engine.store), record.id.clone());
-    tokio::task::spawn_blocking(move || Record::remove(&store, Side::Recipient, &id)).await.map_err(internal)??;
+    tokio::task::spawn_blocking(move || Record::remove(&store, Side::Recipient, &id)).await??;
     Ok(())
 }

@@ -68,9 +68,7 @@ async fn settle_donor_in_span(mig: &Migrations, record: Record) {
     let Some(catalog) = mig.engine.sharding.catalog() else { return };
     for round in 0..SETTLE_ROUNDS_MAX {
         let result: Result<(), MigrationError> = async {
-            let owner = owner(catalog, &record)
-                .await
-                .map_err(|why| MigrationError::Peer { peer: "catalog".into(), message: why })?;
+            let owner = owner(catalog, &record).await.map_err(MigrationError::CatalogUnreachable)?;
             let committed = owner.as_deref().is_some_and(|o| o != record.from);
             let peer = match catalog.shard(&record.to, false).await {
                 Ok(to) => shard_endpoint(to.as_ref(), &record.to).and_then(|e| peer_client(&e)).ok(),
@@ -96,9 +94,7 @@ async fn settle_donor_in_span(mig: &Migrations, record: Record) {
                     notify(&mut p, &record.id, false).await;
                 }
                 let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
-                tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id))
-                    .await
-                    .map_err(|e| MigrationError::Peer { peer: "local".into(), message: e.to_string() })??;
+                tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id)).await??;
                 tracing::info!("interrupted migration had not committed: aborted");
                 details.insert("error".to_owned(), Detail::Str("donor restarted before the commit".into()));
                 log_change(catalog, "moveChunk.error", &record.ns, details).await;
@@ -125,24 +121,18 @@ async fn settle_recipient_in_span(mig: &Migrations, record: Record) {
     let Some(catalog) = mig.engine.sharding.catalog() else { return };
     for round in 0..SETTLE_ROUNDS_MAX {
         let result: Result<(), MigrationError> = async {
-            let owner = owner(catalog, &record)
-                .await
-                .map_err(|why| MigrationError::Peer { peer: "catalog".into(), message: why })?;
+            let owner = owner(catalog, &record).await.map_err(MigrationError::CatalogUnreachable)?;
             // Not ours (yet): only a donor that can no longer commit makes that final.
             let owner = if owner.as_deref() == Some(record.to.as_str()) {
                 owner
             } else {
                 donor_decided(catalog, &record).await?;
-                super::outcome::owner(catalog, &record)
-                    .await
-                    .map_err(|why| MigrationError::Peer { peer: "catalog".into(), message: why })?
+                super::outcome::owner(catalog, &record).await.map_err(MigrationError::CatalogUnreachable)?
             };
             if owner.as_deref() == Some(record.to.as_str()) {
                 refresh_or_forget(mig, &record.ns).await;
                 let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
-                tokio::task::spawn_blocking(move || Record::remove(&store, Side::Recipient, &id))
-                    .await
-                    .map_err(|e| MigrationError::Peer { peer: "local".into(), message: e.to_string() })??;
+                tokio::task::spawn_blocking(move || Record::remove(&store, Side::Recipient, &id)).await??;
                 tracing::info!("received range is ours: kept");
             } else {
                 abort_record(mig, &record).await?;
