@@ -59,6 +59,7 @@ pub mod primary;
 pub mod recipient;
 pub mod record;
 pub mod recovery;
+pub mod recovery_machine;
 pub mod service;
 pub mod throttle;
 pub mod transfer;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use shoal_cluster::config_client::ConfigClient;
 use shoal_proto::ErrorCode;
 use shoal_proto::catalog::RoutingAnswer;
-use shoal_proto::catalog::{Command, Detail, Fencing};
+use shoal_proto::catalog::{Command, Detail, Fencing, ShardId};
 use shoal_proto::shard::ReceiveEndRequest;
 use shoal_proto::shard::migration_client::MigrationClient;
 use tonic::transport::Channel;
@@ -99,14 +99,14 @@ pub async fn commit(catalog: &ConfigClient, record: &Record, fencing: Option<Fen
     };
     // Committed when someone other than the donor owns the range now.
     write_then_verify(catalog, &cmd, "migration", || async {
-        owner(catalog, record).await.map(|o| o.is_some_and(|o| o != record.from))
+        owner(catalog, record).await.map(|o| o.is_some_and(|o| o != record.from)).map_err(|e| e.to_string())
     })
     .await
 }
 
 /// Who owns `record.min` per the catalog (linearizable read, bounded retries). `Ok(None)`: the
 /// collection is gone or re-sharded (nothing of this migration can be committed any more).
-pub async fn owner(catalog: &ConfigClient, record: &Record) -> Result<Option<String>, String> {
+pub async fn owner(catalog: &ConfigClient, record: &Record) -> Result<Option<ShardId>, MigrationError> {
     let mut last = String::new();
     for attempt in 0..CATALOG_ATTEMPTS_MAX {
         match catalog.routing_table(&record.ns, None, true).await {
@@ -120,7 +120,7 @@ pub async fn owner(catalog: &ConfigClient, record: &Record) -> Result<Option<Str
         }
         tokio::time::sleep(backoff(attempt)).await;
     }
-    Err(format!("catalog unreachable: {last}"))
+    Err(MigrationError::CatalogUnreachable(last))
 }
 
 /// Best-effort `ReceiveCommit` / `ReceiveAbort` (the recipient's recovery settles it otherwise).
@@ -132,6 +132,16 @@ pub async fn notify(peer: &mut MigrationClient<Channel>, id: &str, committed: bo
         Ok(Some(e)) => tracing::warn!(committed, error = %e.errmsg, "recipient refused the outcome"),
         Err(e) => tracing::warn!(committed, error = %e, "recipient unreachable for the outcome"),
     }
+}
+
+/// The changelog details every migration entry carries.
+pub fn change_details(record: &Record) -> BTreeMap<String, Detail> {
+    BTreeMap::from([
+        ("min".to_owned(), Detail::Bound(record.min.clone())),
+        ("max".to_owned(), Detail::Bound(record.max.clone())),
+        ("from".to_owned(), Detail::Str(record.from.clone())),
+        ("to".to_owned(), Detail::Str(record.to.clone())),
+    ])
 }
 
 /// Best-effort changelog entry.
