@@ -51,6 +51,7 @@
 //! read (it would have to outlive the donor's restart) is not fenced off.
 
 pub mod donor;
+pub mod donor_machine;
 pub mod error;
 pub mod failpoint;
 pub mod mods;

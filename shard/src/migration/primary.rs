@@ -178,10 +178,10 @@ pub async fn move_primary(
             abort(&mut peer, &req, &colls).await;
             return Err(e);
         }
-        Commit::Unknown(why) => {
+        Commit::Unknown(e) => {
             sharding.forget_database_version(&req.db);
             drop(section);
-            return Err(refused(ErrorCode::OperationFailed, why));
+            return Err(e);
         }
     }
     if let Err(e) = sharding.refresh_database(&req.db).await {
@@ -275,7 +275,7 @@ async fn commit(catalog: &ConfigClient, db: &str, to: &str) -> Commit {
     let cmd = Command::MovePrimary { name: db.to_owned(), to: to.to_owned() };
     // Committed when the catalog names `to` the database's primary.
     write_then_verify(catalog, &cmd, "movePrimary", || async {
-        let found = read_catalog(|| catalog.database(db, true)).await.map_err(|e| e.to_string())?;
+        let found = read_catalog(|| catalog.database(db, true)).await?;
         Ok(found.is_some_and(|d| d.primary == to))
     })
     .await
