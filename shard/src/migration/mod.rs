@@ -58,6 +58,7 @@ pub mod mods;
 pub mod outcome;
 pub mod primary;
 pub mod recipient;
+pub mod recipient_machine;
 pub mod record;
 pub mod recovery;
 pub mod recovery_machine;
