@@ -9,6 +9,16 @@
 //! compare-and-set does), or delete ranges itself (the range deleter does, after
 //! `ShardingState::schedule_range_deletion`).
 //!
+//! Migration is a step function. Every decision lives in a pure state machine — the donor's
+//! run in [`donor_machine::Donor`], recovery's settling of a record in
+//! [`recovery_machine::Settle`], the recipient's start/commit/abort in
+//! [`recipient_machine::Receive`] — that takes an event (`CloneBatch{more}`,
+//! `CatchUpPass{mods, bytes}`, `CommitAnswer(..)`, `Owner(Option<ShardId>)`, `Failed(..)`, …)
+//! and answers the next action, with no I/O, clock or tokio, so every phase and every crash
+//! point is unit-tested on events alone. The runtimes ([`donor`], [`recovery`], [`recipient`])
+//! are loops: perform the action (record writes, RPCs, catalog calls, the critical-section gate),
+//! feed back what came of it. Failpoints stay in the runtimes, at action boundaries.
+//!
 //! ```text
 //!  router          donor                                   recipient                 catalog
 //!    |--MoveRange-->| claim slot (else 117), refresh, check chunk+version
