@@ -1,14 +1,17 @@
-//! The donor's run of one migration (see the protocol diagram in [`super`]): clone, catch up,
-//! critical section, catalog commit, then the range deletion; on a failure before the commit,
-//! the abort. Runs in its own task, so a router that goes away does not interrupt it.
+//! The donor's runtime for one migration (see the protocol diagram in [`super`]): it checks the
+//! request, then loops — ask the machine ([`super::donor_machine::Donor`]), perform the action
+//! (record writes, RPCs, catalog calls, the critical-section gate), feed back the event — and
+//! finally logs the outcome. Failpoints sit here, at action boundaries, where a crash would.
+//! Runs in its own task, so a router that goes away does not interrupt it.
 //!
-//! Must not: leave the critical section before the commit's outcome is known and this shard's
-//! metadata reflects it (or is dropped), or commit before the final catch-up was acked.
+//! Must not: decide anything the machine decides (what follows a failure, whether a catch-up
+//! pass is small, what a lost commit answer means); drop the critical section's guard except
+//! when the machine says to leave it.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bson::Timestamp;
 use bytes::Bytes;
 use shoal_cluster::config_client::ConfigClient;
 use shoal_proto::ErrorCode;
@@ -17,12 +20,17 @@ use shoal_proto::shard::ReceiveStartRequest;
 use shoal_proto::shard::migration_client::MigrationClient;
 use tonic::transport::Channel;
 
-use super::outcome::{Commit, commit, finish_committed, log_change, notify, refresh_or_forget};
+use super::donor_machine::{Action, CommitAnswer, Donor, Event, Outcome};
+use super::outcome::{
+    change_details, commit_command, finish_committed, log_change, notify, owner, propose, refresh_or_forget,
+};
 use super::record::{Phase, Record, Side};
 use super::throttle::Throttle;
-use super::transfer::{catch_up, clone_batch, peer_err, ping, reply_ok, send, task_err};
+use super::transfer::{catch_up, clone_batch, peer_err, ping, reply_ok, send, send_sessions};
 use super::*;
-use crate::sharding::CollectionMetadata;
+use crate::sharding::{CollectionMetadata, CriticalSection};
+use crate::store::Store;
+use crate::store::catalog::CollectionInfo;
 
 /// How long `_waitForDelete` waits for the donor's range deletion.
 pub const WAIT_FOR_DELETE_MAX_MS: u64 = 600_000;
@@ -74,10 +82,7 @@ pub async fn move_range(mig: Arc<Migrations>, req: MoveRequest) -> Result<u64, M
             ),
         ));
     }
-    let to = catalog
-        .shard(&req.to, false)
-        .await
-        .map_err(|e| MigrationError::refused(ErrorCode::HostUnreachable, e.to_string()))?;
+    let to = catalog.shard(&req.to, false).await.map_err(|e| MigrationError::CatalogUnreachable(e.to_string()))?;
     let endpoint = shard_endpoint(to.as_ref(), &req.to)?;
     let record = Record {
         id: uuid::Uuid::new_v4().to_string(),
@@ -110,11 +115,22 @@ struct Stats {
     throttled_ms: u64,
 }
 
-enum Failure {
-    /// Before the commit: abort (recipient deletes, record removed).
-    Abort(MigrationError),
-    /// The commit's outcome is unknown: recovery settles it later; nothing is undone here.
-    Unresolved(MigrationError),
+/// What one run holds while the machine drives it.
+struct Run<'a> {
+    mig: &'a Arc<Migrations>,
+    catalog: &'a ConfigClient,
+    peer: MigrationClient<Channel>,
+    record: Record,
+    fencing: Option<Fencing>,
+    store: Arc<Store>,
+    coll: Option<Arc<CollectionInfo>>,
+    throttle: Throttle,
+    /// Clone position: at or before it in the scan, after it in the catch-up passes.
+    pos: Timestamp,
+    /// Where the next clone read starts.
+    after: Option<Bytes>,
+    section: Option<(CriticalSection, Instant)>,
+    stats: Stats,
 }
 
 async fn run(
@@ -125,16 +141,38 @@ async fn run(
     req: &MoveRequest,
 ) -> Result<(), MigrationError> {
     let started = Instant::now();
-    let mut peer = peer_client(endpoint)?;
-    let mut stats = Stats::default();
-    let mut base = BTreeMap::new();
-    base.insert("min".to_owned(), Detail::Bound(record.min.clone()));
-    base.insert("max".to_owned(), Detail::Bound(record.max.clone()));
-    base.insert("from".to_owned(), Detail::Str(record.from.clone()));
-    base.insert("to".to_owned(), Detail::Str(record.to.clone()));
+    let store = Arc::clone(&mig.engine.store);
+    let mut run = Run {
+        mig,
+        catalog,
+        peer: peer_client(endpoint)?,
+        coll: None,
+        store,
+        record: record.clone(),
+        fencing: req.fencing.clone(),
+        throttle: Throttle::new(req.latency_target_ms),
+        pos: Timestamp { time: 0, increment: 0 },
+        after: None,
+        section: None,
+        stats: Stats::default(),
+    };
+    let base = change_details(&record);
     log_change(catalog, "moveChunk.start", &record.ns, base.clone()).await;
-    match phases(mig, catalog, &mut peer, record.clone(), req, &mut stats).await {
-        Ok(()) => {
+    let (mut machine, mut action) = Donor::new(record.from.clone());
+    let outcome = loop {
+        if let Action::Finish(outcome) = action {
+            break outcome;
+        }
+        let event = run.perform(&action).await;
+        if let Event::Failed(e) = &event {
+            tracing::warn!(?action, error = %e, "migration step failed");
+        }
+        crash_point(&action, &event, machine.passes());
+        action = machine.step(event);
+    };
+    let stats = run.stats;
+    match outcome {
+        Outcome::Committed => {
             let secs = started.elapsed().as_secs_f64().max(1e-6);
             let mbps = stats.cloned_bytes as f64 / (1 << 20) as f64 / secs;
             tracing::info!(
@@ -170,14 +208,8 @@ async fn run(
             }
             Ok(())
         }
-        Err(Failure::Abort(e)) => {
-            tracing::warn!(error = %e, "migration failed before its commit; aborting");
-            notify(&mut peer, &record.id, false).await;
-            let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
-            match tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id)).await {
-                Ok(Ok(())) => {}
-                other => tracing::error!(?other, "could not remove the migration record; recovery will abort it"),
-            }
+        Outcome::Aborted(e) => {
+            tracing::warn!(error = %e, "migration failed before its commit; aborted");
             let mut d = base;
             d.insert("error".to_owned(), Detail::Str(e.to_string()));
             log_change(catalog, "moveChunk.error", &record.ns, d.clone()).await;
@@ -189,7 +221,7 @@ async fn run(
             log_change(catalog, "moveChunk.from", &record.ns, d).await;
             Err(e)
         }
-        Err(Failure::Unresolved(e)) => {
+        Outcome::Unresolved(e) => {
             tracing::error!(error = %e, "the commit's outcome is unknown; recovery will settle it");
             let m = Arc::clone(mig);
             tokio::spawn(async move { super::recovery::settle_donor(&m, record).await });
@@ -198,132 +230,183 @@ async fn run(
     }
 }
 
-async fn phases(
-    mig: &Migrations,
-    catalog: &ConfigClient,
-    peer: &mut MigrationClient<Channel>,
-    mut record: Record,
-    req: &MoveRequest,
-    stats: &mut Stats,
-) -> Result<(), Failure> {
-    use Failure::Abort;
-    let engine = &mig.engine;
-    let mut throttle = Throttle::new(req.latency_target_ms);
-    let store = Arc::clone(&engine.store);
-    save(engine, &record).await.map_err(Abort)?;
-    let coll = store.collection(&record.ns);
-    let options = coll.as_ref().map(|c| c.options.clone()).unwrap_or_default();
-    let start = ReceiveStartRequest {
-        request_id: record.id.clone(),
-        migration_id: record.id.clone(),
-        ns: record.ns.clone(),
-        from_shard: record.from.clone(),
-        uuid: record.uuid.as_bytes().to_vec().into(),
-        options: options.to_vec().unwrap_or_default().into(),
-        key_fields: record.key.iter().map(|(n, _)| n.clone()).collect(),
-        key_hashed: record.key.iter().map(|(_, h)| *h).collect(),
-        min: Some(bound_to_wire(&record.min)),
-        max: Some(bound_to_wire(&record.max)),
-        indexes: coll.as_ref().map(|c| crate::store::indexes::encode_listings(&c.indexes)).unwrap_or_default().into(),
+/// The failpoint (a simulated crash) at the boundary after `action` answered `event`.
+fn crash_point(action: &Action, event: &Event, passes: usize) {
+    let point = match (action, event) {
+        (Action::StartRecipient, Event::Done) => "migration.after_start",
+        (Action::CloneBatch, Event::CloneBatch { more: false }) => "migration.after_clone",
+        (Action::CatchUpPass, Event::CatchUpPass { .. }) if passes == 0 => "migration.in_catch_up",
+        (Action::Persist(Phase::Committing), Event::Done) => "migration.in_critical_section",
+        _ => return,
     };
-    let reply = peer.receive_start(start).await.map_err(|e| Abort(peer_err(&record.to, e)))?.into_inner();
-    reply_ok(&record.to, reply.error).map_err(Abort)?;
-    failpoint::hit("migration.after_start");
+    failpoint::hit(point);
+}
 
-    // Clone: everything at or before `pos` is in the scan, everything after in the oplog.
-    let s = Arc::clone(&store);
-    let mut pos = tokio::task::spawn_blocking(move || s.oplog_last())
-        .await
-        .map_err(|e| Abort(task_err(e)))?
-        .map_err(|e| Abort(e.into()))?;
-    if let Some(coll) = coll {
-        let mut after: Option<Bytes> = None;
-        loop {
-            throttle.wait(&engine.latency).await;
-            stats.throttled_ms = throttle.paused_ms;
-            let (s, r, c) = (Arc::clone(&store), record.clone(), Arc::clone(&coll));
-            let (mods, next) = tokio::task::spawn_blocking(move || clone_batch(&s, &c, &r, after))
-                .await
-                .map_err(|e| Abort(task_err(e)))?
-                .map_err(Abort)?;
-            stats.cloned_docs += mods.len() as u64;
-            stats.cloned_bytes += mods.iter().map(|m| m.size_bytes() as u64).sum::<u64>();
-            send(peer, &record, mods).await.map_err(Abort)?;
-            match next {
-                Some(k) => after = Some(k),
-                None => break,
+impl Run<'_> {
+    /// Performs `action`; answers what came of it. Never decides what follows.
+    async fn perform(&mut self, action: &Action) -> Event {
+        let done = |r: Result<(), MigrationError>| r.map_or_else(Event::Failed, |()| Event::Done);
+        let mig = self.mig;
+        let engine = &mig.engine;
+        match action {
+            Action::Persist(phase) => {
+                self.record.phase = *phase;
+                done(save(engine, &self.record).await)
             }
+            Action::StartRecipient => done(self.start_recipient().await),
+            Action::MarkClonePosition => {
+                let s = Arc::clone(&self.store);
+                match tokio::task::spawn_blocking(move || s.oplog_last()).await {
+                    Ok(Ok(pos)) => {
+                        self.pos = pos;
+                        Event::Done
+                    }
+                    Ok(Err(e)) => Event::Failed(e.into()),
+                    Err(e) => Event::Failed(e.into()),
+                }
+            }
+            Action::CloneBatch => match self.clone_batch().await {
+                Ok(more) => Event::CloneBatch { more },
+                Err(e) => Event::Failed(e),
+            },
+            Action::CatchUpPass | Action::FinalCatchUp => {
+                if *action == Action::CatchUpPass {
+                    self.throttle.wait(&engine.latency).await;
+                    self.stats.throttled_ms = self.throttle.paused_ms;
+                }
+                match catch_up(&self.store, &mut self.peer, &self.record, self.pos).await {
+                    Ok((mods, bytes, next)) => {
+                        self.pos = next;
+                        self.stats.catch_up_mods += mods as u64;
+                        if *action == Action::CatchUpPass {
+                            self.stats.catch_up_passes += 1;
+                            tracing::info!(pass = self.stats.catch_up_passes - 1, mods, bytes, "catch-up pass");
+                        }
+                        Event::CatchUpPass { mods, bytes }
+                    }
+                    Err(e) => Event::Failed(e),
+                }
+            }
+            Action::EnterCriticalSection => {
+                // Writes to the collection wait (bounded on their side too).
+                let wait = Duration::from_millis(CRITICAL_SECTION_ENTER_WAIT_MS);
+                match tokio::time::timeout(wait, engine.sharding.gates.enter(&self.record.ns)).await {
+                    Ok(section) => {
+                        self.section = Some((section, Instant::now()));
+                        Event::Done
+                    }
+                    Err(_) => Event::Failed(MigrationError::SectionTimeout {
+                        ns: self.record.ns.clone(),
+                        ms: CRITICAL_SECTION_ENTER_WAIT_MS,
+                    }),
+                }
+            }
+            Action::SendSessions => match send_sessions(&self.store, &mut self.peer, &self.record).await {
+                Ok(sessions) => {
+                    tracing::debug!(sessions, "session records sent");
+                    Event::Done
+                }
+                Err(e) => Event::Failed(e),
+            },
+            Action::CheckStillYours => done(ping(&mut self.peer, &self.record).await),
+            Action::ClaimCommitPoint => done(mig.begin_commit(&self.record.id)),
+            Action::Commit => match propose(self.catalog, &commit_command(&self.record, self.fencing.clone())).await {
+                CommitAnswer::Lost(cause) => {
+                    tracing::warn!(error = %cause, "commit outcome unknown; asking the catalog");
+                    Event::CommitAnswer(CommitAnswer::Lost(cause))
+                }
+                answer => Event::CommitAnswer(answer),
+            },
+            Action::VerifyOwner => owner(self.catalog, &self.record).await.map_or_else(Event::Failed, Event::Owner),
+            Action::RefreshAfterCommit => {
+                failpoint::hit("migration.after_commit");
+                tracing::info!("catalog committed the migration");
+                refresh_or_forget(mig, &self.record.ns).await;
+                Event::Done
+            }
+            Action::Notify { committed } => {
+                notify(&mut self.peer, &self.record.id, *committed).await;
+                Event::Done
+            }
+            Action::ForgetMetadata => {
+                engine.sharding.forget(&self.record.ns);
+                Event::Done
+            }
+            Action::LeaveCriticalSection => {
+                if let Some((section, entered)) = self.section.take() {
+                    drop(section);
+                    self.stats.critical_section_ms = entered.elapsed().as_millis() as u64;
+                }
+                Event::Done
+            }
+            Action::FinishCommitted => done(finish_committed(mig, &self.record).await),
+            Action::RemoveRecord => {
+                let (store, id) = (Arc::clone(&self.store), self.record.id.clone());
+                let removed = tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id)).await;
+                match removed.map_err(MigrationError::from).and_then(|r| r.map_err(MigrationError::from)) {
+                    Ok(()) => Event::Done,
+                    Err(e) => {
+                        tracing::error!(error = %e, "could not remove the migration record; recovery will abort it");
+                        Event::Failed(e)
+                    }
+                }
+            }
+            Action::Finish(_) => Event::Done,
         }
     }
-    tracing::info!(docs = stats.cloned_docs, bytes = stats.cloned_bytes, "clone done");
-    failpoint::hit("migration.after_clone");
 
-    // Catch up until a pass is small enough to finish inside the critical section.
-    let mut converged = false;
-    for pass in 0..CATCH_UP_PASSES_MAX {
-        throttle.wait(&engine.latency).await;
-        stats.throttled_ms = throttle.paused_ms;
-        let (n, bytes, next) = catch_up(&store, peer, &record, pos).await.map_err(Abort)?;
-        pos = next;
-        stats.catch_up_passes += 1;
-        stats.catch_up_mods += n as u64;
-        tracing::info!(pass, mods = n, bytes, "catch-up pass");
-        if pass == 0 {
-            failpoint::hit("migration.in_catch_up");
-        }
-        if n < CATCH_UP_SMALL_MODS && bytes < CATCH_UP_SMALL_BYTES {
-            converged = true;
-            break;
-        }
-    }
-    if !converged {
-        return Err(Abort(MigrationError::refused(
-            ErrorCode::OperationFailed,
-            format!("catch-up did not converge in {CATCH_UP_PASSES_MAX} passes: writes outpace the migration"),
-        )));
+    async fn start_recipient(&mut self) -> Result<(), MigrationError> {
+        self.coll = self.store.collection(&self.record.ns);
+        let record = &self.record;
+        let options = self.coll.as_ref().map(|c| c.options.clone()).unwrap_or_default();
+        let start = ReceiveStartRequest {
+            request_id: record.id.clone(),
+            migration_id: record.id.clone(),
+            ns: record.ns.clone(),
+            from_shard: record.from.clone(),
+            uuid: record.uuid.as_bytes().to_vec().into(),
+            options: options.to_vec().unwrap_or_default().into(),
+            key_fields: record.key.iter().map(|(n, _)| n.clone()).collect(),
+            key_hashed: record.key.iter().map(|(_, h)| *h).collect(),
+            min: Some(bound_to_wire(&record.min)),
+            max: Some(bound_to_wire(&record.max)),
+            indexes: self
+                .coll
+                .as_ref()
+                .map(|c| crate::store::indexes::encode_listings(&c.indexes))
+                .unwrap_or_default()
+                .into(),
+        };
+        let reply = self.peer.receive_start(start).await.map_err(|e| peer_err(&record.to, e))?.into_inner();
+        reply_ok(&record.to, reply.error)
     }
 
-    // Critical section: writes to the collection wait (bounded on their side too).
-    let entered = Instant::now();
-    let wait = Duration::from_millis(CRITICAL_SECTION_ENTER_WAIT_MS);
-    let section = tokio::time::timeout(wait, engine.sharding.gates.enter(&record.ns)).await.map_err(|_| {
-        Abort(MigrationError::refused(ErrorCode::ExceededTimeLimit, "in-flight writes did not finish in time"))
-    })?;
-    let (n, _, _) = catch_up(&store, peer, &record, pos).await.map_err(Abort)?;
-    stats.catch_up_mods += n as u64;
-    let sessions = super::transfer::send_sessions(&store, peer, &record).await.map_err(Abort)?;
-    tracing::debug!(sessions, "session records sent");
-    ping(peer, &record).await.map_err(Abort)?;
-    mig.begin_commit(&record.id).map_err(Abort)?;
-    record.phase = Phase::Committing;
-    save(engine, &record).await.map_err(Abort)?;
-    failpoint::hit("migration.in_critical_section");
-    match commit(catalog, &record, req.fencing.clone()).await {
-        Commit::Committed => {}
-        Commit::Refused(e) => return Err(Abort(e)),
-        Commit::Unknown(why) => {
-            engine.sharding.forget(&record.ns);
-            return Err(Failure::Unresolved(MigrationError::refused(ErrorCode::OperationFailed, why)));
+    /// One clone batch, sent; answers whether the scan goes on. A collection this shard does not
+    /// have has nothing to clone.
+    async fn clone_batch(&mut self) -> Result<bool, MigrationError> {
+        if let Some(coll) = &self.coll {
+            self.throttle.wait(&self.mig.engine.latency).await;
+            self.stats.throttled_ms = self.throttle.paused_ms;
+            let (s, r, c, after) = (Arc::clone(&self.store), self.record.clone(), Arc::clone(coll), self.after.take());
+            let (mods, next) = tokio::task::spawn_blocking(move || clone_batch(&s, &c, &r, after)).await??;
+            self.stats.cloned_docs += mods.len() as u64;
+            self.stats.cloned_bytes += mods.iter().map(|m| m.size_bytes() as u64).sum::<u64>();
+            send(&mut self.peer, &self.record, mods).await?;
+            self.after = next;
         }
+        let more = self.after.is_some();
+        if !more {
+            tracing::info!(docs = self.stats.cloned_docs, bytes = self.stats.cloned_bytes, "clone done");
+        }
+        Ok(more)
     }
-    failpoint::hit("migration.after_commit");
-    tracing::info!("catalog committed the migration");
-    refresh_or_forget(mig, &record.ns).await;
-    notify(peer, &record.id, true).await;
-    record.phase = Phase::Committed;
-    if let Err(e) = save(engine, &record).await {
-        tracing::warn!(error = %e, "could not persist phase Committed; recovery will find the commit in the catalog");
-    }
-    drop(section);
-    stats.critical_section_ms = entered.elapsed().as_millis() as u64;
-    finish_committed(mig, &record).await.map_err(Failure::Unresolved)
 }
 
 /// Persists the donor record and waits until a majority of the group has it: a member promoted
 /// after this one dies then finds the phase and settles the migration (`crate::primary_only`).
 async fn save(engine: &Engine, record: &Record) -> Result<(), MigrationError> {
     let (s, r) = (Arc::clone(&engine.store), record.clone());
-    tokio::task::spawn_blocking(move || r.save(&s, Side::Donor)).await.map_err(task_err)??;
+    tokio::task::spawn_blocking(move || r.save(&s, Side::Donor)).await??;
     super::majority_committed(engine).await?;
     Ok(())
 }

@@ -4,9 +4,20 @@
 //! sends ([`transfer`]) and how a commit settles ([`outcome`]), the recipient's handlers
 //! ([`recipient`]), the catch-up filter and batching ([`mods`]), the
 //! persisted records ([`record`]), startup recovery ([`recovery`]), admission control
-//! ([`throttle`]), test failpoints ([`failpoint`]), and movePrimary ([`primary`]: a database's
-//! unsharded collections). Must not: decide placement (the catalog's compare-and-set does), or delete
-//! ranges itself (the range deleter does, after `ShardingState::schedule_range_deletion`).
+//! ([`throttle`]), test failpoints ([`failpoint`]), typed errors ([`error`]), and movePrimary
+//! ([`primary`]: a database's unsharded collections). Must not: decide placement (the catalog's
+//! compare-and-set does), or delete ranges itself (the range deleter does, after
+//! `ShardingState::schedule_range_deletion`).
+//!
+//! Migration is a step function. Every decision lives in a pure state machine — the donor's
+//! run in [`donor_machine::Donor`], recovery's settling of a record in
+//! [`recovery_machine::Settle`], the recipient's start/commit/abort in
+//! [`recipient_machine::Receive`] — that takes an event (`CloneBatch{more}`,
+//! `CatchUpPass{mods, bytes}`, `CommitAnswer(..)`, `Owner(Option<ShardId>)`, `Failed(..)`, …)
+//! and answers the next action, with no I/O, clock or tokio, so every phase and every crash
+//! point is unit-tested on events alone. The runtimes ([`donor`], [`recovery`], [`recipient`])
+//! are loops: perform the action (record writes, RPCs, catalog calls, the critical-section gate),
+//! feed back what came of it. Failpoints stay in the runtimes, at action boundaries.
 //!
 //! ```text
 //!  router          donor                                   recipient                 catalog
@@ -50,16 +61,22 @@
 //! read (it would have to outlive the donor's restart) is not fenced off.
 
 pub mod donor;
+pub mod donor_machine;
+pub mod error;
 pub mod failpoint;
 pub mod mods;
 pub mod outcome;
 pub mod primary;
 pub mod recipient;
+pub mod recipient_machine;
 pub mod record;
 pub mod recovery;
+pub mod recovery_machine;
 pub mod service;
 pub mod throttle;
 pub mod transfer;
+
+pub use error::MigrationError;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -71,7 +88,6 @@ use shoal_proto::shard::KeyBound;
 use shoal_proto::shard::migration_client::MigrationClient;
 use tonic::transport::Channel;
 
-use crate::error::ExecError;
 use crate::exec::Engine;
 use record::{Record, Side};
 
@@ -94,45 +110,6 @@ pub const RECEIVE_IDLE_MS_MAX: u64 = 600_000;
 pub const CATALOG_ATTEMPTS_MAX: u32 = 12;
 pub const RETRY_BACKOFF_MIN_MS: u64 = 100;
 pub const RETRY_BACKOFF_MAX_MS: u64 = 5_000;
-
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum MigrationError {
-    #[error("another migration is in progress on this shard: {0}")]
-    Busy(String),
-    /// A refusal with its own MongoDB code (stale chunk, unknown shard, storage failure).
-    #[error("{0}")]
-    Refused(ExecError),
-    /// The other shard failed or refused; the migration was aborted.
-    #[error("{peer}: {message}")]
-    Peer { peer: String, message: String },
-}
-
-impl MigrationError {
-    pub fn refused(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self::Refused(ExecError::new(code, message))
-    }
-
-    /// The MongoDB error a router answers.
-    pub fn to_exec(&self) -> ExecError {
-        match self {
-            MigrationError::Busy(_) => ExecError::new(ErrorCode::ConflictingOperationInProgress, self.to_string()),
-            MigrationError::Refused(e) => e.clone(),
-            MigrationError::Peer { .. } => ExecError::new(ErrorCode::OperationFailed, self.to_string()),
-        }
-    }
-}
-
-impl From<ExecError> for MigrationError {
-    fn from(e: ExecError) -> Self {
-        Self::Refused(e)
-    }
-}
-
-impl From<crate::storage::StorageError> for MigrationError {
-    fn from(e: crate::storage::StorageError) -> Self {
-        Self::Refused(e.into())
-    }
-}
 
 /// What this shard is doing: at most one migration, as donor or recipient.
 #[derive(Debug, Clone)]
@@ -235,15 +212,12 @@ impl Migrations {
     pub fn begin_commit(&self, id: &str) -> Result<(), MigrationError> {
         let mut active = self.lock();
         match active.as_mut().filter(|a| a.side == Side::Donor && a.record.id == id) {
-            Some(a) if a.vetoed => Err(MigrationError::Peer {
-                peer: a.record.to.clone(),
-                message: "the recipient restarted during the migration and vetoed its commit".into(),
-            }),
+            Some(a) if a.vetoed => Err(MigrationError::Vetoed { recipient: a.record.to.clone() }),
             Some(a) => {
                 a.committing = true;
                 Ok(())
             }
-            None => Err(MigrationError::refused(ErrorCode::InternalError, format!("migration {id} is not running"))),
+            None => Err(MigrationError::NotRunning(id.to_owned())),
         }
     }
 

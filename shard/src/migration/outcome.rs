@@ -1,7 +1,8 @@
-//! What settles a migration once the donor decides to commit: the catalog compare-and-set and,
-//! when its answer is lost, who owns the range per the catalog; the donor's metadata refresh;
-//! the range deletion; the recipient's notification; the changelog entries. Shared by the
-//! donor's run and by recovery.
+//! The I/O that settles a migration once the donor decides to commit: the catalog
+//! compare-and-set and, when its answer is lost, who owns the range per the catalog; the donor's
+//! metadata refresh; the range deletion; the recipient's notification; the changelog entries.
+//! Shared by the donor's run, recovery and movePrimary; what to make of each answer is the
+//! machines' ([`super::donor_machine::verify`] is the write-then-verify rule).
 //!
 //! Must not: undo a commit (a committed range is only ever finished, never rolled back).
 
@@ -9,15 +10,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use shoal_cluster::config_client::ConfigClient;
-use shoal_proto::ErrorCode;
-use shoal_proto::catalog::RoutingAnswer;
-use shoal_proto::catalog::{Command, Detail, Fencing};
+use shoal_proto::catalog::{Command, Detail, Fencing, RoutingAnswer, ShardId};
 use shoal_proto::shard::ReceiveEndRequest;
 use shoal_proto::shard::migration_client::MigrationClient;
 use tonic::transport::Channel;
 
+pub use super::donor_machine::{Commit, CommitAnswer, verify};
 use super::record::{Record, Side};
-use super::transfer::task_err;
 use super::{CATALOG_ATTEMPTS_MAX, MigrationError, Migrations, backoff};
 use crate::sharding::RangeDeletion;
 
@@ -33,7 +32,7 @@ pub async fn finish_committed(mig: &Migrations, record: &Record) -> Result<(), M
     };
     engine.sharding.schedule_range_deletion(&engine.store, &engine.cursors, task).await?;
     let (store, id) = (Arc::clone(&engine.store), record.id.clone());
-    tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id)).await.map_err(task_err)??;
+    tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id)).await??;
     Ok(())
 }
 
@@ -50,45 +49,40 @@ pub async fn refresh_or_forget(mig: &Migrations, ns: &str) {
     mig.engine.sharding.forget(ns);
 }
 
-/// The outcome of a catalog commit as the donor (of a chunk or a database) acts on it.
-pub enum Commit {
-    Committed,
-    Refused(MigrationError),
-    /// Neither the write's answer nor the catalog's state could be learnt.
-    Unknown(String),
-}
-
-/// Proposes `cmd`; when its answer is lost (the call failed), asks `applied` whether the catalog
-/// shows it took effect — `Ok(true)` committed, `Ok(false)` refused, `Err` unknown. The one
-/// write-then-verify rule of chunk migrations and movePrimary.
-pub async fn write_then_verify<F, Fut>(catalog: &ConfigClient, cmd: &Command, what: &str, applied: F) -> Commit
-where
-    F: FnOnce() -> Fut,
-    Fut: std::future::Future<Output = Result<bool, String>>,
-{
+/// Proposes `cmd` to the catalog. A call that failed is a lost answer: the write may have been
+/// applied all the same.
+pub async fn propose(catalog: &ConfigClient, cmd: &Command) -> CommitAnswer {
     match catalog.write(cmd).await {
         Ok(w) => match w.outcome {
-            Ok(_) => Commit::Committed,
-            Err(e) => Commit::Refused(MigrationError::refused(e.code(), e.to_string())),
+            Ok(_) => CommitAnswer::Applied,
+            Err(e) => CommitAnswer::Refused(MigrationError::refused(e.code(), e.to_string())),
         },
-        Err(e) => {
-            tracing::warn!(what, error = %e, "commit outcome unknown; asking the catalog");
-            match applied().await {
-                Ok(true) => Commit::Committed,
-                Ok(false) => Commit::Refused(MigrationError::refused(
-                    ErrorCode::OperationFailed,
-                    format!("{what} commit failed: {e}"),
-                )),
-                Err(why) => Commit::Unknown(format!("{what} commit outcome unknown: {e}; {why}")),
-            }
+        Err(e) => CommitAnswer::Lost(e.to_string()),
+    }
+}
+
+/// Proposes `cmd`; when its answer is lost, asks `applied` whether the catalog shows it took
+/// effect and settles by [`verify`] (movePrimary's run; a chunk migration's machine does the
+/// same step by step).
+pub async fn write_then_verify<F, Fut>(catalog: &ConfigClient, cmd: &Command, what: &'static str, applied: F) -> Commit
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<bool, MigrationError>>,
+{
+    match propose(catalog, cmd).await {
+        CommitAnswer::Applied => Commit::Committed,
+        CommitAnswer::Refused(e) => Commit::Refused(e),
+        CommitAnswer::Lost(cause) => {
+            tracing::warn!(what, error = %cause, "commit outcome unknown; asking the catalog");
+            verify(what, cause, applied().await)
         }
     }
 }
 
-/// Proposes the catalog commit; `fencing` (the balancer's lease) makes a stale balancer's move
-/// refused (LockBusy), which the donor treats as any refusal: it aborts, nothing changed.
-pub async fn commit(catalog: &ConfigClient, record: &Record, fencing: Option<Fencing>) -> Commit {
-    let cmd = Command::CommitMigration {
+/// The catalog commit of `record`; `fencing` (the balancer's lease) makes a stale balancer's
+/// move refused (LockBusy), which the donor treats as any refusal: it aborts, nothing changed.
+pub fn commit_command(record: &Record, fencing: Option<Fencing>) -> Command {
+    Command::CommitMigration {
         ns: record.ns.clone(),
         epoch: record.epoch,
         min: record.min.clone(),
@@ -97,17 +91,12 @@ pub async fn commit(catalog: &ConfigClient, record: &Record, fencing: Option<Fen
         to: record.to.clone(),
         expected_version: record.expected_version,
         fencing,
-    };
-    // Committed when someone other than the donor owns the range now.
-    write_then_verify(catalog, &cmd, "migration", || async {
-        owner(catalog, record).await.map(|o| o.is_some_and(|o| o != record.from))
-    })
-    .await
+    }
 }
 
 /// Who owns `record.min` per the catalog (linearizable read, bounded retries). `Ok(None)`: the
 /// collection is gone or re-sharded (nothing of this migration can be committed any more).
-pub async fn owner(catalog: &ConfigClient, record: &Record) -> Result<Option<String>, String> {
+pub async fn owner(catalog: &ConfigClient, record: &Record) -> Result<Option<ShardId>, MigrationError> {
     let mut last = String::new();
     for attempt in 0..CATALOG_ATTEMPTS_MAX {
         match catalog.routing_table(&record.ns, None, true).await {
@@ -121,7 +110,7 @@ pub async fn owner(catalog: &ConfigClient, record: &Record) -> Result<Option<Str
         }
         tokio::time::sleep(backoff(attempt)).await;
     }
-    Err(format!("catalog unreachable: {last}"))
+    Err(MigrationError::CatalogUnreachable(last))
 }
 
 /// Best-effort `ReceiveCommit` / `ReceiveAbort` (the recipient's recovery settles it otherwise).
@@ -133,6 +122,16 @@ pub async fn notify(peer: &mut MigrationClient<Channel>, id: &str, committed: bo
         Ok(Some(e)) => tracing::warn!(committed, error = %e.errmsg, "recipient refused the outcome"),
         Err(e) => tracing::warn!(committed, error = %e, "recipient unreachable for the outcome"),
     }
+}
+
+/// The changelog details every migration entry carries.
+pub fn change_details(record: &Record) -> BTreeMap<String, Detail> {
+    BTreeMap::from([
+        ("min".to_owned(), Detail::Bound(record.min.clone())),
+        ("max".to_owned(), Detail::Bound(record.max.clone())),
+        ("from".to_owned(), Detail::Str(record.from.clone())),
+        ("to".to_owned(), Detail::Str(record.to.clone())),
+    ])
 }
 
 /// Best-effort changelog entry.

@@ -51,7 +51,7 @@ use tonic::transport::Channel;
 
 use super::mods::{BATCH_BYTES_MAX, BATCH_DOCS_MAX};
 use super::outcome::{Commit, write_then_verify};
-use super::transfer::{peer_err, reply_ok, task_err};
+use super::transfer::{peer_err, reply_ok};
 use super::{
     CATALOG_ATTEMPTS_MAX, CRITICAL_SECTION_ENTER_WAIT_MS, MigrationError, Migrations, backoff, peer_client,
     shard_endpoint,
@@ -111,7 +111,7 @@ where
         }
         tokio::time::sleep(backoff(attempt)).await;
     }
-    Err(refused(ErrorCode::HostUnreachable, format!("config servers unreachable: {last}")))
+    Err(MigrationError::CatalogUnreachable(last))
 }
 
 /// The donor's run. Answers once the catalog names `to` primary and the local copies are gone,
@@ -150,9 +150,9 @@ pub async fn move_primary(
     let mut peer = peer_client(&shard_endpoint(to.as_ref(), &req.to_shard)?)?;
     let started = Instant::now();
     let wait = Duration::from_millis(CRITICAL_SECTION_ENTER_WAIT_MS);
-    let section = tokio::time::timeout(wait, sharding.gates.enter(&req.db)).await.map_err(|_| {
-        refused(ErrorCode::ExceededTimeLimit, format!("writes to {} did not finish within {wait:?}", req.db))
-    })?;
+    let section = tokio::time::timeout(wait, sharding.gates.enter(&req.db))
+        .await
+        .map_err(|_| MigrationError::SectionTimeout { ns: req.db.clone(), ms: CRITICAL_SECTION_ENTER_WAIT_MS })?;
     // Read again inside the section: a shardCollection may have committed since the first read.
     let sharded = read_catalog(|| catalog.collections_in(&req.db, true)).await?;
     let colls: Vec<Arc<CollectionInfo>> = mig
@@ -178,10 +178,10 @@ pub async fn move_primary(
             abort(&mut peer, &req, &colls).await;
             return Err(e);
         }
-        Commit::Unknown(why) => {
+        Commit::Unknown(e) => {
             sharding.forget_database_version(&req.db);
             drop(section);
-            return Err(refused(ErrorCode::OperationFailed, why));
+            return Err(e);
         }
     }
     if let Err(e) = sharding.refresh_database(&req.db).await {
@@ -208,8 +208,7 @@ async fn clone_all(
         let (mut after, mut first) = (None, true);
         loop {
             let (s, c) = (Arc::clone(store), Arc::clone(coll));
-            let (documents, next) =
-                tokio::task::spawn_blocking(move || read_batch(&s, &c, after)).await.map_err(task_err)??;
+            let (documents, next) = tokio::task::spawn_blocking(move || read_batch(&s, &c, after)).await??;
             sent += documents.len() as u64;
             let batch = ClonePrimaryBatchRequest {
                 request_id: req.request_id.clone(),
@@ -276,7 +275,7 @@ async fn commit(catalog: &ConfigClient, db: &str, to: &str) -> Commit {
     let cmd = Command::MovePrimary { name: db.to_owned(), to: to.to_owned() };
     // Committed when the catalog names `to` the database's primary.
     write_then_verify(catalog, &cmd, "movePrimary", || async {
-        let found = read_catalog(|| catalog.database(db, true)).await.map_err(|e| e.to_string())?;
+        let found = read_catalog(|| catalog.database(db, true)).await?;
         Ok(found.is_some_and(|d| d.primary == to))
     })
     .await
@@ -384,8 +383,7 @@ pub async fn clone_batch(mig: &Migrations, req: ClonePrimaryBatchRequest) -> Res
             Ok(())
         })
     })
-    .await
-    .map_err(task_err)??;
+    .await??;
     debug_assert!(seq <= mig.engine.store.position().seq);
     super::majority_committed(&mig.engine).await?;
     tracing::debug!(db = %req.db, coll = %req.coll, docs = n, first, "movePrimary batch majority-committed");
@@ -412,8 +410,7 @@ pub async fn clone_abort(mig: &Migrations, req: ClonePrimaryAbortRequest) -> Res
             Ok(())
         })
     })
-    .await
-    .map_err(task_err)??;
+    .await??;
     for ns in &names {
         mig.engine.sharding.forget(ns);
     }

@@ -4,8 +4,12 @@
 //! (or an abort) the id is unknown and every further call fails, so the donor aborts. Writes are
 //! `fromMigrate` in the oplog, so a later migration of the range away from here skips them.
 //!
+//! `ReceiveStart`, `ReceiveCommit` and `ReceiveAbort` are runs of
+//! [`super::recipient_machine::Receive`]: this module performs its actions and feeds back events.
+//!
 //! Must not: decide ownership (the donor's catalog commit does) or delete data directly except
-//! leftovers of the range it is about to receive and does not own.
+//! leftovers of the range it is about to receive and does not own; decide what the machine
+//! decides (what a failure frees, what the metadata allows).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,15 +21,20 @@ use uuid::Uuid;
 
 use super::failpoint;
 use super::mods::{Mod, RangeFilter};
+use super::recipient_machine::{Action, Event, Ownership, Receive};
 use super::record::{Phase, Record, Side};
 use super::{MigrationError, Migrations, RANGE_DELETION_WAIT_MS, bound_from_wire};
 use crate::error::ExecError;
 use crate::sharding::range_deleter::delete_batch;
 use crate::sharding::{CollectionMetadata, RangeDeletion};
 use crate::storage::StorageError;
+use crate::store::indexes::IndexSpec;
 
-fn internal(e: impl std::fmt::Display) -> MigrationError {
-    MigrationError::refused(ErrorCode::InternalError, format!("task failed: {e}"))
+/// What `ReceiveStart` carries beyond the record.
+struct Incoming {
+    ns: Namespace,
+    options: Document,
+    indexes: Vec<IndexSpec>,
 }
 
 /// `ReceiveStart`: claim the slot, check the range is not ours, persist the record, create the
@@ -42,6 +51,7 @@ pub async fn start(mig: &Migrations, req: ReceiveStartRequest) -> Result<(), Mig
     if req.key_fields.is_empty() || req.key_fields.len() != req.key_hashed.len() {
         return Err(MigrationError::refused(ErrorCode::BadValue, "ReceiveStart: malformed shard key"));
     }
+    let indexes = crate::store::indexes::decode_listings(&req.indexes).map_err(ExecError::from)?;
     let record = Record {
         id: req.migration_id.clone(),
         ns: req.ns.clone(),
@@ -55,60 +65,136 @@ pub async fn start(mig: &Migrations, req: ReceiveStartRequest) -> Result<(), Mig
         expected_version: Default::default(),
         phase: Phase::Cloning,
     };
-    if mig.receiving(&record.id).is_some() {
-        return Ok(()); // a retried start
-    }
-    if let Some(stale) = mig.claim(Side::Recipient, &record)? {
-        tracing::warn!(stale = %stale.record.id, "a new migration replaces an abandoned one; deleting what it received");
-        abort_record(mig, &stale.record).await?;
-    }
-    let indexes = crate::store::indexes::decode_listings(&req.indexes).map_err(ExecError::from)?;
-    let result = prepare(mig, &record, &ns, options, indexes).await;
+    let running = mig.receiving(&record.id).is_some();
+    let (machine, first) = Receive::start(&record, running);
+    let result = drive(mig, machine, first, &record, Some(Incoming { ns, options, indexes })).await;
     if let Err(e) = &result {
         tracing::warn!(id = %record.id, error = %e, "receive start failed");
-        mig.release(&record.id);
     }
     result
 }
 
-async fn prepare(
+/// Runs `machine` to its end: perform the action, feed back the event.
+async fn drive(
     mig: &Migrations,
+    mut machine: Receive,
+    mut action: Action,
     record: &Record,
-    ns: &Namespace,
-    options: Document,
-    indexes: Vec<crate::store::indexes::IndexSpec>,
+    mut incoming: Option<Incoming>,
 ) -> Result<(), MigrationError> {
-    let engine = &mig.engine;
-    let sharding = &engine.sharding;
-    sharding.refresh(&record.ns).await?;
-    if let Some(CollectionMetadata::Sharded(m)) = sharding.metadata(&record.ns) {
-        if m.table.uuid != record.uuid {
-            return Err(MigrationError::refused(ErrorCode::StaleEpoch, format!("{} changed incarnation", record.ns)));
+    let mut stale = None;
+    loop {
+        let event = match &action {
+            Action::Finish(result) => return result.clone(),
+            Action::Claim => match mig.claim(Side::Recipient, record) {
+                Ok(replaced) => {
+                    let event = Event::Claimed { replaced: replaced.is_some() };
+                    stale = replaced;
+                    event
+                }
+                Err(e) => Event::Failed(e),
+            },
+            Action::AbortStale => match stale.take() {
+                Some(s) => {
+                    tracing::warn!(stale = %s.record.id, "a new migration replaces an abandoned one; deleting what it received");
+                    done(abort_record(mig, &s.record).await)
+                }
+                None => Event::Done,
+            },
+            Action::Refresh => refresh(mig, record).await,
+            Action::WaitRangeDeletions => {
+                // An earlier aborted attempt's deletion must not run over what we are about to receive.
+                let wait = Duration::from_millis(RANGE_DELETION_WAIT_MS);
+                let deletions = mig.engine.sharding.wait_for_range_deletion(&record.ns, &record.min, &record.max);
+                match tokio::time::timeout(wait, deletions).await {
+                    Ok(()) => Event::Done,
+                    Err(_) => Event::Failed(MigrationError::refused(
+                        ErrorCode::ConflictingOperationInProgress,
+                        format!("a deletion of an overlapping range of {} is still running", record.ns),
+                    )),
+                }
+            }
+            Action::PersistRecord => {
+                let (store, rec) = (Arc::clone(&mig.engine.store), record.clone());
+                done(blocking(move || Ok(rec.save(&store, Side::Recipient)?)).await)
+            }
+            Action::CreateCollection => {
+                let Some(Incoming { ns, options, indexes }) = incoming.take() else {
+                    return Err(MigrationError::Task("ReceiveStart without its collection".into()));
+                };
+                // The donor's indexes exist before its documents arrive, so they arrive indexed.
+                let store = Arc::clone(&mig.engine.store);
+                done(
+                    blocking(move || {
+                        store.write(|txn| {
+                            let (coll, _) = txn.ensure_collection(&ns, options)?;
+                            txn.ensure_indexes(&coll, indexes)
+                        })?;
+                        Ok(())
+                    })
+                    .await,
+                )
+            }
+            Action::DeleteLeftovers => match delete_leftovers(mig, record).await {
+                Ok(removed) => {
+                    tracing::info!(id = %record.id, ns = %record.ns, from = %record.from, leftovers_removed = removed, "receiving a range");
+                    failpoint::hit("migration.recipient_after_start");
+                    Event::Done
+                }
+                Err(e) => Event::Failed(e),
+            },
+            Action::RemoveRecord => {
+                let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
+                done(blocking(move || Ok(Record::remove(&store, Side::Recipient, &id)?)).await)
+            }
+            Action::DeleteReceived => done(abort_record(mig, record).await),
+            Action::Release => {
+                mig.release(&record.id);
+                Event::Done
+            }
+        };
+        if let Event::Failed(e) = &event {
+            tracing::warn!(id = %record.id, ?action, error = %e, "receive step failed");
         }
-        if m.ownership.unowned_parts(&record.min, &record.max) != vec![(record.min.clone(), record.max.clone())] {
-            return Err(MigrationError::refused(
-                ErrorCode::IllegalOperation,
-                format!("this shard already owns part of {} [{}, {})", record.ns, record.min, record.max),
-            ));
+        action = machine.step(event);
+    }
+}
+
+fn done(result: Result<(), MigrationError>) -> Event {
+    result.map_or_else(Event::Failed, |()| Event::Done)
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, MigrationError> + Send + 'static,
+) -> Result<T, MigrationError> {
+    tokio::task::spawn_blocking(f).await?
+}
+
+/// Refreshes the collection and says how much of the range this shard's metadata gives it.
+async fn refresh(mig: &Migrations, record: &Record) -> Event {
+    let sharding = &mig.engine.sharding;
+    if let Err(e) = sharding.refresh(&record.ns).await {
+        return Event::Failed(e.into());
+    }
+    let ownership = match sharding.metadata(&record.ns) {
+        Some(CollectionMetadata::Sharded(m)) if m.table.uuid != record.uuid => Ownership::OtherIncarnation,
+        Some(CollectionMetadata::Sharded(m))
+            if m.ownership.unowned_parts(&record.min, &record.max)
+                != vec![(record.min.clone(), record.max.clone())] =>
+        {
+            Ownership::OwnsPart
         }
-    }
-    // An earlier aborted attempt's deletion must not run over what we are about to receive.
-    let wait = Duration::from_millis(RANGE_DELETION_WAIT_MS);
-    if tokio::time::timeout(wait, sharding.wait_for_range_deletion(&record.ns, &record.min, &record.max)).await.is_err()
-    {
-        return Err(MigrationError::refused(
-            ErrorCode::ConflictingOperationInProgress,
-            format!("a deletion of an overlapping range of {} is still running", record.ns),
-        ));
-    }
-    let (store, rec, ns) = (Arc::clone(&engine.store), record.clone(), ns.clone());
-    let removed = tokio::task::spawn_blocking(move || -> Result<u64, MigrationError> {
-        rec.save(&store, Side::Recipient)?;
-        // The donor's indexes exist before its documents arrive, so they arrive indexed.
-        store.write(|txn| {
-            let (coll, _) = txn.ensure_collection(&ns, options)?;
-            txn.ensure_indexes(&coll, indexes)
-        })?;
+        Some(CollectionMetadata::Sharded(_)) => Ownership::OwnsNone,
+        _ => Ownership::Unsharded,
+    };
+    Event::Ownership(ownership)
+}
+
+/// Deletes what an earlier attempt left of the range (this shard owns none of it); answers how
+/// many documents went.
+async fn delete_leftovers(mig: &Migrations, record: &Record) -> Result<u64, MigrationError> {
+    let (store, rec) = (Arc::clone(&mig.engine.store), record.clone());
+    blocking(move || {
         let task = RangeDeletion {
             ns: rec.ns.clone(),
             uuid: rec.uuid,
@@ -128,10 +214,6 @@ async fn prepare(
         }
     })
     .await
-    .map_err(internal)??;
-    tracing::info!(id = %record.id, ns = %record.ns, from = %record.from, leftovers_removed = removed, "receiving a range");
-    failpoint::hit("migration.recipient_after_start");
-    Ok(())
 }
 
 /// `ReceiveBatch`: apply the mods in one store write, wait until durable, then ack.
@@ -154,8 +236,7 @@ pub async fn batch(mig: &Migrations, req: ReceiveBatchRequest) -> Result<(), Mig
     }
     let sessions: Vec<(bytes::Bytes, bytes::Bytes)> = req.sessions.into_iter().map(|s| (s.key, s.value)).collect();
     let store = Arc::clone(&mig.engine.store);
-    let (applied, seq) =
-        tokio::task::spawn_blocking(move || apply(&store, &record, &mods, &sessions)).await.map_err(internal)??;
+    let (applied, seq) = blocking(move || apply(&store, &record, &mods, &sessions)).await?;
     debug_assert!(seq <= mig.engine.store.position().seq);
     super::majority_committed(&mig.engine).await?;
     tracing::debug!(id = %req.migration_id, applied, "batch majority-committed");
@@ -206,15 +287,11 @@ fn apply(
 
 /// `ReceiveCommit`: the catalog names us owner; refresh and drop the record.
 pub async fn commit(mig: &Migrations, req: ReceiveEndRequest) -> Result<(), MigrationError> {
+    // Not running here: settled already (a repeated call, or recovery's).
     let Some(record) = mig.receiving(&req.migration_id) else { return Ok(()) };
     failpoint::hit("migration.recipient_before_commit");
-    if let Err(e) = mig.engine.sharding.refresh(&record.ns).await {
-        // The next versioned request refreshes again; the data is ours either way.
-        tracing::warn!(id = %record.id, error = %e, "refresh after commit failed");
-    }
-    let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
-    tokio::task::spawn_blocking(move || Record::remove(&store, Side::Recipient, &id)).await.map_err(internal)??;
-    mig.release(&record.id);
+    let (machine, first) = Receive::commit();
+    drive(mig, machine, first, &record, None).await?;
     tracing::info!(id = %record.id, ns = %record.ns, "received range committed");
     Ok(())
 }
@@ -222,8 +299,8 @@ pub async fn commit(mig: &Migrations, req: ReceiveEndRequest) -> Result<(), Migr
 /// `ReceiveAbort`: schedule deletion of what was received, drop the record.
 pub async fn abort(mig: &Migrations, req: ReceiveEndRequest) -> Result<(), MigrationError> {
     let Some(record) = mig.receiving(&req.migration_id) else { return Ok(()) };
-    abort_record(mig, &record).await?;
-    mig.release(&record.id);
+    let (machine, first) = Receive::abort();
+    drive(mig, machine, first, &record, None).await?;
     tracing::info!(id = %record.id, ns = %record.ns, "receive aborted; the range will be deleted");
     Ok(())
 }
@@ -241,6 +318,5 @@ pub async fn abort_record(mig: &Migrations, record: &Record) -> Result<(), Migra
     let engine = &mig.engine;
     engine.sharding.schedule_range_deletion(&engine.store, &engine.cursors, task).await?;
     let (store, id) = (Arc::clone(&engine.store), record.id.clone());
-    tokio::task::spawn_blocking(move || Record::remove(&store, Side::Recipient, &id)).await.map_err(internal)??;
-    Ok(())
+    blocking(move || Ok(Record::remove(&store, Side::Recipient, &id)?)).await
 }

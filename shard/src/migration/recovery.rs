@@ -2,7 +2,9 @@
 //! unknown). Runs when a member becomes primary (`crate::primary_only`): the records came through
 //! the oplog, so a new primary settles what its predecessor left.
 //!
-//! For each persisted record the catalog decides (linearizable read of who owns the range):
+//! For each persisted record the catalog decides (linearizable read of who owns the range), by
+//! the rules of [`super::recovery_machine`]; this module is its runtime: it loops — ask the
+//! machine, perform the action, feed back the event — and logs the outcome:
 //!
 //! ```text
 //!  donor record:      owner != donor → committed: refresh, ReceiveCommit (best effort),
@@ -17,22 +19,21 @@
 //! Until every record is settled the shard refuses new migrations (117). A recipient that
 //! restarted has no in-memory migration, so the donor's next call for it fails and it aborts.
 //!
-//! Must not: settle anything without the catalog's answer (it retries, bounded, instead).
+//! Must not: settle anything without the catalog's answer (it retries, bounded, instead), or
+//! decide what the machine decides.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use shoal_cluster::config_client::ConfigClient;
 use shoal_proto::catalog::Detail;
+use shoal_proto::shard::MigrationFateRequest;
 use tracing::Instrument;
 
-use super::outcome::{finish_committed, log_change, notify, owner, refresh_or_forget};
+use super::outcome::{change_details, finish_committed, log_change, notify, owner, refresh_or_forget};
 use super::recipient::abort_record;
 use super::record::{Record, Side};
-use super::{MigrationError, Migrations, backoff, peer_client, shard_endpoint};
-
-/// Rounds of asking the catalog (each itself a bounded retry) before a record is left for the
-/// next restart.
-pub const SETTLE_ROUNDS_MAX: u32 = 60;
+use super::recovery_machine::{Action, Event, Settle, Settled};
+use super::{Fate, MigrationError, Migrations, backoff, peer_client, shard_endpoint};
 
 /// Loads the records (blocking) and marks the shard as recovering them.
 pub fn load(mig: &Migrations) -> Result<(Vec<Record>, Vec<Record>), crate::storage::StorageError> {
@@ -61,126 +62,91 @@ pub async fn recover(mig: Arc<Migrations>, donors: Vec<Record>, recipients: Vec<
 /// Settles a donor record: finish a committed migration, abort the rest.
 pub async fn settle_donor(mig: &Migrations, record: Record) {
     let span = tracing::info_span!("migration_recovery", id = %record.id, ns = %record.ns, side = "donor");
-    settle_donor_in_span(mig, record).instrument(span).await
-}
-
-async fn settle_donor_in_span(mig: &Migrations, record: Record) {
-    let Some(catalog) = mig.engine.sharding.catalog() else { return };
-    for round in 0..SETTLE_ROUNDS_MAX {
-        let result: Result<(), MigrationError> = async {
-            let owner = owner(catalog, &record)
-                .await
-                .map_err(|why| MigrationError::Peer { peer: "catalog".into(), message: why })?;
-            let committed = owner.as_deref().is_some_and(|o| o != record.from);
-            let peer = match catalog.shard(&record.to, false).await {
-                Ok(to) => shard_endpoint(to.as_ref(), &record.to).and_then(|e| peer_client(&e)).ok(),
-                Err(_) => None,
-            };
-            let mut details = BTreeMap::new();
-            details.insert("min".to_owned(), Detail::Bound(record.min.clone()));
-            details.insert("max".to_owned(), Detail::Bound(record.max.clone()));
-            details.insert("from".to_owned(), Detail::Str(record.from.clone()));
-            details.insert("to".to_owned(), Detail::Str(record.to.clone()));
-            details.insert("recovered".to_owned(), Detail::Bool(true));
-            if committed {
-                refresh_or_forget(mig, &record.ns).await;
-                if let Some(mut p) = peer {
-                    notify(&mut p, &record.id, true).await;
-                }
-                finish_committed(mig, &record).await?;
-                tracing::info!("interrupted migration had committed: range deletion scheduled");
-                details.insert("note".to_owned(), Detail::Str("success".into()));
-                log_change(catalog, "moveChunk.from", &record.ns, details).await;
-            } else {
-                if let Some(mut p) = peer {
-                    notify(&mut p, &record.id, false).await;
-                }
-                let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
-                tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id))
-                    .await
-                    .map_err(|e| MigrationError::Peer { peer: "local".into(), message: e.to_string() })??;
-                tracing::info!("interrupted migration had not committed: aborted");
-                details.insert("error".to_owned(), Detail::Str("donor restarted before the commit".into()));
-                log_change(catalog, "moveChunk.error", &record.ns, details).await;
-            }
-            Ok(())
-        }
-        .await;
-        match result {
-            Ok(()) => return,
-            Err(e) => tracing::warn!(round, error = %e, "could not settle the migration yet"),
-        }
-        tokio::time::sleep(backoff(round)).await;
-    }
-    tracing::error!("migration left unsettled; the next restart retries");
+    settle(mig, Side::Donor, record).instrument(span).await
 }
 
 /// Settles a recipient record: keep the range if the catalog gave it to us, else delete it.
 pub async fn settle_recipient(mig: &Migrations, record: Record) {
     let span = tracing::info_span!("migration_recovery", id = %record.id, ns = %record.ns, side = "recipient");
-    settle_recipient_in_span(mig, record).instrument(span).await
+    settle(mig, Side::Recipient, record).instrument(span).await
 }
 
-async fn settle_recipient_in_span(mig: &Migrations, record: Record) {
+async fn settle(mig: &Migrations, side: Side, record: Record) {
     let Some(catalog) = mig.engine.sharding.catalog() else { return };
-    for round in 0..SETTLE_ROUNDS_MAX {
-        let result: Result<(), MigrationError> = async {
-            let owner = owner(catalog, &record)
-                .await
-                .map_err(|why| MigrationError::Peer { peer: "catalog".into(), message: why })?;
-            // Not ours (yet): only a donor that can no longer commit makes that final.
-            let owner = if owner.as_deref() == Some(record.to.as_str()) {
-                owner
-            } else {
-                donor_decided(catalog, &record).await?;
-                super::outcome::owner(catalog, &record)
-                    .await
-                    .map_err(|why| MigrationError::Peer { peer: "catalog".into(), message: why })?
-            };
-            if owner.as_deref() == Some(record.to.as_str()) {
-                refresh_or_forget(mig, &record.ns).await;
-                let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
-                tokio::task::spawn_blocking(move || Record::remove(&store, Side::Recipient, &id))
-                    .await
-                    .map_err(|e| MigrationError::Peer { peer: "local".into(), message: e.to_string() })??;
-                tracing::info!("received range is ours: kept");
-            } else {
-                abort_record(mig, &record).await?;
-                tracing::info!("received range is not ours: deletion scheduled");
-            }
-            Ok(())
+    let (mut machine, mut action) = Settle::new(side, &record);
+    let settled = loop {
+        if let Action::Finish(settled) = action {
+            break settled;
         }
-        .await;
-        match result {
-            Ok(()) => return,
-            Err(e) => tracing::warn!(round, error = %e, "could not settle the received range yet"),
+        let event = perform(mig, catalog, side, &record, &action).await;
+        action = machine.step(event);
+    };
+    let mut details = change_details(&record);
+    details.insert("recovered".to_owned(), Detail::Bool(true));
+    match settled {
+        Settled::Committed => {
+            tracing::info!("interrupted migration had committed: range deletion scheduled");
+            details.insert("note".to_owned(), Detail::Str("success".into()));
+            log_change(catalog, "moveChunk.from", &record.ns, details).await;
         }
-        tokio::time::sleep(backoff(round)).await;
+        Settled::Aborted => {
+            tracing::info!("interrupted migration had not committed: aborted");
+            details.insert("error".to_owned(), Detail::Str("donor restarted before the commit".into()));
+            log_change(catalog, "moveChunk.error", &record.ns, details).await;
+        }
+        Settled::Kept => tracing::info!("received range is ours: kept"),
+        Settled::Deleted => tracing::info!("received range is not ours: deletion scheduled"),
+        Settled::Unsettled => tracing::error!("migration left unsettled; the next restart retries"),
     }
-    tracing::error!("received range left unsettled; the next restart retries");
 }
 
-/// Waits for nothing: asks `record.from` once whether the migration can still commit; an error
-/// (pending, unreachable) makes the caller retry later. A donor shard gone from the catalog can
-/// commit nothing.
-async fn donor_decided(
-    catalog: &shoal_cluster::config_client::ConfigClient,
-    record: &Record,
-) -> Result<(), MigrationError> {
+/// Performs `action`; answers what came of it.
+async fn perform(mig: &Migrations, catalog: &ConfigClient, side: Side, record: &Record, action: &Action) -> Event {
+    let done = |r: Result<(), MigrationError>| r.map_or_else(Event::Failed, |()| Event::Done);
+    match action {
+        Action::ReadOwner => owner(catalog, record).await.map_or_else(Event::Failed, Event::Owner),
+        Action::RefreshMetadata => {
+            refresh_or_forget(mig, &record.ns).await;
+            Event::Done
+        }
+        Action::Notify { committed } => {
+            // Best effort: a recipient the catalog cannot name settles by its own recovery.
+            if let Ok(to) = catalog.shard(&record.to, false).await
+                && let Ok(mut peer) = shard_endpoint(to.as_ref(), &record.to).and_then(|e| peer_client(&e))
+            {
+                notify(&mut peer, &record.id, *committed).await;
+            }
+            Event::Done
+        }
+        Action::FinishCommitted => done(finish_committed(mig, record).await),
+        Action::RemoveRecord => {
+            let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
+            let removed = tokio::task::spawn_blocking(move || Record::remove(&store, side, &id)).await;
+            done(removed.map_err(MigrationError::from).and_then(|r| r.map_err(MigrationError::from)))
+        }
+        Action::AskDonor => ask_donor(catalog, record).await.unwrap_or_else(Event::Failed),
+        Action::DeleteReceived => done(abort_record(mig, record).await),
+        Action::Retry { round, why } => {
+            tracing::warn!(round, error = %why, "could not settle the migration yet");
+            tokio::time::sleep(backoff(*round)).await;
+            Event::Done
+        }
+        Action::Finish(_) => Event::Done,
+    }
+}
+
+/// Asks `record.from` once whether the migration can still commit.
+async fn ask_donor(catalog: &ConfigClient, record: &Record) -> Result<Event, MigrationError> {
     let peer_err = |message: String| MigrationError::Peer { peer: record.from.clone(), message };
     let from = catalog.shard(&record.from, true).await.map_err(|e| peer_err(format!("catalog: {e}")))?;
     if from.is_none() {
-        return Ok(());
+        return Ok(Event::DonorGone);
     }
     let mut peer = shard_endpoint(from.as_ref(), &record.from).and_then(|e| peer_client(&e))?;
     let reply = peer
-        .migration_fate(shoal_proto::shard::MigrationFateRequest { migration_id: record.id.clone() })
+        .migration_fate(MigrationFateRequest { migration_id: record.id.clone() })
         .await
         .map_err(|s| peer_err(format!("asking the donor: {}", s.message())))?
         .into_inner();
-    if reply.decided {
-        Ok(())
-    } else {
-        Err(peer_err("the donor is still committing or settling this migration".into()))
-    }
+    Ok(Event::DonorFate(if reply.decided { Fate::Decided } else { Fate::Pending }))
 }

@@ -24,10 +24,6 @@ pub const CLONE_SCAN_DOCS_MAX: usize = 10_000;
 /// Oplog entries one catch-up read examines.
 pub const OPLOG_ENTRIES_PER_READ_MAX: usize = 20_000;
 
-pub fn task_err(e: tokio::task::JoinError) -> MigrationError {
-    MigrationError::refused(ErrorCode::InternalError, format!("task failed: {e}"))
-}
-
 pub fn peer_err(peer: &str, e: tonic::Status) -> MigrationError {
     MigrationError::Peer { peer: peer.to_owned(), message: format!("unreachable: {}", e.message()) }
 }
@@ -75,8 +71,7 @@ pub async fn send(peer: &mut MigrationClient<Channel>, record: &Record, mods: Ve
 pub async fn session_batches(store: &Arc<Store>, ns: &str) -> Result<Vec<Vec<SessionRecord>>, MigrationError> {
     let (s, ns) = (Arc::clone(store), ns.to_owned());
     let records = tokio::task::spawn_blocking(move || crate::exec::retry::records_of(&s, &ns))
-        .await
-        .map_err(task_err)?
+        .await?
         .map_err(|e| MigrationError::refused(ErrorCode::InternalError, format!("reading session records: {e}")))?;
     let mut out = Vec::new();
     let mut batch: Vec<SessionRecord> = Vec::new();
@@ -141,8 +136,7 @@ pub async fn catch_up(
     let (mut total, mut bytes) = (0, 0);
     loop {
         let (s, r) = (Arc::clone(store), record.clone());
-        let (mods, next, more) =
-            tokio::task::spawn_blocking(move || read_oplog(&s, &r, pos)).await.map_err(task_err)??;
+        let (mods, next, more) = tokio::task::spawn_blocking(move || read_oplog(&s, &r, pos)).await??;
         pos = next;
         total += mods.len();
         bytes += mods.iter().map(Mod::size_bytes).sum::<usize>();
