@@ -129,9 +129,8 @@ impl ConfigServer {
             stop_rx.clone(),
         ));
         let mut stop_serving = stop_rx.clone();
-        // Nagle off on every accepted connection: with a caller-supplied listener tonic ignores
-        // `Server::tcp_nodelay`, and Nagle held each reply's last frame ~40 ms (delayed ACK).
-        let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+        // Peers authenticate as the cluster requires (and get Nagle off) before tonic sees them.
+        let incoming = shoal_cluster::net::incoming(listener);
         let serve = tokio::spawn(
             tonic::transport::Server::builder()
                 .tcp_nodelay(true)

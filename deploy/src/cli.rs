@@ -290,6 +290,8 @@ pub struct ShardArgs {
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub ttl_monitor_secs: u64,
     #[command(flatten)]
+    pub cluster_auth: ClusterAuthArgs,
+    #[command(flatten)]
     pub child: ChildArgs,
 }
 
@@ -315,6 +317,8 @@ pub struct RouterArgs {
     pub auth_failed_delay_ms: u64,
     #[command(flatten)]
     pub balancer: BalancerArgs,
+    #[command(flatten)]
+    pub cluster_auth: ClusterAuthArgs,
     #[command(flatten)]
     pub child: ChildArgs,
 }
@@ -367,7 +371,31 @@ pub struct ConfigsvrArgs {
     #[arg(long, default_value_t = 1000)]
     pub snapshot_logs_to_keep: u64,
     #[command(flatten)]
+    pub cluster_auth: ClusterAuthArgs,
+    #[command(flatten)]
     pub child: ChildArgs,
+}
+
+/// How the cluster's processes authenticate each other, in MongoDB's option names.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClusterAuthArgs {
+    /// `keyFile` (a shared key; the default when `--keyFile` is given) or `x509` (TLS with
+    /// certificates the cluster CA signed, both ways). Absent: peers are not authenticated.
+    #[arg(long = "clusterAuthMode", value_parser = ["keyFile", "x509"])]
+    pub cluster_auth_mode: Option<String>,
+    /// The cluster's shared key (6 to 1024 base64 characters; readable by its owner only).
+    #[arg(long = "keyFile", value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
+    /// This process's certificate and private key (PEM), for TLS.
+    #[arg(long = "tlsCertificateKeyFile", value_name = "PATH")]
+    pub tls_certificate_key_file: Option<PathBuf>,
+    /// The certificate(s) of the CA that signs the cluster's (and clients') certificates.
+    #[arg(long = "tlsCAFile", value_name = "PATH")]
+    pub tls_ca_file: Option<PathBuf>,
+    /// The certificate presented to other cluster members under x509 (default:
+    /// `--tlsCertificateKeyFile`).
+    #[arg(long = "tlsClusterFile", value_name = "PATH")]
+    pub tls_cluster_file: Option<PathBuf>,
 }
 
 /// Flags `shoal up` passes to the servers it starts; hidden because people have no use for them.

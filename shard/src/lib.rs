@@ -180,10 +180,9 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
     let migration_service = MigrationServer::new(migration::service::MigrationService::new(migrations))
         .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
         .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
-    // Nagle off on every accepted connection: with a caller-supplied listener tonic ignores
-    // `Server::tcp_nodelay`, and Nagle then holds each reply's last frame for the peer's delayed
-    // ACK (~40 ms per request, found by `shoal bench catalog`).
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    // Peers authenticate as the cluster requires (and get Nagle off: it held each reply's last
+    // frame ~40 ms, found by `shoal bench catalog`) before tonic sees them.
+    let incoming = shoal_cluster::net::incoming(listener);
     announce_ready("shard", local);
     let served = tonic::transport::Server::builder()
         .tcp_nodelay(true)

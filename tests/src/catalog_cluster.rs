@@ -23,6 +23,15 @@ pub struct CatalogCluster {
 /// `dir`; returns the processes and their `host:port` addresses. Config servers need each other's
 /// ports before they start, so port 0 cannot be used.
 pub async fn start_config_servers(dir: &Path, ports: &[u16]) -> anyhow::Result<(Vec<Process>, Vec<String>)> {
+    start_config_servers_with(dir, ports, &[]).await
+}
+
+/// [`start_config_servers`] with `extra` arguments for each server (`--keyFile ...`).
+pub async fn start_config_servers_with(
+    dir: &Path,
+    ports: &[u16],
+    extra: &[String],
+) -> anyhow::Result<(Vec<Process>, Vec<String>)> {
     let peers = ports.iter().enumerate().map(|(i, p)| format!("{}=127.0.0.1:{p}", i + 1)).collect::<Vec<_>>().join(",");
     let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let mut config = Vec::new();
@@ -42,6 +51,7 @@ pub async fn start_config_servers(dir: &Path, ports: &[u16]) -> anyhow::Result<(
         if id == 1 {
             args.push("--init".into());
         }
+        args.extend(extra.iter().cloned());
         let log_path = dir.join(format!("cfg{id}.log"));
         config.push(
             Process::start(ProcessSpec { name: format!("cfg{id}"), role: "configsvr".into(), args, log_path }).await?,
@@ -57,25 +67,41 @@ impl CatalogCluster {
 
     /// A cluster whose router gets `router_args` too (`--auth`).
     pub async fn start_with(router_args: &[&str]) -> anyhow::Result<CatalogCluster> {
+        Self::start_secured(&[], router_args).await
+    }
+
+    /// A cluster whose every process gets `every` (`--keyFile <path>`), the router `router_args`
+    /// as well.
+    pub async fn start_secured(every: &[String], router_args: &[&str]) -> anyhow::Result<CatalogCluster> {
         let dir = tempfile::tempdir()?;
-        let (config, config_addrs) = start_config_servers(dir.path(), &crate::ports::free_ports(3)?).await?;
+        let (config, config_addrs) =
+            start_config_servers_with(dir.path(), &crate::ports::free_ports(3)?, every).await?;
+        let mut args: Vec<String> = vec![
+            "shard".into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--data-dir".into(),
+            dir.path().join("shard0").display().to_string(),
+            "--config".into(),
+            config_addrs.join(","),
+        ];
+        args.extend(every.iter().cloned());
         let shard = Process::start(ProcessSpec {
             name: "shard0".into(),
             role: "shard".into(),
-            args: vec![
-                "shard".into(),
-                "--listen".into(),
-                "127.0.0.1:0".into(),
-                "--data-dir".into(),
-                dir.path().join("shard0").display().to_string(),
-                "--config".into(),
-                config_addrs.join(","),
-            ],
+            args,
             log_path: dir.path().join("shard0.log"),
         })
         .await?;
-        let router = start_router(dir.path(), "router", &config_addrs, router_args).await?;
+        let mut router_all: Vec<&str> = every.iter().map(String::as_str).collect();
+        router_all.extend_from_slice(router_args);
+        let router = start_router(dir.path(), "router", &config_addrs, &router_all).await?;
         Ok(CatalogCluster { dir, _config: config, shard, router, config_addrs })
+    }
+
+    /// The cluster's temp dir (key files and certificates a test writes live there too).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
     }
 
     /// Another router on the same catalog (the caller keeps it alive).

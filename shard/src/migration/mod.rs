@@ -288,11 +288,11 @@ pub fn shard_endpoint(shard: Option<&Shard>, id: &str) -> Result<String, Migrati
 
 /// A client of another shard's migration service (connects lazily; every call has a timeout).
 pub fn peer_client(endpoint: &str) -> Result<MigrationClient<Channel>, MigrationError> {
-    let channel = Channel::from_shared(endpoint.to_owned())
+    let endpoint = Channel::from_shared(endpoint.to_owned())
         .map_err(|e| MigrationError::refused(ErrorCode::BadValue, format!("shard address {endpoint}: {e}")))?
         .connect_timeout(Duration::from_millis(PEER_CONNECT_TIMEOUT_MS))
-        .timeout(Duration::from_millis(PEER_RPC_TIMEOUT_MS))
-        .connect_lazy();
+        .timeout(Duration::from_millis(PEER_RPC_TIMEOUT_MS));
+    let channel = shoal_cluster::net::channel(&endpoint);
     Ok(MigrationClient::new(channel)
         .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
         .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES))

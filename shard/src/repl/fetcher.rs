@@ -50,7 +50,7 @@ pub async fn connect(repl: &Repl, source: &str) -> Result<ReplicationClient<Chan
         .map_err(|e| FetchError::Transport(format!("bad address {source}: {e}")))?
         .connect_timeout(repl.settings.connect_timeout)
         .tcp_nodelay(true);
-    let channel = tokio::time::timeout(repl.settings.connect_timeout, endpoint.connect())
+    let channel = tokio::time::timeout(repl.settings.connect_timeout, shoal_cluster::net::channel_now(&endpoint))
         .await
         .map_err(|_| FetchError::Transport(format!("{source}: connect timed out")))?
         .map_err(|e| FetchError::Transport(format!("{source}: {e}")))?;

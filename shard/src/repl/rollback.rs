@@ -139,12 +139,10 @@ async fn refetch(
     coll: &CollectionInfo,
     ids: &[Bson],
 ) -> Result<Vec<(Bson, Option<Bytes>)>, FetchError> {
-    let channel = tonic::transport::Endpoint::from_shared(shoal_proto::endpoint::uri(source))
+    let endpoint = tonic::transport::Endpoint::from_shared(shoal_proto::endpoint::uri(source))
         .map_err(|e| FetchError::Transport(e.to_string()))?
-        .connect_timeout(repl.settings.connect_timeout)
-        .connect()
-        .await
-        .map_err(|e| FetchError::Transport(e.to_string()))?;
+        .connect_timeout(repl.settings.connect_timeout);
+    let channel = shoal_cluster::net::channel_now(&endpoint).await.map_err(|e| FetchError::Transport(e.to_string()))?;
     let mut client =
         ShardClient::new(channel).max_decoding_message_size(shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES);
     let mut out = Vec::new();
