@@ -47,7 +47,7 @@ pub struct MoveRequest {
 /// Moves the range; answers the milliseconds it took.
 pub async fn move_range(mig: Arc<Migrations>, req: MoveRequest) -> Result<u64, MigrationError> {
     let started = Instant::now();
-    let sharding = &mig.engine.sharding;
+    let sharding = &mig.node.sharding;
     let me = sharding.shard_id().to_owned();
     let catalog = sharding
         .catalog()
@@ -159,7 +159,7 @@ async fn run(
             d.insert("note".to_owned(), Detail::Str("success".into()));
             log_change(catalog, "moveChunk.from", &record.ns, d).await;
             if req.wait_for_delete {
-                let sharding = &mig.engine.sharding;
+                let sharding = &mig.node.sharding;
                 let wait = Duration::from_millis(WAIT_FOR_DELETE_MAX_MS);
                 if tokio::time::timeout(wait, sharding.wait_for_range_deletion(&record.ns, &record.min, &record.max))
                     .await
@@ -173,7 +173,7 @@ async fn run(
         Err(Failure::Abort(e)) => {
             tracing::warn!(error = %e, "migration failed before its commit; aborting");
             notify(&mut peer, &record.id, false).await;
-            let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
+            let (store, id) = (Arc::clone(&mig.node.store), record.id.clone());
             match tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id)).await {
                 Ok(Ok(())) => {}
                 other => tracing::error!(?other, "could not remove the migration record; recovery will abort it"),
@@ -207,10 +207,10 @@ async fn phases(
     stats: &mut Stats,
 ) -> Result<(), Failure> {
     use Failure::Abort;
-    let engine = &mig.engine;
+    let node = &mig.node;
     let mut throttle = Throttle::new(req.latency_target_ms);
-    let store = Arc::clone(&engine.store);
-    save(engine, &record).await.map_err(Abort)?;
+    let store = Arc::clone(&node.store);
+    save(node, &record).await.map_err(Abort)?;
     let coll = store.collection(&record.ns);
     let options = coll.as_ref().map(|c| c.options.clone()).unwrap_or_default();
     let start = ReceiveStartRequest {
@@ -239,7 +239,7 @@ async fn phases(
     if let Some(coll) = coll {
         let mut after: Option<Bytes> = None;
         loop {
-            throttle.wait(&engine.latency).await;
+            throttle.wait(&node.latency).await;
             stats.throttled_ms = throttle.paused_ms;
             let (s, r, c) = (Arc::clone(&store), record.clone(), Arc::clone(&coll));
             let (mods, next) = tokio::task::spawn_blocking(move || clone_batch(&s, &c, &r, after))
@@ -261,7 +261,7 @@ async fn phases(
     // Catch up until a pass is small enough to finish inside the critical section.
     let mut converged = false;
     for pass in 0..CATCH_UP_PASSES_MAX {
-        throttle.wait(&engine.latency).await;
+        throttle.wait(&node.latency).await;
         stats.throttled_ms = throttle.paused_ms;
         let (n, bytes, next) = catch_up(&store, peer, &record, pos).await.map_err(Abort)?;
         pos = next;
@@ -286,7 +286,7 @@ async fn phases(
     // Critical section: writes to the collection wait (bounded on their side too).
     let entered = Instant::now();
     let wait = Duration::from_millis(CRITICAL_SECTION_ENTER_WAIT_MS);
-    let section = tokio::time::timeout(wait, engine.sharding.gates.enter(&record.ns)).await.map_err(|_| {
+    let section = tokio::time::timeout(wait, node.sharding.gates.enter(&record.ns)).await.map_err(|_| {
         Abort(MigrationError::refused(ErrorCode::ExceededTimeLimit, "in-flight writes did not finish in time"))
     })?;
     let (n, _, _) = catch_up(&store, peer, &record, pos).await.map_err(Abort)?;
@@ -296,13 +296,13 @@ async fn phases(
     ping(peer, &record).await.map_err(Abort)?;
     mig.begin_commit(&record.id).map_err(Abort)?;
     record.phase = Phase::Committing;
-    save(engine, &record).await.map_err(Abort)?;
+    save(node, &record).await.map_err(Abort)?;
     failpoint::hit("migration.in_critical_section");
     match commit(catalog, &record, req.fencing.clone()).await {
         Commit::Committed => {}
         Commit::Refused(e) => return Err(Abort(e)),
         Commit::Unknown(why) => {
-            engine.sharding.forget(&record.ns);
+            node.sharding.forget(&record.ns);
             return Err(Failure::Unresolved(MigrationError::refused(ErrorCode::OperationFailed, why)));
         }
     }
@@ -311,7 +311,7 @@ async fn phases(
     refresh_or_forget(mig, &record.ns).await;
     notify(peer, &record.id, true).await;
     record.phase = Phase::Committed;
-    if let Err(e) = save(engine, &record).await {
+    if let Err(e) = save(node, &record).await {
         tracing::warn!(error = %e, "could not persist phase Committed; recovery will find the commit in the catalog");
     }
     drop(section);
@@ -321,9 +321,9 @@ async fn phases(
 
 /// Persists the donor record and waits until a majority of the group has it: a member promoted
 /// after this one dies then finds the phase and settles the migration (`crate::primary_only`).
-async fn save(engine: &Engine, record: &Record) -> Result<(), MigrationError> {
-    let (s, r) = (Arc::clone(&engine.store), record.clone());
+async fn save(node: &Node, record: &Record) -> Result<(), MigrationError> {
+    let (s, r) = (Arc::clone(&node.store), record.clone());
     tokio::task::spawn_blocking(move || r.save(&s, Side::Donor)).await.map_err(task_err)??;
-    super::majority_committed(engine).await?;
+    super::majority_committed(node).await?;
     Ok(())
 }

@@ -50,7 +50,7 @@ pub async fn start(mig: &Migrations, req: ReceiveStartRequest) -> Result<(), Mig
         min: bound_from_wire(req.min.as_ref(), "min")?,
         max: bound_from_wire(req.max.as_ref(), "max")?,
         from: req.from_shard.clone(),
-        to: mig.engine.sharding.shard_id().to_owned(),
+        to: mig.node.sharding.shard_id().to_owned(),
         epoch: Default::default(),
         expected_version: Default::default(),
         phase: Phase::Cloning,
@@ -78,8 +78,8 @@ async fn prepare(
     options: Document,
     indexes: Vec<crate::store::indexes::IndexSpec>,
 ) -> Result<(), MigrationError> {
-    let engine = &mig.engine;
-    let sharding = &engine.sharding;
+    let node = &mig.node;
+    let sharding = &node.sharding;
     sharding.refresh(&record.ns).await?;
     if let Some(CollectionMetadata::Sharded(m)) = sharding.metadata(&record.ns) {
         if m.table.uuid != record.uuid {
@@ -101,7 +101,7 @@ async fn prepare(
             format!("a deletion of an overlapping range of {} is still running", record.ns),
         ));
     }
-    let (store, rec, ns) = (Arc::clone(&engine.store), record.clone(), ns.clone());
+    let (store, rec, ns) = (Arc::clone(&node.store), record.clone(), ns.clone());
     let removed = tokio::task::spawn_blocking(move || -> Result<u64, MigrationError> {
         rec.save(&store, Side::Recipient)?;
         // The donor's indexes exist before its documents arrive, so they arrive indexed.
@@ -153,11 +153,11 @@ pub async fn batch(mig: &Migrations, req: ReceiveBatchRequest) -> Result<(), Mig
         });
     }
     let sessions: Vec<(bytes::Bytes, bytes::Bytes)> = req.sessions.into_iter().map(|s| (s.key, s.value)).collect();
-    let store = Arc::clone(&mig.engine.store);
+    let store = Arc::clone(&mig.node.store);
     let (applied, seq) =
         tokio::task::spawn_blocking(move || apply(&store, &record, &mods, &sessions)).await.map_err(internal)??;
-    debug_assert!(seq <= mig.engine.store.position().seq);
-    super::majority_committed(&mig.engine).await?;
+    debug_assert!(seq <= mig.node.store.position().seq);
+    super::majority_committed(&mig.node).await?;
     tracing::debug!(id = %req.migration_id, applied, "batch majority-committed");
     failpoint::hit("migration.recipient_after_batch");
     Ok(())
@@ -208,11 +208,11 @@ fn apply(
 pub async fn commit(mig: &Migrations, req: ReceiveEndRequest) -> Result<(), MigrationError> {
     let Some(record) = mig.receiving(&req.migration_id) else { return Ok(()) };
     failpoint::hit("migration.recipient_before_commit");
-    if let Err(e) = mig.engine.sharding.refresh(&record.ns).await {
+    if let Err(e) = mig.node.sharding.refresh(&record.ns).await {
         // The next versioned request refreshes again; the data is ours either way.
         tracing::warn!(id = %record.id, error = %e, "refresh after commit failed");
     }
-    let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
+    let (store, id) = (Arc::clone(&mig.node.store), record.id.clone());
     tokio::task::spawn_blocking(move || Record::remove(&store, Side::Recipient, &id)).await.map_err(internal)??;
     mig.release(&record.id);
     tracing::info!(id = %record.id, ns = %record.ns, "received range committed");
@@ -238,9 +238,9 @@ pub async fn abort_record(mig: &Migrations, record: &Record) -> Result<(), Migra
         min: record.min.clone(),
         max: record.max.clone(),
     };
-    let engine = &mig.engine;
-    engine.sharding.schedule_range_deletion(&engine.store, &engine.cursors, task).await?;
-    let (store, id) = (Arc::clone(&engine.store), record.id.clone());
+    let node = &mig.node;
+    node.sharding.schedule_range_deletion(&node.store, &node.cursors, task).await?;
+    let (store, id) = (Arc::clone(&node.store), record.id.clone());
     tokio::task::spawn_blocking(move || Record::remove(&store, Side::Recipient, &id)).await.map_err(internal)??;
     Ok(())
 }

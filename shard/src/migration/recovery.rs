@@ -36,8 +36,8 @@ pub const SETTLE_ROUNDS_MAX: u32 = 60;
 
 /// Loads the records (blocking) and marks the shard as recovering them.
 pub fn load(mig: &Migrations) -> Result<(Vec<Record>, Vec<Record>), crate::storage::StorageError> {
-    let donors = Record::load_all(&mig.engine.store, Side::Donor)?;
-    let recipients = Record::load_all(&mig.engine.store, Side::Recipient)?;
+    let donors = Record::load_all(&mig.node.store, Side::Donor)?;
+    let recipients = Record::load_all(&mig.node.store, Side::Recipient)?;
     mig.set_recovering(donors.len() + recipients.len());
     Ok((donors, recipients))
 }
@@ -65,7 +65,7 @@ pub async fn settle_donor(mig: &Migrations, record: Record) {
 }
 
 async fn settle_donor_in_span(mig: &Migrations, record: Record) {
-    let Some(catalog) = mig.engine.sharding.catalog() else { return };
+    let Some(catalog) = mig.node.sharding.catalog() else { return };
     for round in 0..SETTLE_ROUNDS_MAX {
         let result: Result<(), MigrationError> = async {
             let owner = owner(catalog, &record)
@@ -95,7 +95,7 @@ async fn settle_donor_in_span(mig: &Migrations, record: Record) {
                 if let Some(mut p) = peer {
                     notify(&mut p, &record.id, false).await;
                 }
-                let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
+                let (store, id) = (Arc::clone(&mig.node.store), record.id.clone());
                 tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id))
                     .await
                     .map_err(|e| MigrationError::Peer { peer: "local".into(), message: e.to_string() })??;
@@ -122,7 +122,7 @@ pub async fn settle_recipient(mig: &Migrations, record: Record) {
 }
 
 async fn settle_recipient_in_span(mig: &Migrations, record: Record) {
-    let Some(catalog) = mig.engine.sharding.catalog() else { return };
+    let Some(catalog) = mig.node.sharding.catalog() else { return };
     for round in 0..SETTLE_ROUNDS_MAX {
         let result: Result<(), MigrationError> = async {
             let owner = owner(catalog, &record)
@@ -139,7 +139,7 @@ async fn settle_recipient_in_span(mig: &Migrations, record: Record) {
             };
             if owner.as_deref() == Some(record.to.as_str()) {
                 refresh_or_forget(mig, &record.ns).await;
-                let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
+                let (store, id) = (Arc::clone(&mig.node.store), record.id.clone());
                 tokio::task::spawn_blocking(move || Record::remove(&store, Side::Recipient, &id))
                     .await
                     .map_err(|e| MigrationError::Peer { peer: "local".into(), message: e.to_string() })??;
