@@ -1,7 +1,7 @@
 //! A Shoal shard: one member of a replica group that stores documents.
 //!
 //! Owns: the storage interface and its fjall implementation ([`storage`]), the document store with
-//! its collection catalog, `_id`-clustered documents and oplog ([`store`]), command
+//! its local catalog of collections, `_id`-clustered documents and oplog ([`store`]), command
 //! execution against this member's [`exec::Node`] ([`exec`]) through the table of commands
 //! ([`commands`]), cursors ([`cursors`]), sharding state ([`sharding`]: the collection metadata
 //! cache loaded from the config servers, the shard-version check that answers StaleConfig, the

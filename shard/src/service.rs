@@ -423,9 +423,8 @@ impl Shard for ShardService {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(command_reply(Err(e)))),
         };
-        let (result, wc) = self
-            .blocking(req, true, &admitted, move |node, r| -> ExecResult<(Document, u64)> { run(node, r) })
-            .await?;
+        let (result, wc) =
+            self.blocking(req, true, &admitted, move |node, r| -> ExecResult<(Document, u64)> { run(node, r) }).await?;
         drop(admitted);
         if let (Some(ns), Ok(_)) = (&forget, &result) {
             if ns.ends_with('.') {

@@ -159,7 +159,7 @@ struct Scan<'a> {
 
 fn sorted_matches(
     node: &Node,
-    coll: &crate::store::catalog::CollectionInfo,
+    coll: &crate::store::local_catalog::CollectionInfo,
     scan: Scan<'_>,
     spec: &SortSpec,
     skip: u64,

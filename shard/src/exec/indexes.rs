@@ -15,8 +15,8 @@ use shoal_proto::ErrorCode;
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::{Node, Request, args, deadline, index_build};
-use crate::store::catalog::CollectionInfo;
 use crate::store::indexes::IndexSpec;
+use crate::store::local_catalog::CollectionInfo;
 
 /// How long `createIndexes` waits for a concurrent build of the same index to finish.
 const CONCURRENT_BUILD_WAIT: Duration = Duration::from_secs(600);

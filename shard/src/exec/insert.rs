@@ -11,7 +11,7 @@ use crate::exec::retry::{Outcome, Retryable};
 use crate::exec::statements::{Statement, statements};
 use crate::exec::{Node, Request, StatementError, WriteOutcome, args, record};
 use crate::store::WriteTxn;
-use crate::store::catalog::CollectionInfo;
+use crate::store::local_catalog::CollectionInfo;
 
 pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
     args::check_known_fields(

@@ -11,7 +11,7 @@ use bson::{Document, doc};
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::{Node, Request, args, deadline};
-use crate::store::catalog::CollectionInfo;
+use crate::store::local_catalog::CollectionInfo;
 
 /// Count and bytes of one collection's documents.
 fn tally(node: &Node, coll: &CollectionInfo) -> ExecResult<(i64, i64)> {

@@ -67,7 +67,7 @@ pub fn pass(store: &Store, now: DateTime) -> ExecResult<u64> {
 
 fn expired_ids(
     store: &Store,
-    coll: &Arc<crate::store::catalog::CollectionInfo>,
+    coll: &Arc<crate::store::local_catalog::CollectionInfo>,
     path: &AccessPath,
     filter: &Filter,
 ) -> ExecResult<Vec<Bson>> {

@@ -299,7 +299,7 @@ pub struct Query<'a> {
 pub fn collect_matches(
     node: &Node,
     txn: &WriteTxn<'_>,
-    coll: &crate::store::catalog::CollectionInfo,
+    coll: &crate::store::local_catalog::CollectionInfo,
     query: Query<'_>,
     single: bool,
     sort: Option<&shoal_query::sort::SortSpec>,

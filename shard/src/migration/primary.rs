@@ -59,7 +59,7 @@ use super::{
 use crate::error::ExecError;
 use crate::sharding::db_version::KnownDb;
 use crate::store::Store;
-use crate::store::catalog::CollectionInfo;
+use crate::store::local_catalog::CollectionInfo;
 
 /// How long the donor waits, after the commit, for reads admitted before it to finish before it
 /// drops its copies (a read still running then sees the collection vanish).

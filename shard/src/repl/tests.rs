@@ -14,11 +14,7 @@ fn node(dir: &std::path::Path) -> Arc<Node> {
     crate::open_node(&config).expect("open")
 }
 
-fn run(
-    e: &Node,
-    f: fn(&Node, &Request<'_>) -> crate::error::ExecResult<(exec::WriteOutcome, u64)>,
-    body: Document,
-) {
+fn run(e: &Node, f: fn(&Node, &Request<'_>) -> crate::error::ExecResult<(exec::WriteOutcome, u64)>, body: Document) {
     let r = CommandRequest { db: "db".into(), body: body.to_vec().expect("encode").into(), ..Default::default() };
     let parsed = Request::parse(&r).expect("parse");
     f(e, &parsed).expect("write");
