@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::time::Instant;
 
-use crate::catalog::CatalogAccess;
+use crate::catalog::ClusterCatalogClient;
 use crate::config::RouterConfig;
 use crate::cursors::CursorRegistry;
 use crate::error::CommandError;
@@ -22,7 +22,7 @@ pub struct RouterState {
     pub routing: RoutingCache,
     pub targeting: TargetingStats,
     pub cursors: CursorRegistry,
-    pub catalog: CatalogAccess,
+    pub catalog: ClusterCatalogClient,
     pub started: Instant,
     /// Identifies this process in `topologyVersion`.
     pub process_id: bson::oid::ObjectId,
@@ -39,7 +39,7 @@ impl RouterState {
         let legacy = config.config_servers.is_empty().then_some(config.shard_endpoint.as_str());
         let shards = ShardPools::new(legacy, config.shard_rpc_timeout)?;
         let cursors = CursorRegistry::new(config.cursor_idle_timeout);
-        let catalog = CatalogAccess::new(&config.config_servers);
+        let catalog = ClusterCatalogClient::new(&config.config_servers);
         let members = Members::new(config.shard_rpc_timeout);
         Ok(Self {
             config,

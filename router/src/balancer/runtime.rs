@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::future::join_all;
-use shoal_proto::catalog::{CatalogView, ChunkBound, Command, Detail, Settings};
+use shoal_proto::catalog::{ChunkBound, ClusterCatalogView, Command, Detail, Settings};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -284,7 +284,7 @@ impl Rounds {
         }
     }
 
-    async fn active(&mut self, catalog: &CatalogView, plan: Plan, started: Instant) -> bool {
+    async fn active(&mut self, catalog: &ClusterCatalogView, plan: Plan, started: Instant) -> bool {
         let unreported = self.rounds.begin_active(Instant::now());
         self.record(Command::ReportBalancerRounds { completed: unreported, in_round: true }).await;
         let (moves, mut rest): (Vec<Decision>, Vec<Decision>) =
@@ -353,7 +353,7 @@ impl Rounds {
     }
 
     /// A non-move decision, with its memory updates: `Some(success)`, `None` if the lease is gone.
-    async fn one(&mut self, catalog: &CatalogView, d: &Decision) -> Option<bool> {
+    async fn one(&mut self, catalog: &ClusterCatalogView, d: &Decision) -> Option<bool> {
         let result = self.run_logged(catalog, d).await?;
         let now = now_ms();
         match (&d.action, &result) {
@@ -374,7 +374,7 @@ impl Rounds {
     }
 
     /// Executes `d` if the lease is still ours, logging it either way it ends.
-    async fn run_logged(&self, catalog: &CatalogView, d: &Decision) -> Option<Result<Done, CommandError>> {
+    async fn run_logged(&self, catalog: &ClusterCatalogView, d: &Decision) -> Option<Result<Done, CommandError>> {
         let token = self.token()?;
         let started = Instant::now();
         let latency = self.state.config.balancer.migration_latency_target_ms;

@@ -6,7 +6,7 @@
 
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
-use shoal_proto::catalog::{BalancerMode, CatalogView, Command, Epoch};
+use shoal_proto::catalog::{BalancerMode, ClusterCatalogView, Command, Epoch};
 use shoal_proto::config::CatalogPart;
 use shoal_query::aggregate::Pipeline;
 use shoal_query::filter::Filter;
@@ -259,7 +259,7 @@ fn mongos(state: &RouterState, conn: &ConnContext) -> Document {
     docs::mongos_document(&host, now, state.started.elapsed().as_secs(), MONGODB_VERSION)
 }
 
-fn databases(catalog: &CatalogView) -> Vec<Document> {
+fn databases(catalog: &ClusterCatalogView) -> Vec<Document> {
     catalog
         .databases()
         .values()
@@ -278,7 +278,7 @@ fn databases(catalog: &CatalogView) -> Vec<Document> {
         .collect()
 }
 
-fn settings(catalog: &CatalogView) -> Vec<Document> {
+fn settings(catalog: &ClusterCatalogView) -> Vec<Document> {
     let s = catalog.settings();
     let mut balancer = doc! {
         "_id": "balancer",
@@ -298,7 +298,7 @@ fn settings(catalog: &CatalogView) -> Vec<Document> {
 
 /// The cluster id, set in the catalog by the first router that needs it (the first write wins,
 /// so every router reports the same id).
-async fn cluster_id(state: &RouterState, catalog: &CatalogView) -> Result<bson::oid::ObjectId, CommandError> {
+async fn cluster_id(state: &RouterState, catalog: &ClusterCatalogView) -> Result<bson::oid::ObjectId, CommandError> {
     if let Some(Epoch(bytes)) = catalog.cluster_id() {
         return Ok(bson::oid::ObjectId::from_bytes(bytes));
     }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use shoal_proto::ErrorCode;
-use shoal_proto::catalog::{CatalogView, Command, Database, DatabaseVersion, RoutingTable, Shard, ShardId};
+use shoal_proto::catalog::{ClusterCatalogView, Command, Database, DatabaseVersion, RoutingTable, Shard, ShardId};
 use shoal_proto::config::CatalogPart;
 use shoal_proto::shard::{self as wire, CommandRequest, ShardVersion};
 
@@ -106,7 +106,7 @@ impl Placement {
 
 /// Reads `parts` of the catalog and its shards (admin commands and `config.*` reads),
 /// refreshing the shard pools from them.
-pub async fn read_view(state: &RouterState, parts: &[CatalogPart]) -> Result<CatalogView, CommandError> {
+pub async fn read_view(state: &RouterState, parts: &[CatalogPart]) -> Result<ClusterCatalogView, CommandError> {
     let view = state.catalog.view(&[parts, &[CatalogPart::Shards]].concat()).await?;
     state.shards.update(view.shards().values());
     Ok(view)

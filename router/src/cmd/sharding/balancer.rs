@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
-use shoal_proto::catalog::{BALANCER_LEASE, BalancerMode, CatalogView, Command, SettingsUpdate};
+use shoal_proto::catalog::{BALANCER_LEASE, BalancerMode, ClusterCatalogView, Command, SettingsUpdate};
 use shoal_proto::config::CatalogPart;
 
 use super::{body_of, raw};
@@ -29,7 +29,7 @@ async fn set_mode(state: &RouterState, mode: BalancerMode) -> Result<(), Command
 }
 
 /// Whether the lease holder reported being inside a round and still holds the lease.
-fn in_round(catalog: &CatalogView) -> bool {
+fn in_round(catalog: &ClusterCatalogView) -> bool {
     let live = catalog.leases().get(BALANCER_LEASE).is_some_and(|l| l.is_live(catalog.now_ms()));
     live && catalog.balancer_rounds().in_round
 }
