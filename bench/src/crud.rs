@@ -139,7 +139,7 @@ fn request(db: &str, body: Document, sequence: Option<Bytes>) -> anyhow::Result<
 }
 
 async fn executor_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Result<LayerResult> {
-    let config = shoal_shard::ShardConfig::new("bench", "127.0.0.1:0".parse()?, dir.to_path_buf());
+    let config = shoal_shard::ShardSettings::new("bench", "127.0.0.1:0".parse()?, dir.to_path_buf());
     let engine = shoal_shard::open_engine(&config)?;
     let field_bytes = opts.field_bytes;
     let e = Arc::clone(&engine);

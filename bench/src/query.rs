@@ -86,7 +86,7 @@ fn gcd(a: usize, b: usize) -> usize {
 
 fn in_process(opts: &QueryOptions) -> anyhow::Result<InProcess> {
     let dir = tempfile::tempdir()?;
-    let config = shoal_shard::ShardConfig::new("bench", "127.0.0.1:0".parse()?, dir.path().to_path_buf());
+    let config = shoal_shard::ShardSettings::new("bench", "127.0.0.1:0".parse()?, dir.path().to_path_buf());
     let node: Arc<Node> = shoal_shard::open_node(&config)?;
     let started = Instant::now();
     for start in (0..opts.docs).step_by(1000) {

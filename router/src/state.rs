@@ -5,16 +5,16 @@ use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::time::Instant;
 
 use crate::catalog::ClusterCatalogClient;
-use crate::config::RouterConfig;
 use crate::cursors::CursorRegistry;
 use crate::error::CommandError;
 use crate::routing::TargetingStats;
 use crate::routing::cache::RoutingCache;
 use crate::routing::members::Members;
 use crate::routing::pool::ShardPools;
+use crate::settings::RouterSettings;
 
 pub struct RouterState {
-    pub config: RouterConfig,
+    pub settings: RouterSettings,
     /// Channels by shard id (or the legacy `--shard` pool without config servers).
     pub shards: ShardPools,
     /// Channels by member address and the groups' member status, for reads off the primary.
@@ -34,15 +34,15 @@ pub struct RouterState {
 
 impl RouterState {
     /// Builds the state; shard channels connect lazily, so this succeeds before shards are up.
-    pub async fn new(config: RouterConfig) -> Result<Self, CommandError> {
+    pub async fn new(settings: RouterSettings) -> Result<Self, CommandError> {
         // With config servers, shards are found in the catalog and `--shard` is unused.
-        let legacy = config.config_servers.is_empty().then_some(config.shard_endpoint.as_str());
-        let shards = ShardPools::new(legacy, config.shard_rpc_timeout)?;
-        let cursors = CursorRegistry::new(config.cursor_idle_timeout);
-        let catalog = ClusterCatalogClient::new(&config.config_servers);
-        let members = Members::new(config.shard_rpc_timeout);
+        let legacy = settings.config_servers.is_empty().then_some(settings.shard_endpoint.as_str());
+        let shards = ShardPools::new(legacy, settings.shard_rpc_timeout)?;
+        let cursors = CursorRegistry::new(settings.cursor_idle_timeout);
+        let catalog = ClusterCatalogClient::new(&settings.config_servers);
+        let members = Members::new(settings.shard_rpc_timeout);
         Ok(Self {
-            config,
+            settings,
             shards,
             members,
             routing: RoutingCache::default(),

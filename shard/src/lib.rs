@@ -53,7 +53,7 @@ use crate::storage::{FjallEngine, StorageError};
 use crate::store::Store;
 
 #[derive(Debug, Clone)]
-pub struct ShardConfig {
+pub struct ShardSettings {
     pub name: String,
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
@@ -75,7 +75,7 @@ pub struct ShardConfig {
     pub ttl_monitor_interval: Duration,
 }
 
-impl ShardConfig {
+impl ShardSettings {
     pub fn new(name: impl Into<String>, listen: SocketAddr, data_dir: PathBuf) -> Self {
         Self {
             name: name.into(),
@@ -104,7 +104,7 @@ pub enum ShardError {
 }
 
 /// Opens the store in `config.data_dir`.
-pub fn open_node(config: &ShardConfig) -> Result<Arc<Node>, ShardError> {
+pub fn open_node(config: &ShardSettings) -> Result<Arc<Node>, ShardError> {
     let engine = FjallEngine::open(&config.data_dir.join("db"), config.cache_size_bytes)?;
     let store = Store::open(Arc::new(engine))?;
     let standalone = config.config_servers.is_empty();
@@ -139,7 +139,7 @@ pub fn open_node(config: &ShardConfig) -> Result<Arc<Node>, ShardError> {
 /// Opens the store, serves gRPC on `config.listen` until `shutdown` resolves, then closes cleanly.
 /// Once listening it prints `SHOAL_READY shard <addr>` on stdout (the bound address, so
 /// `--listen 127.0.0.1:0` works).
-pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ShardError> {
+pub async fn run(config: ShardSettings, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ShardError> {
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let local = listener.local_addr()?;
     // With `--listen host:0` the member's name is the port it got.

@@ -458,7 +458,7 @@ mod tests {
     use super::*;
 
     fn service(dir: &std::path::Path) -> ShardService {
-        let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
+        let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
         ShardService::new(crate::open_node(&config).expect("open"))
     }
 

@@ -7,7 +7,7 @@ use shoal_proto::shard::CommandRequest;
 use crate::exec::{self, Node, Request};
 
 pub(super) fn node(dir: &std::path::Path) -> std::sync::Arc<Node> {
-    let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
+    let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
     crate::open_node(&config).expect("open")
 }
 

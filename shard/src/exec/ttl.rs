@@ -92,7 +92,7 @@ mod tests {
     #[test]
     fn expired_documents_are_deleted_and_others_kept() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.path().to_path_buf());
+        let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.path().to_path_buf());
         let e = crate::open_node(&config).expect("open");
         let now = DateTime::now();
         let old = DateTime::from_millis(now.timestamp_millis() - 120_000);

@@ -351,7 +351,7 @@ mod tests {
     }
 
     fn migrations(dir: &std::path::Path) -> Migrations {
-        let config = crate::ShardConfig::new("s0", "127.0.0.1:0".parse().unwrap(), dir.to_path_buf());
+        let config = crate::ShardSettings::new("s0", "127.0.0.1:0".parse().unwrap(), dir.to_path_buf());
         Migrations::new(crate::open_node(&config).unwrap())
     }
 

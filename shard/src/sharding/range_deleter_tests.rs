@@ -11,7 +11,7 @@ use crate::exec::{self, Request};
 use crate::sharding::metadata::{CollectionMetadata, ShardedMetadata};
 
 fn node(dir: &std::path::Path) -> Arc<Node> {
-    let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
+    let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
     crate::open_node(&config).expect("open")
 }
 

@@ -124,7 +124,7 @@ pub async fn balancer_collection_status(
     let stats = stats::gather(state, &catalog, Some(&ns)).await;
     // A fresh memory: nothing has been hot for long and no merge is due, as after a lease change.
     let memory = Memory { since_ms: now, ..Memory::default() };
-    let plan = policy::plan(&catalog, &stats, &memory, &state.config.balancer.params, now);
+    let plan = policy::plan(&catalog, &stats, &memory, &state.settings.balancer.params, now);
     let first = plan.decisions.iter().find(|d| action_ns(&d.action) == ns);
     Ok(match first {
         None => raw(&doc! { "balancerCompliant": true })?,
