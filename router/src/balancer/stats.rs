@@ -18,7 +18,7 @@ use shoal_proto::catalog::{Chunk, ChunkBound, ClusterCatalogView, Collection};
 use shoal_proto::shard::CommandRequest;
 
 use super::policy::{ChunkStats, Memory, Params, Stats};
-use crate::cmd::config_docs::{bound_document, key_document};
+use crate::cmd::config_db::docs::{bound_document, key_document};
 use crate::cmd::sharding::bound_of_key;
 use crate::error::CommandError;
 use crate::routing;

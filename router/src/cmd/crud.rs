@@ -2,24 +2,22 @@
 //! shaped as MongoDB's. A request that targets one shard is passed through without re-encoding;
 //! several shards go through `routed_read`/`routed_write`. A shard's StaleConfig refreshes the
 //! routing and retries (bounded). The `config` database is answered from the catalog instead
-//! (`config_db.rs`, `config_write.rs`).
+//! (`cmd::config_db`).
 
 use std::collections::BTreeSet;
 
 use bson::{Document, RawDocumentBuf};
 
+use crate::cmd::config_db;
 use crate::cmd::forward::{self, BatchField};
 use crate::cmd::shard_call::{self, WriteKind};
 use crate::cmd::shard_read;
-use crate::cmd::{config_db, config_write, routed_read, routed_write};
+use crate::cmd::{routed_read, routed_write};
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
 use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX};
 use crate::state::{ConnContext, RouterState};
-
-/// The database the router answers from the catalog.
-const CONFIG_DB: &str = "config";
 
 /// A write, passed through to the one shard of an unsharded namespace or split by shard key.
 pub(crate) async fn routed_write(state: &RouterState, cmd: &Command, coll: &str, kind: WriteKind) -> HandlerResult {
@@ -55,24 +53,24 @@ pub(crate) async fn routed_write(state: &RouterState, cmd: &Command, coll: &str,
 
 pub async fn insert(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == CONFIG_DB {
-        return Err(config_write::refused(&cmd.name, coll));
+    if cmd.db == config_db::NAME {
+        return Err(config_db::write::refused(&cmd.name, coll));
     }
     routed_write(state, cmd, coll, WriteKind::Insert).await
 }
 
 pub async fn update(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == CONFIG_DB {
-        return config_write::update(state, cmd, coll).await;
+    if cmd.db == config_db::NAME {
+        return config_db::write::update(state, cmd, coll).await;
     }
     routed_write(state, cmd, coll, WriteKind::Update).await
 }
 
 pub async fn delete(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == CONFIG_DB {
-        return Err(config_write::refused(&cmd.name, coll));
+    if cmd.db == config_db::NAME {
+        return Err(config_db::write::refused(&cmd.name, coll));
     }
     routed_write(state, cmd, coll, WriteKind::Delete).await
 }
@@ -213,14 +211,14 @@ async fn single(
 
 pub async fn find(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == CONFIG_DB {
+    if cmd.db == config_db::NAME {
         return config_db::find(state, conn, cmd, coll).await;
     }
     routed_read(state, cmd, coll, ReadKind::Find).await
 }
 
 pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    if cmd.db == CONFIG_DB
+    if cmd.db == config_db::NAME
         && let Ok(coll) = cmd.collection()
     {
         return config_db::aggregate(state, conn, cmd, coll).await;
@@ -278,15 +276,15 @@ pub async fn single_reply(state: &RouterState, cmd: &Command) -> HandlerResult {
 
 pub async fn find_and_modify(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == CONFIG_DB {
-        return Err(config_write::refused(&cmd.name, coll));
+    if cmd.db == config_db::NAME {
+        return Err(config_db::write::refused(&cmd.name, coll));
     }
     routed_read(state, cmd, coll, ReadKind::FindAndModify).await
 }
 
 pub async fn count(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == CONFIG_DB {
+    if cmd.db == config_db::NAME {
         return config_db::count(state, conn, cmd, coll).await;
     }
     routed_read(state, cmd, coll, ReadKind::Count).await
@@ -294,7 +292,7 @@ pub async fn count(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Ha
 
 pub async fn distinct(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == CONFIG_DB {
+    if cmd.db == config_db::NAME {
         return config_db::distinct(state, conn, cmd, coll).await;
     }
     routed_read(state, cmd, coll, ReadKind::Distinct).await

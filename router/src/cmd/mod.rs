@@ -6,8 +6,6 @@
 
 pub mod agg_output;
 pub mod config_db;
-pub mod config_docs;
-pub mod config_write;
 pub mod crud;
 pub mod cursor;
 pub mod data_distribution;

@@ -1,7 +1,7 @@
-//! The catalog as MongoDB's `config` documents (docs/architecture.md, "The `config` database"): pure builders from a
-//! catalog snapshot to the shapes of `config.collections`, `config.chunks`, `config.tags`,
-//! `config.changelog`, `config.locks` and `config.mongos` (MongoDB 5+: chunks keyed by the
-//! collection's `uuid`).
+//! The cluster catalog as MongoDB's `config` documents (docs/architecture.md, "The `config`
+//! database"): pure builders from a catalog view to the shapes of `config.collections`,
+//! `config.chunks`, `config.tags`, `config.changelog`, `config.locks` and `config.mongos`
+//! (MongoDB 5+: chunks keyed by the collection's `uuid`).
 //!
 //! Chunk and zone bounds live in the catalog as keystrings of the shard-key values, one encoded
 //! value per key field in pattern order, ascending (what `encode_compound` writes); they are

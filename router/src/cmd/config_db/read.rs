@@ -1,8 +1,10 @@
-//! The `config` database through the router: `find`, `aggregate`, `count` and `distinct` on the
-//! collections in [`SERVED`], built from a catalog snapshot in MongoDB's document shapes
-//! (docs/architecture.md, "The `config` database"; builders in `config_docs.rs`), then filtered, sorted, skipped,
-//! limited, projected or run through a pipeline with the query crate. Results larger than the
-//! requested batch wait in a buffered router cursor. Writes are in `config_write.rs`.
+//! Reads of the `config` database: `find`, `aggregate`, `count` and `distinct` on the
+//! collections in [`SERVED`], built from a cluster catalog view in MongoDB's document shapes
+//! (builders in [`super::docs`]), then filtered, sorted, skipped, limited, projected or run
+//! through a pipeline with the query crate. Results larger than the requested batch wait in a
+//! buffered router cursor. Writes are in [`super::write`].
+//!
+//! Must not: ask shards (everything here comes from the catalog).
 
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
@@ -15,7 +17,7 @@ use shoal_query::path::lookup_unwound;
 use shoal_query::projection::Projection;
 use shoal_query::sort::{SortSpec, sort_documents};
 
-use crate::cmd::config_docs as docs;
+use super::docs;
 use crate::cmd::forward::{self, BatchField};
 use crate::cmd::info::MONGODB_VERSION;
 use crate::cmd::sharding::shard_document;
