@@ -7,9 +7,9 @@ use shoal_proto::ErrorCode;
 use std::sync::atomic::Ordering;
 use tracing::Instrument;
 
-use crate::cmd::retryable;
 use crate::command::Command;
 use crate::error::CommandError;
+use crate::retryable;
 use crate::state::{ConnContext, RouterState};
 
 pub type HandlerResult = Result<RawDocumentBuf, CommandError>;

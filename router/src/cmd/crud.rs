@@ -9,13 +9,13 @@ use std::collections::BTreeSet;
 use bson::{Document, RawDocumentBuf};
 
 use crate::cmd::config_db;
-use crate::cmd::forward::{self, BatchField};
-use crate::cmd::shard_call::{self, WriteKind};
-use crate::cmd::shard_read;
-use crate::cmd::{routed_read, routed_write};
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::exec::call::member;
+use crate::exec::call::{self, WriteKind};
+use crate::exec::reply::{self, BatchField};
+use crate::exec::{read as routed_read, write as routed_write};
 use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX};
 use crate::state::{ConnContext, RouterState};
 
@@ -32,21 +32,21 @@ pub(crate) async fn routed_write(state: &RouterState, cmd: &Command, coll: &str,
                     WriteKind::Insert => routed_write::insert(state, cmd, coll, placement).await?,
                     _ => routed_write::update_or_delete(state, cmd, coll, kind, placement).await?,
                 };
-                return forward::write_reply(reply, with_modified);
+                return reply::write_reply(reply, with_modified);
             }
             Placement::NoDatabase => {
                 return Err(CommandError::new(shoal_proto::ErrorCode::NamespaceNotFound, "database not found"));
             }
         };
         state.targeting.record([&shard]);
-        let req = routing::versioned(forward::request(cmd)?, &placement, &shard);
-        match shard_call::write(state, &shard, kind, req).await {
+        let req = routing::versioned(reply::request(cmd)?, &placement, &shard);
+        match call::write(state, &shard, kind, req).await {
             Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
                 routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
                 attempt += 1;
             }
             Err(e) => return Err(e),
-            Ok(reply) => return forward::write_reply(reply, with_modified),
+            Ok(reply) => return reply::write_reply(reply, with_modified),
         }
     }
 }
@@ -105,14 +105,14 @@ fn has_router_stage(cmd: &Command) -> bool {
     let Ok(Some(bson::RawBsonRef::Array(stages))) = cmd.body.get("pipeline") else { return false };
     stages.into_iter().any(|s| {
         matches!(s, Ok(bson::RawBsonRef::Document(d))
-            if crate::cmd::lookup::ROUTER_STAGES.iter().any(|n| d.get(n).ok().flatten().is_some()))
+            if crate::exec::pipeline::ROUTER_STAGES.iter().any(|n| d.get(n).ok().flatten().is_some()))
     })
 }
 
 /// An empty answer for a database the catalog does not know.
 fn empty_reply(kind: ReadKind, ns: &str) -> HandlerResult {
     match kind {
-        ReadKind::Find | ReadKind::Aggregate => forward::cursor_reply(BatchField::First, &[], 0, ns),
+        ReadKind::Find | ReadKind::Aggregate => reply::cursor_reply(BatchField::First, &[], 0, ns),
         ReadKind::Count => Ok(RawDocumentBuf::try_from(&bson::doc! { "n": 0 })?),
         ReadKind::Distinct => Ok(RawDocumentBuf::try_from(&bson::doc! { "values": [] })?),
         ReadKind::FindAndModify => {
@@ -181,28 +181,28 @@ async fn single(
     shard: &str,
 ) -> HandlerResult {
     state.targeting.record([&shard.to_owned()]);
-    let req = routing::versioned(forward::request(cmd)?, placement, shard);
+    let req = routing::versioned(reply::request(cmd)?, placement, shard);
     match kind {
         ReadKind::Find | ReadKind::Aggregate => {
-            let (reply, served) = shard_read::read_cursor(state, shard, req, kind == ReadKind::Aggregate).await?;
+            let (reply, served) = member::read_cursor(state, shard, req, kind == ReadKind::Aggregate).await?;
             let id = if reply.cursor_id == 0 {
                 0
             } else {
                 state.cursors.register(reply.ns.clone(), shard.to_owned(), served, reply.cursor_id)
             };
-            forward::cursor_reply(BatchField::First, &reply.documents, id, &reply.ns)
+            reply::cursor_reply(BatchField::First, &reply.documents, id, &reply.ns)
         }
         _ => {
             let read = kind != ReadKind::FindAndModify;
             let (doc, wce) = if read {
-                shard_read::command_with_wc(state, shard, req).await?
+                member::command_with_wc(state, shard, req).await?
             } else {
-                shard_call::command_with_wc(state, shard, req, read).await?
+                call::command_with_wc(state, shard, req, read).await?
             };
             let mut out = RawDocumentBuf::try_from(&doc).map_err(CommandError::from)?;
             if let Some(e) = wce {
                 let wire = shoal_proto::shard::CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg };
-                out.append(bson::cstr!("writeConcernError"), forward::write_concern_error(&wire));
+                out.append(bson::cstr!("writeConcernError"), reply::write_concern_error(&wire));
             }
             Ok(out)
         }

@@ -9,11 +9,11 @@ use shoal_proto::ErrorCode;
 use shoal_proto::catalog::Command as CatalogCommand;
 
 use crate::cmd::crud::single_reply;
-use crate::cmd::forward::{self, BatchField};
-use crate::cmd::shard_call;
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::exec::call;
+use crate::exec::reply::{self, BatchField};
 use crate::routing::{self, Placement, pool::LEGACY_SHARD};
 use crate::state::{ConnContext, RouterState};
 
@@ -35,11 +35,11 @@ pub(crate) async fn broadcast(
 ) -> Vec<Result<Document, CommandError>> {
     state.targeting.record(shards.iter());
     let calls = shards.iter().map(|shard| async move {
-        let req = routing::versioned(forward::request(cmd)?, placement, shard);
-        let (mut doc, wce) = shard_call::command_with_wc(state, shard, req, false).await?;
+        let req = routing::versioned(reply::request(cmd)?, placement, shard);
+        let (mut doc, wce) = call::command_with_wc(state, shard, req, false).await?;
         if let Some(e) = wce {
             let wire = shoal_proto::shard::CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg };
-            doc.insert("writeConcernError", Document::try_from(forward::write_concern_error(&wire).as_ref())?);
+            doc.insert("writeConcernError", Document::try_from(reply::write_concern_error(&wire).as_ref())?);
         }
         Ok(doc)
     });
@@ -186,5 +186,5 @@ pub async fn list_collections(state: &RouterState, _conn: &ConnContext, cmd: &Co
         d.to_writer(&mut buf)?;
         docs.push(bytes::Bytes::from(buf));
     }
-    forward::cursor_reply(BatchField::First, &docs, 0, &format!("{}.$cmd.listCollections", cmd.db))
+    reply::cursor_reply(BatchField::First, &docs, 0, &format!("{}.$cmd.listCollections", cmd.db))
 }

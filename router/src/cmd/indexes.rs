@@ -44,7 +44,7 @@ pub(crate) async fn shard_index_specs(
         body: bson::doc! { "listIndexes": coll }.to_vec()?.into(),
         ..Default::default()
     };
-    let listed = match crate::cmd::shard_call::command(state, shard, request).await {
+    let listed = match crate::exec::call::command(state, shard, request).await {
         Ok(d) => d,
         Err(e) if e.is(ErrorCode::NamespaceNotFound) => return Ok(None),
         Err(e) => return Err(e),

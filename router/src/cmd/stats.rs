@@ -134,5 +134,5 @@ pub async fn coll_stats_stage(
     let pipeline = shoal_query::aggregate::Pipeline::parse(rest)?;
     let out = pipeline.run(docs.into_iter())?;
     let batch: Vec<bytes::Bytes> = out.iter().map(|d| d.to_vec().map(bytes::Bytes::from)).collect::<Result<_, _>>()?;
-    crate::cmd::forward::cursor_reply(crate::cmd::forward::BatchField::First, &batch, 0, &ns)
+    crate::exec::reply::cursor_reply(crate::exec::reply::BatchField::First, &batch, 0, &ns)
 }

@@ -13,7 +13,6 @@ pub mod follow;
 pub mod members;
 pub mod pool;
 pub mod read_pref;
-pub mod target;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -27,7 +26,7 @@ use shoal_proto::config::CatalogPart;
 use shoal_proto::shard::{self as wire, CommandRequest, ShardVersion};
 
 use crate::error::CommandError;
-use crate::shard_client::ShardPool;
+use crate::exec::call::channels::ShardPool;
 use crate::state::RouterState;
 use cache::CachedCollection;
 use pool::LEGACY_SHARD;
@@ -98,7 +97,7 @@ impl Placement {
     /// The shards a query with `filter` must visit.
     pub fn targets(&self, filter: &bson::Document) -> BTreeSet<ShardId> {
         match self {
-            Placement::Sharded(t) => target::target(t, filter),
+            Placement::Sharded(t) => crate::exec::target::target(t, filter),
             other => other.all_shards(),
         }
     }

@@ -18,12 +18,12 @@ use shoal_query::projection::Projection;
 use shoal_query::sort::{SortSpec, sort_documents};
 
 use super::docs;
-use crate::cmd::forward::{self, BatchField};
 use crate::cmd::info::MONGODB_VERSION;
 use crate::cmd::sharding::shard_document;
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::exec::reply::{self, BatchField};
 use crate::state::{ConnContext, RouterState};
 
 /// `config` collections served from the catalog.
@@ -111,7 +111,7 @@ fn cursor_reply(state: &RouterState, docs: Vec<Document>, coll: &str, batching: 
             }
         }
     };
-    forward::cursor_reply(BatchField::First, out.make_contiguous(), id, &ns)
+    reply::cursor_reply(BatchField::First, out.make_contiguous(), id, &ns)
 }
 
 pub async fn find(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, coll: &str) -> HandlerResult {
@@ -176,7 +176,7 @@ pub async fn count(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand,
     let docs = documents(state, conn, coll).await?;
     let n = docs.iter().filter(|d| filter.matches(d)).skip(skip).take(limit.unwrap_or(usize::MAX)).count();
     let mut out = bson::RawDocumentBuf::new();
-    forward::append_count(&mut out, bson::cstr!("n"), i64::try_from(n).unwrap_or(i64::MAX));
+    reply::append_count(&mut out, bson::cstr!("n"), i64::try_from(n).unwrap_or(i64::MAX));
     Ok(out)
 }
 

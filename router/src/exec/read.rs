@@ -16,12 +16,13 @@ use shoal_query::aggregate::{Pipeline, split};
 use shoal_query::projection::Projection;
 use shoal_query::sort::SortSpec;
 
-use crate::cmd::forward::{self, BatchField};
-use crate::cmd::{lookup, shard_call, shard_read};
 use crate::command::Command;
 use crate::error::CommandError;
-use crate::merge;
-use crate::merge_cursor::{MergeCursor, Source};
+use crate::exec::call::{self, member};
+use crate::exec::merge::cursor::{MergeCursor, Source};
+use crate::exec::merge::sorted;
+use crate::exec::pipeline;
+use crate::exec::reply::{self, BatchField};
 use crate::routing::{self, Placement};
 use crate::state::RouterState;
 
@@ -67,8 +68,8 @@ pub(crate) async fn gather(
         let rid = rid.clone();
         async move {
             let req = routing::versioned(request_with(cmd, body)?, placement, shard);
-            let (first, served) = shard_read::read_cursor(state, shard, req, aggregate).await?;
-            let raw = shard_call::drain(state, shard, &rid, first, served.as_deref()).await?;
+            let (first, served) = member::read_cursor(state, shard, req, aggregate).await?;
+            let raw = call::drain(state, shard, &rid, first, served.as_deref()).await?;
             raw.iter().map(|b| Document::from_reader(&mut b.as_ref()).map_err(CommandError::from)).collect()
         }
     });
@@ -90,13 +91,13 @@ pub(crate) fn reply_with(
     }
     let first: Vec<Bytes> = encoded.drain(..batch.min(encoded.len())).collect();
     if encoded.is_empty() {
-        return forward::cursor_reply(BatchField::First, &first, 0, ns);
+        return reply::cursor_reply(BatchField::First, &first, 0, ns);
     }
     match state.cursors.register_buffered(ns.to_owned(), encoded) {
-        Ok(id) => forward::cursor_reply(BatchField::First, &first, id, ns),
+        Ok(id) => reply::cursor_reply(BatchField::First, &first, id, ns),
         Err(rest) => {
             let all: Vec<Bytes> = first.into_iter().chain(rest).collect();
-            forward::cursor_reply(BatchField::First, &all, 0, ns)
+            reply::cursor_reply(BatchField::First, &all, 0, ns)
         }
     }
 }
@@ -173,7 +174,7 @@ async fn serve_merged(
     state.targeting.record(targets.iter());
     let calls = targets.iter().map(|shard| async move {
         let req = routing::versioned(request_with(cmd, body)?, placement, shard);
-        let (reply, member) = shard_read::read_cursor(state, shard, req, aggregate).await?;
+        let (reply, member) = member::read_cursor(state, shard, req, aggregate).await?;
         let mut buffered = VecDeque::with_capacity(reply.documents.len());
         for d in &reply.documents {
             buffered.push_back(Document::from_reader(&mut d.as_ref())?);
@@ -219,7 +220,7 @@ async fn serve_merged(
         cursor.kill(state).await;
         0
     };
-    forward::cursor_reply(BatchField::First, &encode_all(&first)?, id, ns)
+    reply::cursor_reply(BatchField::First, &encode_all(&first)?, id, ns)
 }
 
 /// Documents as the BSON bytes a cursor reply carries.
@@ -247,7 +248,7 @@ pub async fn count(
         let body = &body;
         async move {
             let req = routing::versioned(request_with(cmd, body)?, placement, shard);
-            shard_read::command(state, shard, req).await
+            member::command(state, shard, req).await
         }
     });
     let mut total = 0i64;
@@ -259,7 +260,7 @@ pub async fn count(
         n = n.min(limit);
     }
     let mut out = RawDocumentBuf::new();
-    forward::append_count(&mut out, bson::cstr!("n"), n);
+    reply::append_count(&mut out, bson::cstr!("n"), n);
     Ok(out)
 }
 
@@ -276,7 +277,7 @@ pub async fn distinct(
         let body = &body;
         async move {
             let req = routing::versioned(request_with(cmd, body)?, placement, shard);
-            shard_read::command(state, shard, req).await
+            member::command(state, shard, req).await
         }
     });
     let mut answers = Vec::new();
@@ -287,7 +288,7 @@ pub async fn distinct(
         }
     }
     let collation = shoal_query::collation::Collation::from_command(&body, "distinct")?;
-    let values = merge::union_values_collated(answers, collation);
+    let values = sorted::union_values_collated(answers, collation);
     let out = doc! { "values": values };
     Ok(RawDocumentBuf::try_from(&out)?)
 }
@@ -338,8 +339,8 @@ pub async fn aggregate(
             ),
         ));
     }
-    let merged = merge::merge_sorted(streams, &sort, 0, None);
-    let docs = lookup::run_router_part(state, cmd, &split.router, merged, allow_disk_use, lets.as_ref()).await?;
+    let merged = sorted::merge_sorted(streams, &sort, 0, None);
+    let docs = pipeline::run_router_part(state, cmd, &split.router, merged, allow_disk_use, lets.as_ref()).await?;
     reply_with(state, &ns, docs, batch)
 }
 

@@ -11,7 +11,7 @@
 //! Multi-document transactions are not supported: a command that starts or continues one is
 //! refused instead of being run outside a transaction.
 //!
-//! Must not: retry anything itself (`shard_call` does, bounded), or touch statements.
+//! Must not: retry anything itself (`exec::call` does, bounded), or touch statements.
 
 use bson::raw::{RawArrayBuf, RawDocument};
 use bson::{RawBsonRef, RawDocumentBuf, cstr};

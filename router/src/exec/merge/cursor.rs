@@ -20,7 +20,7 @@ use crate::state::RouterState;
 /// One shard's stream.
 pub struct Source {
     pub shard: String,
-    /// The member holding the shard cursor (`None`: the primary), see `shard_read::Served`.
+    /// The member holding the shard cursor (`None`: the primary), see `member::Served`.
     pub member: Option<String>,
     /// 0 once the shard's cursor is exhausted.
     pub cursor_id: i64,
@@ -52,7 +52,7 @@ impl MergeCursor {
             let ns = ns.clone();
             let rid = rid.clone();
             async move {
-                let pool = crate::cmd::shard_read::cursor_pool(state, &s.shard, s.member.as_deref()).await?;
+                let pool = crate::exec::call::member::cursor_pool(state, &s.shard, s.member.as_deref()).await?;
                 let req = GetMoreRequest { request_id: rid, cursor_id: s.cursor_id, batch_size: 0, ns };
                 let reply = pool.client().get_more(req).await.map_err(|st| pool.status_error(&st))?.into_inner();
                 if let Some(e) = reply.error {

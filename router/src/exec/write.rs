@@ -13,11 +13,12 @@ use shoal_proto::ErrorCode;
 use shoal_proto::shard::{CommandRequest, WriteError, WriteReply};
 use shoal_query::shard_key::{self, Missing};
 
-use crate::cmd::retryable;
-use crate::cmd::shard_call::{self, WriteKind};
 use crate::command::Command;
 use crate::error::CommandError;
-use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX, target};
+use crate::exec::call::{self, WriteKind};
+use crate::exec::target;
+use crate::retryable;
+use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX};
 use crate::state::RouterState;
 
 /// The documents of the command's array field `field` (`documents`, `updates`, `deletes`), from
@@ -179,7 +180,7 @@ pub async fn insert(
         let calls = groups.iter().map(|(shard, idx)| {
             let items = idx.iter().map(|i| docs[*i].clone()).collect();
             let req = routing::versioned(request(cmd, &template, "documents", idx, items), &placement, shard);
-            shard_call::write(state, shard, WriteKind::Insert, req)
+            call::write(state, shard, WriteKind::Insert, req)
         });
         let replies = futures::future::join_all(calls).await;
         let mut retry: Vec<usize> = Vec::new();
@@ -288,7 +289,7 @@ pub async fn update_or_delete(
                 for shard in &targets {
                     let req =
                         routing::versioned(request(cmd, &probe, field, &[i], vec![raw.clone()]), &placement, shard);
-                    match shard_call::write(state, shard, kind, req).await {
+                    match call::write(state, shard, kind, req).await {
                         Ok(r) => {
                             ran = Some(r);
                             break;
@@ -335,7 +336,7 @@ pub async fn update_or_delete(
                     &placement,
                     shard,
                 );
-                shard_call::write(state, shard, kind, req)
+                call::write(state, shard, kind, req)
             });
             let replies = futures::future::join_all(calls).await;
             let mut stale = false;
@@ -403,7 +404,7 @@ pub async fn one_match(
             database_version: None,
             secondary_ok: false,
         };
-        let reply = shard_call::cursor(state, shard, routing::versioned(req, placement, shard), false).await?;
+        let reply = call::cursor(state, shard, routing::versioned(req, placement, shard), false).await?;
         if let Some(first) = reply.documents.first() {
             let d = Document::from_reader(&mut first.as_ref())?;
             if let Some(id) = d.get("_id") {
@@ -441,7 +442,7 @@ pub async fn find_and_modify_without_key(
                 body: Bytes::copy_from_slice(probe.as_bytes()),
                 ..Default::default()
             };
-            match shard_call::command(state, shard, routing::versioned(req, placement, shard)).await {
+            match call::command(state, shard, routing::versioned(req, placement, shard)).await {
                 Ok(reply) => return RawDocumentBuf::try_from(&reply).map_err(CommandError::from),
                 Err(e) if e.is(ErrorCode::NoSuchTransaction) => {}
                 Err(e) => return Err(e),
@@ -464,6 +465,6 @@ pub async fn find_and_modify_without_key(
         secondary_ok: false,
     };
     state.targeting.record([&shard]);
-    let reply = shard_call::command(state, &shard, routing::versioned(req, placement, &shard)).await?;
+    let reply = call::command(state, &shard, routing::versioned(req, placement, &shard)).await?;
     RawDocumentBuf::try_from(&reply).map_err(CommandError::from)
 }
