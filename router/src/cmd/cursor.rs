@@ -71,7 +71,7 @@ pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
             cursor.kill(state).await;
             state.cursors.remove_merging(id);
         }
-        let docs = crate::exec::read::encode_all(&batch)?;
+        let docs = crate::exec::reply::encode_all(&batch)?;
         return reply::cursor_reply(BatchField::Next, &docs, if more { id } else { 0 }, &ns);
     }
     if let Some(cursor_ns) = state.cursors.buffered_ns(id) {

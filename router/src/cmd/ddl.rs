@@ -12,39 +12,10 @@ use crate::cmd::crud::single_reply;
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
-use crate::exec::call;
+use crate::exec::call::broadcast;
 use crate::exec::reply::{self, BatchField};
-use crate::routing::{self, Placement, pool::LEGACY_SHARD};
+use crate::routing::{self, Placement, every_shard};
 use crate::state::{ConnContext, RouterState};
-
-/// Every shard of the cluster (the legacy one without config servers).
-pub(crate) async fn every_shard(state: &RouterState) -> Result<Vec<String>, CommandError> {
-    if !state.catalog.is_configured() {
-        return Ok(vec![LEGACY_SHARD.to_owned()]);
-    }
-    Ok(routing::refresh_shards(state).await?.into_iter().map(|s| s.id).collect())
-}
-
-/// `cmd` sent unchanged to each of `shards`, replies in shard order (a shard's
-/// `writeConcernError` inside its reply).
-pub(crate) async fn broadcast(
-    state: &RouterState,
-    cmd: &Command,
-    placement: &Placement,
-    shards: &[String],
-) -> Vec<Result<Document, CommandError>> {
-    state.targeting.record(shards.iter());
-    let calls = shards.iter().map(|shard| async move {
-        let req = routing::versioned(reply::request(cmd)?, placement, shard);
-        let (mut doc, wce) = call::command_with_wc(state, shard, req, false).await?;
-        if let Some(e) = wce {
-            let wire = shoal_proto::shard::CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg };
-            doc.insert("writeConcernError", Document::try_from(reply::write_concern_error(&wire).as_ref())?);
-        }
-        Ok(doc)
-    });
-    futures::future::join_all(calls).await
-}
 
 /// The first success, else the first error (an error from any shard wins when `strict`). A
 /// `writeConcernError` of any shard is kept in the answer.

@@ -12,10 +12,11 @@
 use bson::{Bson, Document, RawDocumentBuf};
 use shoal_proto::ErrorCode;
 
-use crate::cmd::ddl::{broadcast, every_shard};
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::exec::call::broadcast;
+use crate::routing::every_shard;
 use crate::routing::{self, Placement};
 use crate::state::{ConnContext, RouterState};
 

@@ -8,10 +8,12 @@
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use shoal_proto::ErrorCode;
 
-use crate::cmd::ddl::{broadcast, every_shard, num};
+use crate::cmd::ddl::num;
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::exec::call::broadcast;
+use crate::routing::every_shard;
 use crate::routing::{self, Placement};
 use crate::state::{ConnContext, RouterState};
 

@@ -1,36 +1,97 @@
-//! Building shard requests from client commands and client replies from shard replies.
+//! Reply, the last step: the client's reply in MongoDB's shape, from a read's [`Merged`] result
+//! ([`read`]: router cursors registered for what is left) or a shard's write reply
+//! ([`write_reply`]), and the shapes other handlers share (cursor replies, counts,
+//! `writeConcernError`).
+//!
+//! Must not: call shards (a merge cursor kept for `getMore`s is registered, not read).
+
+use std::collections::VecDeque;
 
 use bson::raw::{RawArrayBuf, RawDocument};
-use bson::{RawDocumentBuf, cstr};
+use bson::{Document, RawDocumentBuf, cstr, doc};
 use bytes::Bytes;
 use shoal_proto::ErrorCode;
-use shoal_proto::shard::{CommandRequest, WriteReply};
+use shoal_proto::shard::WriteReply;
 
-use crate::command::Command;
 use crate::error::CommandError;
+use crate::exec::merge::Merged;
+use crate::exec::parse::{Read, ReadKind};
+use crate::state::RouterState;
 
-/// The shard request for `cmd`: the body's bytes and at most one kind-1 sequence, uncopied.
-pub fn request(cmd: &Command) -> Result<CommandRequest, CommandError> {
-    let (sequence_id, sequence) = match cmd.sequences.as_slice() {
-        [] => (String::new(), Vec::new()),
-        [one] => (one.identifier.clone(), one.documents.clone()),
-        _ => {
-            return Err(CommandError::new(
-                ErrorCode::BadValue,
-                format!("{} accepts at most one document sequence", cmd.name),
-            ));
+/// The reply to `read` from its merged result.
+pub fn read(state: &RouterState, read: &Read<'_>, merged: Merged) -> Result<RawDocumentBuf, CommandError> {
+    match merged {
+        Merged::Nothing => empty(read.kind, &read.ns),
+        Merged::ShardCursor { shard, reply, served } => {
+            let id = if reply.cursor_id == 0 {
+                0
+            } else {
+                state.cursors.register(reply.ns.clone(), shard, served, reply.cursor_id)
+            };
+            cursor_reply(BatchField::First, &reply.documents, id, &reply.ns)
         }
-    };
-    Ok(CommandRequest {
-        request_id: cmd.request_id.to_string(),
-        db: cmd.db.clone(),
-        body: Bytes::copy_from_slice(cmd.body.as_bytes()),
-        sequence_id,
-        sequence,
-        shard_version: None,
-        database_version: None,
-        secondary_ok: false,
-    })
+        Merged::Document(doc, wce) => document(&doc, wce),
+        Merged::Merging { first, rest } => {
+            let id = rest.map_or(0, |cursor| state.cursors.register_merging(read.ns.clone(), cursor));
+            cursor_reply(BatchField::First, &encode_all(&first)?, id, &read.ns)
+        }
+        Merged::Buffered { docs, batch } => buffered(state, &read.ns, docs, batch),
+        Merged::Count(n) => {
+            let mut out = RawDocumentBuf::new();
+            append_count(&mut out, cstr!("n"), n);
+            Ok(out)
+        }
+        Merged::Values(values) => Ok(RawDocumentBuf::try_from(&doc! { "values": values })?),
+        Merged::Reply(reply) => Ok(reply),
+    }
+}
+
+/// The answer of a read no shard was asked for (an unknown database, no matching chunk).
+fn empty(kind: ReadKind, ns: &str) -> Result<RawDocumentBuf, CommandError> {
+    match kind {
+        ReadKind::Find | ReadKind::Aggregate => cursor_reply(BatchField::First, &[], 0, ns),
+        ReadKind::Count => Ok(RawDocumentBuf::try_from(&doc! { "n": 0 })?),
+        ReadKind::Distinct => Ok(RawDocumentBuf::try_from(&doc! { "values": [] })?),
+        ReadKind::FindAndModify => {
+            Ok(RawDocumentBuf::try_from(&doc! { "lastErrorObject": { "n": 0 }, "value": bson::Bson::Null })?)
+        }
+    }
+}
+
+/// One shard's one-document reply, with its `writeConcernError` as MongoDB reports it.
+pub fn document(doc: &Document, wce: Option<CommandError>) -> Result<RawDocumentBuf, CommandError> {
+    let mut out = RawDocumentBuf::try_from(doc).map_err(CommandError::from)?;
+    if let Some(e) = wce {
+        let wire = shoal_proto::shard::CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg };
+        out.append(cstr!("writeConcernError"), write_concern_error(&wire));
+    }
+    Ok(out)
+}
+
+/// The client's first batch of `docs`; the rest stays in a buffered router cursor.
+pub fn buffered(
+    state: &RouterState,
+    ns: &str,
+    docs: Vec<Document>,
+    batch: usize,
+) -> Result<RawDocumentBuf, CommandError> {
+    let mut encoded: VecDeque<Bytes> = encode_all(&docs)?.into();
+    let first: Vec<Bytes> = encoded.drain(..batch.min(encoded.len())).collect();
+    if encoded.is_empty() {
+        return cursor_reply(BatchField::First, &first, 0, ns);
+    }
+    match state.cursors.register_buffered(ns.to_owned(), encoded) {
+        Ok(id) => cursor_reply(BatchField::First, &first, id, ns),
+        Err(rest) => {
+            let all: Vec<Bytes> = first.into_iter().chain(rest).collect();
+            cursor_reply(BatchField::First, &all, 0, ns)
+        }
+    }
+}
+
+/// Documents as the BSON bytes a cursor reply carries.
+pub fn encode_all(docs: &[Document]) -> Result<Vec<Bytes>, CommandError> {
+    docs.iter().map(|d| Ok(Bytes::from(d.to_vec()?))).collect()
 }
 
 /// `{n, [nModified], [upserted], [writeErrors]}` as MongoDB replies to a write command.

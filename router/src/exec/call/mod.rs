@@ -1,19 +1,30 @@
-//! One gRPC call to one shard by id, its transport and top-level errors mapped to
-//! [`CommandError`]s (StaleConfig included, for the caller's retry loop), and draining a shard
-//! cursor for a merge.
+//! Call, the third step: requests to shards, and their answers as [`CommandError`]s or replies.
+//!
+//! Owns: the StaleConfig retry around a step that depends on the placement
+//! ([`with_placement`]), a read's calls to the shards its route names ([`read`]), the requests
+//! sent ([`request`]), reads off the primary by read preference ([`member`]), the channels to a
+//! shard with their timeouts ([`channels`]), and here one gRPC call to one shard's primary by
+//! id, its transport and top-level errors mapped to [`CommandError`]s (StaleConfig included, for
+//! the retry), and draining a shard cursor for a merge.
 //!
 //! A request that certainly did not run because the shard's member is not (or no longer) the
 //! primary — it answered NotWritablePrimary, or could not be reached at all — is sent again to
 //! the group's primary once the catalog names one, for up to [`FAILOVER_WAIT_MAX`]. Reads are
 //! also retried after a connection that broke mid-call. Nothing else is retried here.
 //!
-//! Reads with a read preference other than `primary` go through [`member`].
-//!
 //! Must not: choose shards, or resend a write that may have run (retryable writes are the
 //! driver's, deduplicated by the shard).
 
+pub mod broadcast;
 pub mod channels;
 pub mod member;
+pub mod read;
+pub mod request;
+mod stale;
+
+pub use broadcast::broadcast;
+pub use read::read;
+pub use stale::with_placement;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -109,18 +109,23 @@ impl MergeCursor {
 
     /// Kills the shard cursors still open (best effort: shards reap idle cursors anyway).
     pub async fn kill(&mut self, state: &RouterState) {
-        for s in self.sources.iter_mut().filter(|s| s.cursor_id != 0) {
-            let pool = match &s.member {
-                Some(addr) => state.members.pool(addr).ok(),
-                None => state.shards.get(&s.shard),
-            };
-            if let Some(pool) = pool {
-                let req = KillCursorsRequest { request_id: self.request_id.clone(), cursor_ids: vec![s.cursor_id] };
-                if let Err(status) = pool.client().kill_cursors(req).await {
-                    pool.status_error(&status);
-                }
+        kill_all(state, &self.request_id, &mut self.sources).await;
+    }
+}
+
+/// Kills the shard cursors of `sources` still open (best effort: shards reap idle cursors anyway).
+pub async fn kill_all(state: &RouterState, request_id: &str, sources: &mut [Source]) {
+    for s in sources.iter_mut().filter(|s| s.cursor_id != 0) {
+        let pool = match &s.member {
+            Some(addr) => state.members.pool(addr).ok(),
+            None => state.shards.get(&s.shard),
+        };
+        if let Some(pool) = pool {
+            let req = KillCursorsRequest { request_id: request_id.to_owned(), cursor_ids: vec![s.cursor_id] };
+            if let Err(status) = pool.client().kill_cursors(req).await {
+                pool.status_error(&status);
             }
-            s.cursor_id = 0;
         }
+        s.cursor_id = 0;
     }
 }

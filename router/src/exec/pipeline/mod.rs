@@ -15,7 +15,7 @@
 
 pub mod output;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
@@ -25,8 +25,8 @@ use shoal_query::aggregate::{Pipeline, doc_size};
 
 use crate::command::Command;
 use crate::error::CommandError;
-use crate::exec::{call, read};
-use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX};
+use crate::exec::{call, target};
+use crate::routing::Placement;
 use crate::state::RouterState;
 
 /// Stages only the router runs: they read or write other collections.
@@ -131,21 +131,15 @@ async fn fetch(
     coll: &str,
     filter: Document,
 ) -> Result<Vec<Document>, CommandError> {
-    let body = doc! { "find": coll, "filter": filter.clone(), "$db": cmd.db.clone() };
-    let mut attempt = 0;
-    loop {
-        let placement = routing::placement(state, &cmd.db, coll, false).await?;
-        let targets: BTreeSet<String> = match &placement {
-            Placement::NoDatabase => return Ok(Vec::new()),
-            p => p.targets(&filter),
-        };
-        match read::gather(state, cmd, &placement, &targets, &body, false).await {
-            Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
-                routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
-                attempt += 1;
-            }
-            Err(e) => return Err(e),
-            Ok(streams) => return Ok(streams.into_iter().flatten().collect()),
+    let body = &doc! { "find": coll, "filter": filter.clone(), "$db": cmd.db.clone() };
+    let filter = &filter;
+    call::with_placement(state, &cmd.db, coll, false, |placement| async move {
+        if matches!(placement, Placement::NoDatabase) {
+            return Ok(Vec::new());
         }
-    }
+        let targets = target::shards(&placement, filter);
+        let streams = call::read::gather(state, cmd, &placement, &targets, body, false).await?;
+        Ok(streams.into_iter().flatten().collect())
+    })
+    .await
 }
