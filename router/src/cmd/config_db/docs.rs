@@ -7,6 +7,8 @@
 //! value per key field in pattern order, ascending (what `encode_compound` writes); they are
 //! decoded back into `{field: value}` documents with MinKey/MaxKey for the ends of the key space.
 //! Bytes that do not decode are shown as `{$keyString: "<hex>"}` rather than guessed at.
+//!
+//! Must not: read the catalog or filter documents (pure builders; `read` does both).
 
 use bson::spec::BinarySubtype;
 use bson::{Binary, Bson, DateTime, Document, doc, oid::ObjectId};

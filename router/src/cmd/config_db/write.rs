@@ -10,6 +10,8 @@
 //! Replacement documents (`{_id, value}` upserts) work like `$set` of their fields. Everything
 //! else (inserts, deletes, findAndModify, other collections or fields) is refused with
 //! IllegalOperation (20): the catalog is changed by the config servers' commands, not by writes.
+//!
+//! Must not: write anything but through a catalog command.
 
 use bson::{Bson, Document, RawDocumentBuf, cstr};
 use shoal_proto::ErrorCode;

@@ -12,6 +12,9 @@
 //! Invariants: the foreign documents held for one `$lookup` stay within the aggregation memory
 //! limit (292 beyond it) unless `allowDiskUse`, and within `call::MERGE_BYTES_MAX` always;
 //! each foreign document is held once however many batches match it.
+//!
+//! Must not: run stages the shards can run (the split gave them those), or hold the foreign
+//! documents past the limits above.
 
 pub mod output;
 
