@@ -139,10 +139,10 @@ fn request(db: &str, body: Document, sequence: Option<Bytes>) -> anyhow::Result<
 }
 
 async fn executor_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Result<LayerResult> {
-    let config = shoal_shard::ShardConfig::new("bench", "127.0.0.1:0".parse()?, dir.to_path_buf());
-    let engine = shoal_shard::open_engine(&config)?;
+    let config = shoal_shard::ShardSettings::new("bench", "127.0.0.1:0".parse()?, dir.to_path_buf());
+    let node = shoal_shard::open_node(&config)?;
     let field_bytes = opts.field_bytes;
-    let e = Arc::clone(&engine);
+    let e = Arc::clone(&node);
     let insert = measure::run(opts.docs, opts.concurrency, move |i| {
         let e = Arc::clone(&e);
         async move {
@@ -159,7 +159,7 @@ async fn executor_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Re
         }
     })
     .await?;
-    let e = Arc::clone(&engine);
+    let e = Arc::clone(&node);
     let docs = opts.docs;
     let find = measure::run(opts.docs, opts.concurrency, move |i| {
         let e = Arc::clone(&e);
@@ -177,7 +177,7 @@ async fn executor_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Re
         }
     })
     .await?;
-    engine.store.shutdown();
+    node.store.shutdown();
     Ok(LayerResult { layer: "executor", insert, find })
 }
 

@@ -21,7 +21,7 @@ use bson::{Document, doc};
 use futures::TryStreamExt;
 use mongodb::Client;
 use shoal_proto::shard::CommandRequest;
-use shoal_shard::exec::{self, Engine, Request};
+use shoal_shard::exec::{self, Node, Request};
 
 use crate::procs::{Server, free_loopback_ports};
 
@@ -58,13 +58,13 @@ fn request(body: Document) -> anyhow::Result<CommandRequest> {
 }
 
 /// Runs a find to exhaustion; returns how many documents it yielded.
-fn drain_find(engine: &Engine, body: Document) -> anyhow::Result<usize> {
+fn drain_find(node: &Node, body: Document) -> anyhow::Result<usize> {
     let req = request(body)?;
-    let (first, _) = exec::find::run(engine, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
+    let (first, _) = exec::find::run(node, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
     let mut n = first.documents.len();
     let mut id = first.cursor_id;
     while id != 0 {
-        let (batch, _) = exec::find::get_more(engine, id, 0, "qb.c").map_err(|e| anyhow::anyhow!(e.message))?;
+        let (batch, _) = exec::find::get_more(node, id, 0, "qb.c").map_err(|e| anyhow::anyhow!(e.message))?;
         n += batch.documents.len();
         id = batch.cursor_id;
     }
@@ -86,20 +86,20 @@ fn gcd(a: usize, b: usize) -> usize {
 
 fn in_process(opts: &QueryOptions) -> anyhow::Result<InProcess> {
     let dir = tempfile::tempdir()?;
-    let config = shoal_shard::ShardConfig::new("bench", "127.0.0.1:0".parse()?, dir.path().to_path_buf());
-    let engine: Arc<Engine> = shoal_shard::open_engine(&config)?;
+    let config = shoal_shard::ShardSettings::new("bench", "127.0.0.1:0".parse()?, dir.path().to_path_buf());
+    let node: Arc<Node> = shoal_shard::open_node(&config)?;
     let started = Instant::now();
     for start in (0..opts.docs).step_by(1000) {
         let docs: Vec<Document> = (start..(start + 1000).min(opts.docs))
             .map(|i| doc! { "_id": i as i64, "v": permuted(i, opts.docs), "pad": "x".repeat(100) })
             .collect();
         let req = request(doc! { "insert": "c", "documents": docs })?;
-        exec::insert::run(&engine, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
+        exec::insert::run(&node, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
     }
     let load_secs = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let req = request(doc! { "createIndexes": "c", "indexes": [{"key": {"v": 1}, "name": "v_1"}] })?;
-    exec::indexes::create_indexes(&engine, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
+    exec::indexes::create_indexes(&node, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
     let build_secs = started.elapsed().as_secs_f64();
     let window = (opts.docs / 1000).max(1);
     let timed = |hint: bson::Bson| -> anyhow::Result<f64> {
@@ -107,27 +107,27 @@ fn in_process(opts: &QueryOptions) -> anyhow::Result<InProcess> {
         for q in 0..opts.queries {
             let lo = permuted(q * 31 + 1, opts.docs.saturating_sub(window).max(1));
             let body = doc! { "find": "c", "filter": {"v": {"$gte": lo, "$lt": lo + window as i64}}, "hint": hint.clone(), "batchSize": 0 };
-            let n = drain_find(&engine, body)?;
+            let n = drain_find(&node, body)?;
             anyhow::ensure!(n == window, "query {q} returned {n} documents, expected {window}");
         }
         Ok(started.elapsed().as_secs_f64() * 1000.0 / opts.queries as f64)
     };
     let indexed_ms = timed(bson::Bson::String("v_1".into()))?;
     let scan_ms = timed(bson::Bson::Document(doc! {"$natural": 1}))?;
-    let write_cost = (insert_rate(&engine, "w0", 0, opts.write_docs)?, insert_rate(&engine, "w2", 2, opts.write_docs)?);
-    engine.store.shutdown();
+    let write_cost = (insert_rate(&node, "w0", 0, opts.write_docs)?, insert_rate(&node, "w2", 2, opts.write_docs)?);
+    node.store.shutdown();
     Ok(InProcess { load_secs, build_secs, window, indexed_ms, scan_ms, write_cost })
 }
 
 /// Inserts/s of `docs` documents (batches of 100) into `coll` carrying `indexes` secondary
 /// indexes (0, 1 or 2: `{v: 1}`, `{g: 1, v: -1}`).
-fn insert_rate(engine: &Engine, coll: &str, indexes: usize, docs: usize) -> anyhow::Result<f64> {
+fn insert_rate(node: &Node, coll: &str, indexes: usize, docs: usize) -> anyhow::Result<f64> {
     let specs = [doc! {"key": {"v": 1}, "name": "v_1"}, doc! {"key": {"g": 1, "v": -1}, "name": "g_1_v_-1"}];
     let req = request(doc! { "create": coll })?;
-    exec::ddl::create(engine, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
+    exec::ddl::create(node, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
     if indexes > 0 {
         let req = request(doc! { "createIndexes": coll, "indexes": specs[..indexes.min(2)].to_vec() })?;
-        exec::indexes::create_indexes(engine, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
+        exec::indexes::create_indexes(node, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
     }
     let started = Instant::now();
     for start in (0..docs).step_by(100) {
@@ -135,7 +135,7 @@ fn insert_rate(engine: &Engine, coll: &str, indexes: usize, docs: usize) -> anyh
             .map(|i| doc! { "_id": i as i64, "v": permuted(i, docs), "g": (i % 100) as i64, "pad": "x".repeat(100) })
             .collect();
         let req = request(doc! { "insert": coll, "documents": batch })?;
-        exec::insert::run(engine, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
+        exec::insert::run(node, &Request::parse(&req)?).map_err(|e| anyhow::anyhow!(e.message))?;
     }
     Ok(docs as f64 / started.elapsed().as_secs_f64())
 }

@@ -28,7 +28,7 @@ use shoal_proto::catalog::{
 };
 
 use crate::net::connect_lazy;
-use shoal_proto::catalog::{CatalogView, Parts};
+use shoal_proto::catalog::{ClusterCatalogView, Parts};
 pub use shoal_proto::config::CatalogQuery;
 pub use shoal_proto::config::catalog_query::What;
 use shoal_proto::config::{All, RoutingTableQuery, ViewQuery};
@@ -356,7 +356,7 @@ impl ConfigClient {
     }
 
     /// The named `parts` of the catalog, all at one version, and that version.
-    pub async fn view(&self, parts: Parts, linearizable: bool) -> Result<(CatalogView, u64), ClientError> {
+    pub async fn view(&self, parts: Parts, linearizable: bool) -> Result<(ClusterCatalogView, u64), ClientError> {
         self.query_one(What::View(ViewQuery { parts: parts.to_wire() }), linearizable).await
     }
 

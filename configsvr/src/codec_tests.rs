@@ -7,7 +7,8 @@ use uuid::Uuid;
 
 use super::*;
 use crate::catalog::{
-    Catalog, ChunkBound, Command, Detail, Epoch, InitialChunks, KeyField, KeyFieldKind, KeyPattern, SettingsUpdate,
+    ChunkBound, ClusterCatalog, Command, Detail, Epoch, InitialChunks, KeyField, KeyFieldKind, KeyPattern,
+    SettingsUpdate,
 };
 use crate::raft::types::{RaftReply, RaftRequest};
 
@@ -15,8 +16,8 @@ const T0: u64 = 1_700_000_000_000;
 
 /// A catalog with shards, a database, a pre-split sharded collection, a zone, settings, a lease
 /// and changelog entries.
-fn busy_catalog() -> Catalog {
-    let mut cat = Catalog::new();
+fn busy_catalog() -> ClusterCatalog {
+    let mut cat = ClusterCatalog::new();
     let mut apply = |cmd: Command| {
         if let Err(e) = cat.apply(&cmd, T0) {
             panic!("`{cmd}` refused: {e}");
@@ -80,7 +81,7 @@ fn a_catalog_round_trips() {
     let cat = busy_catalog();
     let bytes = encode(&cat).expect("encode");
     assert_eq!(&bytes[..2], &[TAG, VERSION]);
-    assert_eq!(decode::<Catalog>(&bytes).expect("decode"), cat);
+    assert_eq!(decode::<ClusterCatalog>(&bytes).expect("decode"), cat);
     // Smaller than the JSON it replaces (chunk bounds were arrays of decimal numbers).
     assert!(bytes.len() < serde_json::to_vec(&cat).expect("json").len());
 }
@@ -104,7 +105,7 @@ fn log_payloads_round_trip() {
 fn values_written_as_json_by_earlier_versions_still_decode() {
     let cat = busy_catalog();
     let json = serde_json::to_vec(&cat).expect("json");
-    assert_eq!(decode::<Catalog>(&json).expect("legacy decode"), cat);
+    assert_eq!(decode::<ClusterCatalog>(&json).expect("legacy decode"), cat);
     let cmd: Command = decode(br#"{"DropCollection":{"ns":"db.c"}}"#).expect("legacy command");
     assert_eq!(cmd, Command::DropCollection { ns: "db.c".into() });
 }
@@ -114,6 +115,6 @@ fn an_unknown_version_or_a_truncated_value_is_an_error() {
     assert!(decode::<Command>(&[TAG, VERSION + 1, 0x80]).is_err());
     assert!(decode::<Command>(&[TAG]).is_err());
     let bytes = encode(&busy_catalog()).expect("encode");
-    assert!(decode::<Catalog>(&bytes[..bytes.len() / 2]).is_err());
-    assert!(decode::<Catalog>(&[]).is_err());
+    assert!(decode::<ClusterCatalog>(&bytes[..bytes.len() / 2]).is_err());
+    assert!(decode::<ClusterCatalog>(&[]).is_err());
 }

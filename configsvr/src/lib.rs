@@ -1,6 +1,6 @@
 //! The config service: the single source of truth for the cluster's shape.
 //!
-//! Owns: the catalog state machine ([`catalog`]: pure, I/O-free `Catalog::apply`), the Raft group
+//! Owns: the catalog state machine ([`catalog`]: pure, I/O-free `ClusterCatalog::apply`), the Raft group
 //! of config servers ([`raft`]: openraft with a fjall log store and the catalog as its state
 //! machine, peer RPCs over gRPC), the client API routers and shards call
 //! ([`service`]: commands, linearizable reads, incremental routing tables, a watch stream of catalog

@@ -42,7 +42,7 @@ use crate::raft::types::{Node, NodeId, Raft};
 use crate::service::{ApiSettings, ConfigService};
 
 #[derive(Debug, Clone)]
-pub struct ConfigServerConfig {
+pub struct ConfigServerSettings {
     pub id: NodeId,
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
@@ -63,7 +63,7 @@ pub struct ConfigServerConfig {
     pub shutdown_grace: Duration,
 }
 
-impl ConfigServerConfig {
+impl ConfigServerSettings {
     pub fn new(id: NodeId, listen: SocketAddr, data_dir: PathBuf) -> Self {
         Self {
             id,
@@ -97,7 +97,7 @@ pub struct ConfigServer {
 
 impl ConfigServer {
     /// Starts serving on `listener` (already bound, so tests can use port 0).
-    pub async fn start(config: ConfigServerConfig, listener: TcpListener) -> Result<Self, ServerError> {
+    pub async fn start(config: ConfigServerSettings, listener: TcpListener) -> Result<Self, ServerError> {
         let addr = listener.local_addr()?;
         let raft_config = config.raft.openraft_config().map_err(ServerError::Config)?;
         config.arbiter.validate().map_err(ServerError::Config)?;
@@ -194,7 +194,7 @@ impl ConfigServer {
 
 /// `shoal configsvr`: binds `config.listen`, prints `SHOAL_READY configsvr <addr>` once serving,
 /// and runs until `shutdown` resolves.
-pub async fn run(config: ConfigServerConfig, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServerError> {
+pub async fn run(config: ConfigServerSettings, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServerError> {
     validate(&config)?;
     let listener = TcpListener::bind(config.listen).await?;
     let server = ConfigServer::start(config, listener).await?;
@@ -226,7 +226,7 @@ pub fn parse_peers(s: &str) -> Result<BTreeMap<NodeId, String>, String> {
     Ok(peers)
 }
 
-fn validate(config: &ConfigServerConfig) -> Result<(), ServerError> {
+fn validate(config: &ConfigServerSettings) -> Result<(), ServerError> {
     if config.id == 0 {
         return Err(ServerError::Config("--id must be at least 1 (0 means \"unknown\" on the wire)".into()));
     }
@@ -246,7 +246,7 @@ fn announce_ready(role: &str, addr: SocketAddr) {
 /// Forms the cluster if nobody has Raft state yet (see the module doc for the rule).
 /// `bound` is this server's listening address (the one-node cluster's member address when there
 /// are no `--peers`; `--listen` may have said port 0).
-async fn initialize(raft: Raft, config: ConfigServerConfig, bound: SocketAddr) {
+async fn initialize(raft: Raft, config: ConfigServerSettings, bound: SocketAddr) {
     match raft.is_initialized().await {
         Ok(true) => {
             tracing::info!("--init ignored: this server already belongs to a cluster");
@@ -275,7 +275,7 @@ async fn initialize(raft: Raft, config: ConfigServerConfig, bound: SocketAddr) {
 
 /// Asks every other peer, until each has answered or `config.init_probe` ran out, whether it has
 /// Raft state. Returns the first that does.
-async fn peer_with_state(config: &ConfigServerConfig) -> Option<(NodeId, String)> {
+async fn peer_with_state(config: &ConfigServerSettings) -> Option<(NodeId, String)> {
     let deadline = tokio::time::Instant::now() + config.init_probe;
     let mut pending: Vec<(NodeId, String)> =
         config.peers.iter().filter(|(id, _)| **id != config.id).map(|(id, a)| (*id, a.clone())).collect();

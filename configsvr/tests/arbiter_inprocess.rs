@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use raft_common::{InProcCluster, client_settings, eventually};
 use shoal_cluster::config_client::ConfigClient;
-use shoal_configsvr::catalog::{CatalogView, Command, Detail, Parts, ReplicaGroup};
+use shoal_configsvr::catalog::{ClusterCatalogView, Command, Detail, Parts, ReplicaGroup};
 use shoal_proto::ErrorCode;
 use shoal_proto::config::config_client::ConfigClient as GrpcClient;
 use shoal_proto::config::{HeartbeatRequest, OpTime};
@@ -127,7 +127,7 @@ async fn wait_group(client: &ConfigClient, what: &str, want: impl Fn(&ReplicaGro
 }
 
 /// When the term change to `term` (with `primary`, "" for none) was proposed, by the changelog.
-fn term_change_ms(catalog: &CatalogView, term: u64, primary: &str) -> u64 {
+fn term_change_ms(catalog: &ClusterCatalogView, term: u64, primary: &str) -> u64 {
     catalog
         .changelog()
         .iter()

@@ -12,8 +12,8 @@
 use proptest::prelude::*;
 use shoal_configsvr::catalog::invariants::{check_collection, check_versions_grew};
 use shoal_configsvr::catalog::{
-    BALANCER_LEASE, Catalog, ChangedChunks, ChunkBound, ChunkVersion, Command, Epoch, Fencing, InitialChunks, KeyField,
-    KeyFieldKind, KeyPattern, RoutingTable,
+    BALANCER_LEASE, ChangedChunks, ChunkBound, ChunkVersion, ClusterCatalog, Command, Epoch, Fencing, InitialChunks,
+    KeyField, KeyFieldKind, KeyPattern, RoutingTable,
 };
 
 const NS: &str = "db.c";
@@ -110,8 +110,8 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn setup() -> Catalog {
-    let mut cat = Catalog::new();
+fn setup() -> ClusterCatalog {
+    let mut cat = ClusterCatalog::new();
     let mut apply = |cmd: Command| cat.apply(&cmd, T0).map(|_| ()).unwrap_or_else(|e| panic!("setup `{cmd}`: {e}"));
     for (i, s) in SHARDS.iter().enumerate() {
         apply(Command::AddShard {
@@ -141,7 +141,7 @@ fn stale(v: ChunkVersion) -> ChunkVersion {
 }
 
 /// Turns an abstract op into a command against the current catalog (`None` for a time jump).
-fn command(cat: &Catalog, op: &Op) -> Option<Command> {
+fn command(cat: &ClusterCatalog, op: &Op) -> Option<Command> {
     let coll = cat.collection(NS).expect("the collection stays sharded");
     let chunks: Vec<_> = coll.chunks.values().collect();
     let pick = |i: usize| chunks[i % chunks.len()];
@@ -262,7 +262,7 @@ fn command(cat: &Catalog, op: &Op) -> Option<Command> {
 
 /// Applies `ops`, checking every property after each step; returns the final catalog and how
 /// many commands succeeded.
-fn run(ops: &[Op]) -> Result<(Catalog, usize), TestCaseError> {
+fn run(ops: &[Op]) -> Result<(ClusterCatalog, usize), TestCaseError> {
     let mut cat = setup();
     let mut now = T0;
     let mut cached: RoutingTable = cat.routing_table(NS).expect("sharded");
@@ -330,7 +330,7 @@ proptest! {
         let (again, _) = run(&ops)?;
         prop_assert_eq!(&cat, &again);
         let json = serde_json::to_vec(&cat).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let back: Catalog = serde_json::from_slice(&json).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let back: ClusterCatalog = serde_json::from_slice(&json).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(back, cat);
     }
 }

@@ -12,7 +12,7 @@ use crate::signals::shutdown_signal;
 pub async fn shard(args: ShardArgs) -> anyhow::Result<()> {
     crate::security::install(&args.cluster_auth)?;
     let shutdown = shutdown_signal(args.child.exit_on_stdin_eof).context("cannot install signal handlers")?;
-    let mut config = shoal_shard::ShardConfig::new(args.name, args.listen, args.data_dir);
+    let mut config = shoal_shard::ShardSettings::new(args.name, args.listen, args.data_dir);
     config.config_servers = args.config;
     config.failpoints = args.failpoints;
     config.advertise = args.advertise;
@@ -28,7 +28,7 @@ pub async fn router(args: RouterArgs) -> anyhow::Result<()> {
     // As on MongoDB, a router that authenticates its peers also requires clients to authenticate.
     let members_authenticate = crate::security::install(&args.cluster_auth)?;
     let shutdown = shutdown_signal(args.child.exit_on_stdin_eof).context("cannot install signal handlers")?;
-    let mut config = shoal_router::RouterConfig::new(args.listen, args.shard);
+    let mut config = shoal_router::RouterSettings::new(args.listen, args.shard);
     config.config_servers = args.config;
     config.authorization = args.auth || members_authenticate;
     config.auth_failed_delay = std::time::Duration::from_millis(args.auth_failed_delay_ms);
@@ -46,7 +46,7 @@ pub async fn router(args: RouterArgs) -> anyhow::Result<()> {
 pub async fn configsvr(args: ConfigsvrArgs) -> anyhow::Result<()> {
     crate::security::install(&args.cluster_auth)?;
     let shutdown = shutdown_signal(args.child.exit_on_stdin_eof).context("cannot install signal handlers")?;
-    let mut config = shoal_configsvr::server::ConfigServerConfig::new(args.id, args.listen, args.data_dir);
+    let mut config = shoal_configsvr::server::ConfigServerSettings::new(args.id, args.listen, args.data_dir);
     config.peers = args.peers.unwrap_or_default();
     config.init = args.init;
     config.raft.snapshot_logs_since_last = args.snapshot_logs_since_last;

@@ -1,22 +1,27 @@
-//! The router's access to the cluster catalog held by the config servers: one leader-following
-//! client (`shoal_cluster::config_client`, which speaks only `config.proto`), and the mapping of its
-//! failures to MongoDB errors.
+//! The router's client of the cluster catalog held by the config servers ([`ClusterCatalogClient`]):
+//! one leader-following client (`shoal_cluster::config_client`, which speaks only `config.proto`),
+//! and the mapping of its failures to MongoDB errors.
+//!
+//! Must not: cache (the routing cache is `routing::cache`) or answer reads of the `config`
+//! database (`cmd::config_db` shapes them from what this returns).
 
 use shoal_cluster::config_client::{self as client, ClientError, ClientSettings, ConfigClient, What};
 use shoal_cluster::routing::RoutingSource;
 use shoal_proto::ErrorCode;
 use shoal_proto::catalog::{
-    CatalogView, Collection, Command, Database, Parts, Reply, RoutingAnswer, RoutingSince, Settings, Shard,
+    ClusterCatalogView, Collection, Command, Database, Parts, Reply, RoutingAnswer, RoutingSince, Settings, Shard,
 };
 use shoal_proto::config::{All, CatalogPart};
 
 use crate::error::CommandError;
 
-pub struct CatalogAccess {
+/// The router's client of the cluster catalog (`state.catalog`); without config servers every
+/// call fails with NotYetInitialized.
+pub struct ClusterCatalogClient {
     client: Option<ConfigClient>,
 }
 
-impl CatalogAccess {
+impl ClusterCatalogClient {
     /// `config_servers` empty: a router without a catalog (sharding commands refuse to run).
     pub fn new(config_servers: &[String]) -> Self {
         let client =
@@ -36,7 +41,7 @@ impl CatalogAccess {
     /// The named `parts` of the catalog at one version, confirmed current with a quorum: for the
     /// balancer and for `config.*` and admin commands that show several parts; everything else
     /// reads one value.
-    pub async fn view(&self, parts: &[CatalogPart]) -> Result<CatalogView, CommandError> {
+    pub async fn view(&self, parts: &[CatalogPart]) -> Result<ClusterCatalogView, CommandError> {
         let (view, _) = self.client()?.view(Parts::of(parts), true).await.map_err(client_error)?;
         Ok(view)
     }
@@ -116,7 +121,7 @@ impl CatalogAccess {
 
 /// Routing tables for the routing cache, always linearizable: a router refreshes after a shard said
 /// it is stale, so the answer must be at least that new.
-impl RoutingSource for CatalogAccess {
+impl RoutingSource for ClusterCatalogClient {
     async fn routing_table(
         &self,
         ns: &str,

@@ -14,7 +14,7 @@ pub struct RouterCursor {
     pub ns: String,
     /// The shard holding the cursor (`routing::pool::LEGACY_SHARD` in single-shard mode).
     pub shard: String,
-    /// The member holding it (`None`: the primary), see `shard_read::Served`.
+    /// The member holding it (`None`: the primary), see `member::Served`.
     pub member: Option<String>,
     pub shard_cursor_id: i64,
     last_used: Instant,
@@ -39,7 +39,7 @@ pub struct BufferedBatch {
 }
 
 /// A router cursor merging several shard cursors, locked while a `getMore` runs on it.
-pub type SharedMergeCursor = std::sync::Arc<tokio::sync::Mutex<crate::merge_cursor::MergeCursor>>;
+pub type SharedMergeCursor = std::sync::Arc<tokio::sync::Mutex<crate::exec::merge::cursor::MergeCursor>>;
 
 pub struct CursorRegistry {
     open: Mutex<HashMap<i64, RouterCursor>>,
@@ -98,7 +98,7 @@ impl CursorRegistry {
     }
 
     /// Holds a multi-shard cursor for later `getMore`s; its id.
-    pub fn register_merging(&self, ns: String, cursor: crate::merge_cursor::MergeCursor) -> i64 {
+    pub fn register_merging(&self, ns: String, cursor: crate::exec::merge::cursor::MergeCursor) -> i64 {
         let shared = std::sync::Arc::new(tokio::sync::Mutex::new(cursor));
         loop {
             let id = rand::random::<i64>() & i64::MAX;

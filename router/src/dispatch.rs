@@ -9,9 +9,9 @@ use shoal_proto::ErrorCode;
 use std::sync::atomic::Ordering;
 use tracing::Instrument;
 
-use crate::cmd::retryable;
 use crate::command::Command;
 use crate::error::CommandError;
+use crate::retryable;
 use crate::state::{ConnContext, RouterState};
 
 pub type HandlerResult = Result<RawDocumentBuf, CommandError>;
@@ -85,7 +85,7 @@ async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Handle
         ));
     }
     crate::auth::check::authorize(state, conn, cmd, spec).await?;
-    if !state.config.authorization {
+    if !state.settings.authorization {
         return (spec.handler)(state, conn, cmd).await;
     }
     let user = conn.session().user().cloned();

@@ -38,9 +38,9 @@ use tokio::task::JoinSet;
 use tokio_util::codec::FramedRead;
 use tracing::Instrument;
 
-use crate::config::RouterConfig;
 use crate::dispatch::{dispatch, error_reply};
 use crate::error::CommandError;
+use crate::settings::RouterSettings;
 use crate::state::{ConnContext, Counters, RouterState};
 use crate::wire::op_msg::{self, flags};
 use crate::wire::{Frame, MessageCodec, ReplyKind, WireError, parse_request};
@@ -56,19 +56,19 @@ const IDLE_READ_BUFFER_MAX_BYTES: usize = 64 * 1024;
 /// it is replaced by an error the client can read.
 const REPLY_SIZE_MAX_BYTES: usize = MAX_MESSAGE_SIZE_BYTES;
 
-/// Serves the wire protocol on `config.listen` until `shutdown` resolves. Once listening it prints
+/// Serves the wire protocol on `settings.listen` until `shutdown` resolves. Once listening it prints
 /// `SHOAL_READY router <addr>` on stdout (the bound address, so port 0 works).
-pub async fn run(config: RouterConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
-    let (listener, state) = start(config).await?;
+pub async fn run(settings: RouterSettings, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
+    let (listener, state) = start(settings).await?;
     announce_ready(listener.local_addr()?);
     serve(listener, state, shutdown).await
 }
 
 /// Raises the open-file limit, builds the shared state and binds the listener.
-async fn start(config: RouterConfig) -> io::Result<(TcpListener, Arc<RouterState>)> {
-    raise_open_files_limit(config.max_connections);
-    let state = RouterState::new(config.clone()).await.map_err(io::Error::other)?;
-    let listener = TcpListener::bind(config.listen).await?;
+async fn start(settings: RouterSettings) -> io::Result<(TcpListener, Arc<RouterState>)> {
+    raise_open_files_limit(settings.max_connections);
+    let state = RouterState::new(settings.clone()).await.map_err(io::Error::other)?;
+    let listener = TcpListener::bind(settings.listen).await?;
     Ok((listener, Arc::new(state)))
 }
 
@@ -88,7 +88,7 @@ async fn serve(
     state: Arc<RouterState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let max_connections = state.config.max_connections.min(Semaphore::MAX_PERMITS);
+    let max_connections = state.settings.max_connections.min(Semaphore::MAX_PERMITS);
     let slots = Arc::new(Semaphore::new(max_connections));
     let (stop_tx, stop_rx) = watch::channel(());
     let mut connections = JoinSet::new();
@@ -198,7 +198,7 @@ async fn connection(
     // MongoDB numbers connections from 1.
     let id = state.counters.next_connection_id.fetch_add(1, Ordering::Relaxed) + 1;
     let _open = OpenConnection::new(&state.counters);
-    let local = stream.local_addr().unwrap_or(state.config.listen);
+    let local = stream.local_addr().unwrap_or(state.settings.listen);
     // Small request/reply messages: Nagle would add up to 40 ms per round trip.
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "set_nodelay failed");

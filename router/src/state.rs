@@ -8,17 +8,17 @@ use std::time::Instant;
 use crate::auth::cache::SecurityCache;
 use crate::auth::cursors::CursorOwners;
 use crate::auth::session::Session;
-use crate::catalog::CatalogAccess;
-use crate::config::RouterConfig;
+use crate::catalog::ClusterCatalogClient;
 use crate::cursors::CursorRegistry;
 use crate::error::CommandError;
 use crate::routing::TargetingStats;
 use crate::routing::cache::RoutingCache;
 use crate::routing::members::Members;
 use crate::routing::pool::ShardPools;
+use crate::settings::RouterSettings;
 
 pub struct RouterState {
-    pub config: RouterConfig,
+    pub settings: RouterSettings,
     /// Channels by shard id (or the legacy `--shard` pool without config servers).
     pub shards: ShardPools,
     /// Channels by member address and the groups' member status, for reads off the primary.
@@ -26,7 +26,7 @@ pub struct RouterState {
     pub routing: RoutingCache,
     pub targeting: TargetingStats,
     pub cursors: CursorRegistry,
-    pub catalog: CatalogAccess,
+    pub catalog: ClusterCatalogClient,
     /// Users and roles, for authentication and authorization.
     pub security: SecurityCache,
     /// Who opened each cursor (with authorization enabled).
@@ -42,15 +42,15 @@ pub struct RouterState {
 
 impl RouterState {
     /// Builds the state; shard channels connect lazily, so this succeeds before shards are up.
-    pub async fn new(config: RouterConfig) -> Result<Self, CommandError> {
+    pub async fn new(settings: RouterSettings) -> Result<Self, CommandError> {
         // With config servers, shards are found in the catalog and `--shard` is unused.
-        let legacy = config.config_servers.is_empty().then_some(config.shard_endpoint.as_str());
-        let shards = ShardPools::new(legacy, config.shard_rpc_timeout)?;
-        let cursors = CursorRegistry::new(config.cursor_idle_timeout);
-        let catalog = CatalogAccess::new(&config.config_servers);
-        let members = Members::new(config.shard_rpc_timeout);
+        let legacy = settings.config_servers.is_empty().then_some(settings.shard_endpoint.as_str());
+        let shards = ShardPools::new(legacy, settings.shard_rpc_timeout)?;
+        let cursors = CursorRegistry::new(settings.cursor_idle_timeout);
+        let catalog = ClusterCatalogClient::new(&settings.config_servers);
+        let members = Members::new(settings.shard_rpc_timeout);
         Ok(Self {
-            config,
+            settings,
             shards,
             members,
             routing: RoutingCache::default(),

@@ -14,11 +14,11 @@ use std::sync::LazyLock;
 use bson::Document;
 
 use crate::error::ExecResult;
-use crate::exec::{self, Engine, Request};
+use crate::exec::{self, Node, Request};
 
 /// Runs one command on the blocking pool: its reply and the sequence number its writes must be
 /// durable up to (0 for reads).
-pub type Run = fn(&Engine, &Request<'_>) -> ExecResult<(Document, u64)>;
+pub type Run = fn(&Node, &Request<'_>) -> ExecResult<(Document, u64)>;
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -94,7 +94,7 @@ impl std::fmt::Debug for Spec {
 /// A read's handler: its reply, nothing to wait for.
 macro_rules! read {
     ($f:path) => {
-        Handler::Blocking(|engine, r| $f(engine, r).map(|d| (d, 0)))
+        Handler::Blocking(|node, r| $f(node, r).map(|d| (d, 0)))
     };
 }
 
@@ -116,8 +116,8 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("explain", Other, read!(exec::explain::explain)).reads(),
     Spec::new("createIndexes", Ddl, Handler::Blocking(exec::indexes::create_indexes)),
     Spec::new("dropIndexes", Ddl, Handler::Blocking(exec::indexes::drop_indexes)).aliases(&["deleteIndexes"]),
-    Spec::new("shardingState", Other, Handler::Blocking(|engine, _| Ok((engine.sharding.status(), 0)))),
-    Spec::new("replSetGetStatus", Other, Handler::Blocking(|engine, _| Ok((engine.repl.status(), 0)))),
+    Spec::new("shardingState", Other, Handler::Blocking(|node, _| Ok((node.sharding.status(), 0)))),
+    Spec::new("replSetGetStatus", Other, Handler::Blocking(|node, _| Ok((node.repl.status(), 0)))),
     Spec::new("replSetStepDown", Other, Handler::StepDown),
     Spec::new("splitVector", Other, read!(exec::split_vector::split_vector)).background(),
     Spec::new("dataSize", Other, read!(exec::split_vector::data_size)).aliases(&["datasize"]).background(),

@@ -22,7 +22,7 @@ use shoal_query::projection::Projection;
 use std::sync::Arc;
 
 use crate::exec::plan::AccessPath;
-use crate::store::catalog::CollectionInfo;
+use crate::store::local_catalog::CollectionInfo;
 
 /// What remains to be returned.
 pub enum CursorSource {

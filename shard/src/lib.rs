@@ -1,12 +1,13 @@
 //! A Shoal shard: one member of a replica group that stores documents.
 //!
 //! Owns: the storage interface and its fjall implementation ([`storage`]), the document store with
-//! its collection catalog, `_id`-clustered documents and oplog ([`store`]), command execution
-//! ([`exec`]) through the table of commands ([`commands`]), cursors ([`cursors`]), sharding state
-//! ([`sharding`]: the collection metadata cache loaded from the config servers, the shard-version
-//! check that answers StaleConfig, the ownership filter that hides orphans from versioned
-//! requests, migration critical sections, and the persisted range deleter), chunk migration donor/recipient with crash recovery ([`migration`]),
-//! the work only a primary does with their replicated records ([`primary_only`])
+//! its local catalog of collections, `_id`-clustered documents and oplog ([`store`]), command
+//! execution against this member's [`exec::Node`] ([`exec`]) through the table of commands
+//! ([`commands`]), cursors ([`cursors`]), sharding state ([`sharding`]: the collection metadata
+//! cache loaded from the config servers, the shard-version check that answers StaleConfig, the
+//! ownership filter that hides orphans from versioned requests, migration critical sections, and
+//! the persisted range deleter), chunk migration donor/recipient with crash recovery
+//! ([`migration`]), the work only a primary does with their replicated records ([`primary_only`])
 //! and the gRPC services routers call ([`service`], [`migration::service`]).
 //!
 //! Must not: speak the MongoDB wire protocol (that is the router's), know about other shards'
@@ -46,13 +47,13 @@ use shoal_proto::shard::replication_server::ReplicationServer;
 use shoal_proto::shard::shard_server::ShardServer;
 
 use crate::cursors::CursorManager;
-use crate::exec::Engine;
+use crate::exec::Node;
 use crate::sharding::ShardingState;
 use crate::storage::{FjallEngine, StorageError};
 use crate::store::Store;
 
 #[derive(Debug, Clone)]
-pub struct ShardConfig {
+pub struct ShardSettings {
     pub name: String,
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
@@ -74,7 +75,7 @@ pub struct ShardConfig {
     pub ttl_monitor_interval: Duration,
 }
 
-impl ShardConfig {
+impl ShardSettings {
     pub fn new(name: impl Into<String>, listen: SocketAddr, data_dir: PathBuf) -> Self {
         Self {
             name: name.into(),
@@ -103,7 +104,7 @@ pub enum ShardError {
 }
 
 /// Opens the store in `config.data_dir`.
-pub fn open_engine(config: &ShardConfig) -> Result<Arc<Engine>, ShardError> {
+pub fn open_node(config: &ShardSettings) -> Result<Arc<Node>, ShardError> {
     let engine = FjallEngine::open(&config.data_dir.join("db"), config.cache_size_bytes)?;
     let store = Store::open(Arc::new(engine))?;
     let standalone = config.config_servers.is_empty();
@@ -126,7 +127,7 @@ pub fn open_engine(config: &ShardConfig) -> Result<Arc<Engine>, ShardError> {
         config.data_dir.join("rollback"),
         standalone,
     );
-    Ok(Arc::new(Engine {
+    Ok(Arc::new(Node {
         store,
         cursors: CursorManager::new(config.cursor_idle_timeout),
         sharding,
@@ -138,25 +139,25 @@ pub fn open_engine(config: &ShardConfig) -> Result<Arc<Engine>, ShardError> {
 /// Opens the store, serves gRPC on `config.listen` until `shutdown` resolves, then closes cleanly.
 /// Once listening it prints `SHOAL_READY shard <addr>` on stdout (the bound address, so
 /// `--listen 127.0.0.1:0` works).
-pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ShardError> {
+pub async fn run(config: ShardSettings, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ShardError> {
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let local = listener.local_addr()?;
     // With `--listen host:0` the member's name is the port it got.
     let mut config = config;
     config.advertise.get_or_insert_with(|| local.to_string());
     let cfg = config.clone();
-    let engine = tokio::task::spawn_blocking(move || open_engine(&cfg)).await.map_err(std::io::Error::other)??;
+    let node = tokio::task::spawn_blocking(move || open_node(&cfg)).await.map_err(std::io::Error::other)??;
     tracing::info!(name = %config.name, addr = %local, data_dir = %config.data_dir.display(), "shard listening");
 
     migration::failpoint::init(&config.failpoints);
-    let migrations = Arc::new(migration::Migrations::new(Arc::clone(&engine)));
+    let migrations = Arc::new(migration::Migrations::new(Arc::clone(&node)));
     // Migration recovery and range deletions run while this member is primary.
-    let primary_only = tokio::spawn(primary_only::run(Arc::clone(&engine), Arc::clone(&migrations)));
-    let background = tokio::spawn(background_tasks(Arc::clone(&engine), config.cursor_reap_interval));
-    let ttl = tokio::spawn(ttl_monitor(Arc::clone(&engine), config.ttl_monitor_interval));
+    let primary_only = tokio::spawn(primary_only::run(Arc::clone(&node), Arc::clone(&migrations)));
+    let background = tokio::spawn(background_tasks(Arc::clone(&node), config.cursor_reap_interval));
+    let ttl = tokio::spawn(ttl_monitor(Arc::clone(&node), config.ttl_monitor_interval));
     let mut repl_tasks = vec![
-        tokio::spawn(repl::track_durability(Arc::clone(&engine.repl))),
-        tokio::spawn(repl::oplog_cap::run(Arc::clone(&engine.repl))),
+        tokio::spawn(repl::track_durability(Arc::clone(&node.repl))),
+        tokio::spawn(repl::oplog_cap::run(Arc::clone(&node.repl))),
     ];
     if !config.config_servers.is_empty() {
         // Its own client: heartbeats must not wait behind catalog reads, and give up fast.
@@ -168,13 +169,13 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
         };
         let catalog =
             Arc::new(shoal_cluster::config_client::ConfigClient::new(config.config_servers.clone(), settings));
-        repl_tasks.push(tokio::spawn(repl::heartbeat::run(Arc::clone(&engine.repl), catalog)));
-        repl_tasks.push(tokio::spawn(repl::fetcher::run(Arc::clone(&engine.repl))));
+        repl_tasks.push(tokio::spawn(repl::heartbeat::run(Arc::clone(&node.repl), catalog)));
+        repl_tasks.push(tokio::spawn(repl::fetcher::run(Arc::clone(&node.repl))));
     }
-    let replication = ReplicationServer::new(repl::source::ReplicationService::new(Arc::clone(&engine.repl)))
+    let replication = ReplicationServer::new(repl::source::ReplicationService::new(Arc::clone(&node.repl)))
         .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
         .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
-    let service = ShardServer::new(service::ShardService::new(Arc::clone(&engine)))
+    let service = ShardServer::new(service::ShardService::new(Arc::clone(&node)))
         .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
         .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
     let migration_service = MigrationServer::new(migration::service::MigrationService::new(migrations))
@@ -197,7 +198,7 @@ pub async fn run(config: ShardConfig, shutdown: impl Future<Output = ()> + Send 
     for task in repl_tasks {
         task.abort();
     }
-    let store = Arc::clone(&engine.store);
+    let store = Arc::clone(&node.store);
     tokio::task::spawn_blocking(move || store.shutdown()).await.map_err(std::io::Error::other)?;
     tracing::info!(name = %config.name, "shard stopped");
     served.map_err(ShardError::from)
@@ -211,16 +212,16 @@ pub fn announce_ready(role: &str, addr: SocketAddr) {
 }
 
 /// Deletes expired documents of TTL indexes, on the primary ([`exec::ttl`]).
-async fn ttl_monitor(engine: Arc<Engine>, interval: Duration) {
+async fn ttl_monitor(node: Arc<Node>, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let state = engine.repl.role().state;
+        let state = node.repl.role().state;
         if state != repl::MemberState::Primary && state != repl::MemberState::Standalone {
             continue;
         }
-        let store = Arc::clone(&engine.store);
+        let store = Arc::clone(&node.store);
         match tokio::task::spawn_blocking(move || exec::ttl::pass(&store, bson::DateTime::now())).await {
             Ok(Ok(n)) if n > 0 => tracing::info!(deleted = n, "TTL monitor deleted expired documents"),
             Ok(Err(e)) => tracing::warn!(error = %e.message, "TTL pass failed; will retry"),
@@ -232,15 +233,15 @@ async fn ttl_monitor(engine: Arc<Engine>, interval: Duration) {
 /// Reaps idle cursors, deletes the documents of dropped collections and, on the primary, the
 /// records of idle retryable-write sessions (the range deleter runs as its own task,
 /// [`sharding::range_deleter::run`]).
-async fn background_tasks(engine: Arc<Engine>, interval: Duration) {
+async fn background_tasks(node: Arc<Node>, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     loop {
         tick.tick().await;
-        let reaped = engine.cursors.reap_idle();
+        let reaped = node.cursors.reap_idle();
         if reaped > 0 {
             tracing::info!(reaped, "killed idle cursors");
         }
-        let store = Arc::clone(&engine.store);
+        let store = Arc::clone(&node.store);
         let purge = tokio::task::spawn_blocking(move || {
             let mut total = 0;
             loop {
@@ -258,10 +259,10 @@ async fn background_tasks(engine: Arc<Engine>, interval: Duration) {
             }
             _ => {}
         }
-        if engine.repl.role().state == repl::MemberState::Primary
-            || engine.repl.role().state == repl::MemberState::Standalone
+        if node.repl.role().state == repl::MemberState::Primary
+            || node.repl.role().state == repl::MemberState::Standalone
         {
-            let store = Arc::clone(&engine.store);
+            let store = Arc::clone(&node.store);
             match tokio::task::spawn_blocking(move || exec::retry::reap_idle(&store, bson::DateTime::now())).await {
                 Ok(Ok(n)) if n > 0 => tracing::info!(records = n, "removed idle retryable-write sessions"),
                 Ok(Err(e)) => tracing::debug!(error = %e, "reaping idle sessions failed; will retry"),

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 
-use crate::exec::Engine;
+use crate::exec::Node;
 use crate::migration::{self, Migrations};
 use crate::repl::MemberState;
 use crate::sharding::range_deleter;
@@ -42,8 +42,8 @@ impl Drop for Running {
 }
 
 /// Runs for the member's lifetime; abort it to stop (its children stop with it).
-pub async fn run(engine: Arc<Engine>, migrations: Arc<Migrations>) {
-    let mut roles = engine.repl.subscribe_role();
+pub async fn run(node: Arc<Node>, migrations: Arc<Migrations>) {
+    let mut roles = node.repl.subscribe_role();
     let mut running = Running(Vec::new());
     let mut serving_term = None;
     loop {
@@ -53,7 +53,7 @@ pub async fn run(engine: Arc<Engine>, migrations: Arc<Migrations>) {
             (true, Some(t)) if t == view.term => {}
             (true, _) => {
                 running.stop();
-                match start(&engine, &migrations).await {
+                match start(&node, &migrations).await {
                     Ok(tasks) => {
                         tracing::info!(term = view.term, "primary: range deleter and migration recovery started");
                         running.0 = tasks;
@@ -78,8 +78,8 @@ pub async fn run(engine: Arc<Engine>, migrations: Arc<Migrations>) {
     }
 }
 
-async fn start(engine: &Arc<Engine>, migrations: &Arc<Migrations>) -> Result<Vec<JoinHandle<()>>, String> {
-    let (e, m) = (Arc::clone(engine), Arc::clone(migrations));
+async fn start(node: &Arc<Node>, migrations: &Arc<Migrations>) -> Result<Vec<JoinHandle<()>>, String> {
+    let (e, m) = (Arc::clone(node), Arc::clone(migrations));
     let loaded = tokio::task::spawn_blocking(move || {
         let tasks = e.sharding.range_deleter.reload(&e.store)?;
         let (donors, recipients) = migration::recovery::load(&m)?;
@@ -97,7 +97,7 @@ async fn start(engine: &Arc<Engine>, migrations: &Arc<Migrations>) -> Result<Vec
         tracing::info!(tasks, "resuming range deletions");
     }
     Ok(vec![
-        tokio::spawn(range_deleter::run(Arc::clone(engine))),
+        tokio::spawn(range_deleter::run(Arc::clone(node))),
         tokio::spawn(migration::recovery::recover(Arc::clone(migrations), donors, recipients)),
     ])
 }

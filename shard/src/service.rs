@@ -31,7 +31,7 @@ use tracing::Instrument;
 use crate::commands::{self, Access, Forget, Handler};
 use crate::cursors::ReadPin;
 use crate::error::{ExecError, ExecResult};
-use crate::exec::{self, Engine, WriteConcern, WriteOutcome};
+use crate::exec::{self, Node, WriteConcern, WriteOutcome};
 use crate::repl::read_concern::{self, MajorityCursors, ReadConcern};
 use crate::sharding::{Ownership, WRITE_WAIT_MAX, WritePermit, load};
 
@@ -73,39 +73,39 @@ fn command_name(req: &CommandRequest) -> String {
 
 /// Measures one foreground command for admission control (on drop, so every exit counts).
 struct Timed<'a> {
-    engine: &'a Engine,
+    node: &'a Node,
     started: std::time::Instant,
 }
 
 impl<'a> Timed<'a> {
-    fn start(engine: &'a Engine) -> Self {
-        Self { engine, started: std::time::Instant::now() }
+    fn start(node: &'a Node) -> Self {
+        Self { node, started: std::time::Instant::now() }
     }
 }
 
 impl Drop for Timed<'_> {
     fn drop(&mut self) {
-        self.engine.latency.observe(self.started.elapsed());
+        self.node.latency.observe(self.started.elapsed());
     }
 }
 
 #[derive(Clone)]
 pub struct ShardService {
-    engine: Arc<Engine>,
+    node: Arc<Node>,
     /// Cursors whose `getMore`s wait for the commit point (see `repl::read_concern`).
     majority_cursors: Arc<MajorityCursors>,
 }
 
 impl ShardService {
-    pub fn new(engine: Arc<Engine>) -> Self {
-        Self { engine, majority_cursors: Arc::default() }
+    pub fn new(node: Arc<Node>) -> Self {
+        Self { node, majority_cursors: Arc::default() }
     }
 
     /// The request's read concern, checked before the read runs (see `repl::read_concern`).
     async fn read_concern(&self, req: &CommandRequest) -> ExecResult<ReadConcern> {
         let body = bson::RawDocument::from_bytes(&req.body)?;
         let rc = read_concern::parse(body, &command_name(req))?;
-        read_concern::before(&self.engine.repl, &rc, req.secondary_ok).await?;
+        read_concern::before(&self.node.repl, &rc, req.secondary_ok).await?;
         Ok(rc)
     }
 
@@ -119,7 +119,7 @@ impl ShardService {
         if !versioned && access != Access::Write {
             return Ok(Admitted::default());
         }
-        let sharding = &self.engine.sharding;
+        let sharding = &self.node.sharding;
         let mut admitted = Admitted::default();
         if req.database_version.is_some() && matches!(access, Access::Write | Access::Ddl) {
             // Keyed by the bare database name, which no namespace (`db.coll`) can equal.
@@ -131,7 +131,7 @@ impl ShardService {
         };
         match access {
             Access::Write => admitted._permit = Some(sharding.gates.write_permit(&ns, WRITE_WAIT_MAX).await?),
-            Access::Read => admitted.pin = Some(self.engine.cursors.pin(&ns)),
+            Access::Read => admitted.pin = Some(self.node.cursors.pin(&ns)),
             Access::Ddl | Access::Other => {}
         }
         admitted.ownership = sharding.check(&ns, req.shard_version.as_ref()).await?;
@@ -143,17 +143,17 @@ impl ShardService {
     /// router said a secondary may answer (read preference), and only with consistent data.
     fn check_readable(&self, req: &CommandRequest) -> ExecResult<()> {
         use crate::repl::MemberState;
-        let role = self.engine.repl.role();
+        let role = self.node.repl.role();
         match role.state {
             MemberState::Primary | MemberState::Standalone => Ok(()),
             state if req.secondary_ok && state.readable() => Ok(()),
             state if req.secondary_ok => Err(ExecError::new(
                 shoal_proto::ErrorCode::NotPrimaryOrSecondary,
-                format!("{} is {} and cannot serve reads", self.engine.repl.me, state.name()),
+                format!("{} is {} and cannot serve reads", self.node.repl.me, state.name()),
             )),
             state => Err(ExecError::new(
                 shoal_proto::ErrorCode::NotPrimaryNoSecondaryOk,
-                format!("not primary and secondaryOk=false ({} is {})", self.engine.repl.me, state.name()),
+                format!("not primary and secondaryOk=false ({} is {})", self.node.repl.me, state.name()),
             )),
         }
     }
@@ -166,13 +166,13 @@ impl ShardService {
         req: CommandRequest,
         writes: bool,
         admitted: &Admitted,
-        f: impl FnOnce(&Engine, &exec::Request<'_>) -> ExecResult<T> + Send + 'static,
+        f: impl FnOnce(&Node, &exec::Request<'_>) -> ExecResult<T> + Send + 'static,
     ) -> Result<(ExecResult<T>, Option<WriteConcern>), Status> {
         let (ownership, read_pin_seq) = (admitted.ownership.clone(), admitted.pin.as_ref().map(ReadPin::seq));
-        let engine = Arc::clone(&self.engine);
+        let node = Arc::clone(&self.node);
         let span = tracing::debug_span!("shard_command", request_id = %req.request_id, db = %req.db);
         // Requests on sharded collections are counted for the balancer's load statistics.
-        let sampled = ownership.as_ref().and_then(|o| engine.sharding.load.begin(&o.ns));
+        let sampled = ownership.as_ref().and_then(|o| node.sharding.load.begin(&o.ns));
         let received = std::time::Instant::now();
         tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
@@ -189,15 +189,15 @@ impl ShardService {
             parsed.ownership = ownership;
             parsed.read_pin_seq = read_pin_seq;
             let out = if !writes {
-                (f(&engine, &parsed), None)
+                (f(&node, &parsed), None)
             } else {
                 match WriteConcern::parse(&parsed.body, parsed.name()) {
-                    Ok(wc) => (f(&engine, &parsed), Some(wc)),
+                    Ok(wc) => (f(&node, &parsed), Some(wc)),
                     Err(e) => (Err(e), None),
                 }
             };
             if let (Some((ticket, rec)), Some(o)) = (recording, parsed.owned()) {
-                engine.sharding.load.record(&o.ns, ticket, rec.finish());
+                node.sharding.load.record(&o.ns, ticket, rec.finish());
             }
             out
         })
@@ -208,9 +208,9 @@ impl ShardService {
     async fn read(
         &self,
         req: CommandRequest,
-        f: fn(&Engine, &exec::Request<'_>) -> ExecResult<(exec::find::Batch, String)>,
+        f: fn(&Node, &exec::Request<'_>) -> ExecResult<(exec::find::Batch, String)>,
     ) -> Result<Response<CursorReply>, Status> {
-        let _timed = Timed::start(&self.engine);
+        let _timed = Timed::start(&self.node);
         if let Err(e) = self.check_readable(&req) {
             return Ok(Response::new(cursor_reply(Err(e))));
         }
@@ -235,10 +235,10 @@ impl ShardService {
     /// Holds a batch back until what it read is majority committed (`majority`, `linearizable`);
     /// a cursor that cannot be answered is killed, one that continues is remembered.
     async fn majority_committed(&self, rc: &ReadConcern, cursor_id: i64) -> ExecResult<()> {
-        let read_at = self.engine.store.position().optime;
-        if let Err(e) = read_concern::after(&self.engine.repl, rc, read_at).await {
+        let read_at = self.node.store.position().optime;
+        if let Err(e) = read_concern::after(&self.node.repl, rc, read_at).await {
             if cursor_id != 0 {
-                self.engine.cursors.kill(cursor_id);
+                self.node.cursors.kill(cursor_id);
                 self.majority_cursors.forget(cursor_id);
             }
             return Err(e);
@@ -256,21 +256,21 @@ impl ShardService {
     async fn write_concern(&self, seq: u64, wc: Option<WriteConcern>) -> ExecResult<Option<CommandError>> {
         let Some(wc) = wc else { return Ok(None) };
         // Conservative: the newest position now is at or after this write's last entry.
-        let position = self.engine.store.position();
+        let position = self.node.store.position();
         debug_assert!(position.seq >= seq);
         if wc.journal {
-            self.engine.store.wait_durable(position.seq).await?;
-            self.engine.repl.set_durable(position.optime);
+            self.node.store.wait_durable(position.seq).await?;
+            self.node.repl.set_durable(position.optime);
         }
-        Ok(crate::repl::wait::wait(&self.engine.repl, &wc, position.optime).await.err().map(|e| e.to_wire()))
+        Ok(crate::repl::wait::wait(&self.node.repl, &wc, position.optime).await.err().map(|e| e.to_wire()))
     }
 
     async fn write(
         &self,
         req: CommandRequest,
-        f: fn(&Engine, &exec::Request<'_>) -> ExecResult<(WriteOutcome, u64)>,
+        f: fn(&Node, &exec::Request<'_>) -> ExecResult<(WriteOutcome, u64)>,
     ) -> Result<Response<WriteReply>, Status> {
-        let _timed = Timed::start(&self.engine);
+        let _timed = Timed::start(&self.node);
         let admitted = match self.admit(&req, Access::Write).instrument(admit_span(&req)).await {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(WriteReply { error: Some(e.to_wire()), ..Default::default() })),
@@ -346,11 +346,11 @@ impl Shard for ShardService {
 
     async fn get_more(&self, request: Request<GetMoreRequest>) -> Result<Response<CursorReply>, Status> {
         let req = request.into_inner();
-        let _timed = Timed::start(&self.engine);
-        let engine = Arc::clone(&self.engine);
+        let _timed = Timed::start(&self.node);
+        let node = Arc::clone(&self.node);
         let cursor_id = req.cursor_id;
         let result = tokio::task::spawn_blocking(move || {
-            exec::find::get_more(&engine, req.cursor_id, req.batch_size.max(0) as usize, &req.ns)
+            exec::find::get_more(&node, req.cursor_id, req.batch_size.max(0) as usize, &req.ns)
         })
         .await
         .map_err(|e| Status::internal(format!("getMore task failed: {e}")))?;
@@ -377,7 +377,7 @@ impl Shard for ShardService {
         let (mut killed, mut not_found) = (Vec::new(), Vec::new());
         for id in req.cursor_ids {
             self.majority_cursors.forget(id);
-            if self.engine.cursors.kill(id) { killed.push(id) } else { not_found.push(id) }
+            if self.node.cursors.kill(id) { killed.push(id) } else { not_found.push(id) }
         }
         Ok(Response::new(KillCursorsReply { killed, not_found }))
     }
@@ -389,7 +389,7 @@ impl Shard for ShardService {
             let e = ExecError::new(shoal_proto::ErrorCode::CommandNotFound, format!("no such command: '{name}'"));
             return Ok(Response::new(command_reply(Err(e))));
         };
-        let _timed = spec.foreground.then(|| Timed::start(&self.engine));
+        let _timed = spec.foreground.then(|| Timed::start(&self.node));
         // A dropped collection's metadata is reloaded on next use (it may be re-sharded).
         let forget = match spec.forgets {
             Forget::Collection => target_ns(&req),
@@ -401,7 +401,7 @@ impl Shard for ShardService {
             Handler::Blocking(run) => run,
             Handler::StepDown => {
                 let result = match exec::Request::parse(&req) {
-                    Ok(parsed) => crate::repl::step_down::step_down(&self.engine.repl, &parsed.body).await,
+                    Ok(parsed) => crate::repl::step_down::step_down(&self.node.repl, &parsed.body).await,
                     Err(e) => Err(e),
                 };
                 return Ok(Response::new(command_reply(result)));
@@ -423,15 +423,14 @@ impl Shard for ShardService {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(command_reply(Err(e)))),
         };
-        let (result, wc) = self
-            .blocking(req, true, &admitted, move |engine, r| -> ExecResult<(Document, u64)> { run(engine, r) })
-            .await?;
+        let (result, wc) =
+            self.blocking(req, true, &admitted, move |node, r| -> ExecResult<(Document, u64)> { run(node, r) }).await?;
         drop(admitted);
         if let (Some(ns), Ok(_)) = (&forget, &result) {
             if ns.ends_with('.') {
-                self.engine.sharding.forget_database(&ns[..ns.len() - 1]);
+                self.node.sharding.forget_database(&ns[..ns.len() - 1]);
             } else {
-                self.engine.sharding.forget(ns);
+                self.node.sharding.forget(ns);
             }
         }
         let result = match (result, &rc) {
@@ -459,8 +458,8 @@ mod tests {
     use super::*;
 
     fn service(dir: &std::path::Path) -> ShardService {
-        let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
-        ShardService::new(crate::open_engine(&config).expect("open"))
+        let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
+        ShardService::new(crate::open_node(&config).expect("open"))
     }
 
     fn request(body: Document, shard_version: Option<ShardVersion>) -> Request<CommandRequest> {
@@ -480,7 +479,7 @@ mod tests {
     async fn writes_wait_for_a_critical_section() {
         let dir = tempfile::tempdir().expect("tempdir");
         let svc = service(dir.path());
-        let section = svc.engine.sharding.gates.enter("db.c").await;
+        let section = svc.node.sharding.gates.enter("db.c").await;
         let s = svc.clone();
         let insert =
             tokio::spawn(async move { s.insert(request(doc! {"insert": "c", "documents": [{"_id": 1}]}, None)).await });
@@ -488,7 +487,7 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert!(!insert.is_finished(), "the insert ran during the critical section");
-        assert!(svc.engine.store.collection("db.c").is_none());
+        assert!(svc.node.store.collection("db.c").is_none());
         drop(section);
         let reply = insert.await.expect("task").expect("rpc").into_inner();
         assert!(reply.error.is_none(), "{:?}", reply.error);
@@ -499,7 +498,7 @@ mod tests {
     async fn writes_routed_as_unsharded_wait_for_a_move_primary_then_are_checked() {
         let dir = tempfile::tempdir().expect("tempdir");
         let svc = service(dir.path());
-        let section = svc.engine.sharding.gates.enter("db").await;
+        let section = svc.node.sharding.gates.enter("db").await;
         let s = svc.clone();
         let insert = tokio::spawn(async move {
             let mut req = request(doc! {"insert": "c", "documents": [{"_id": 1}]}, Some(ShardVersion::default()));
@@ -518,7 +517,7 @@ mod tests {
         // Checked after the wait: this shard has no catalog to check the database version with.
         let reply = insert.await.expect("task").expect("rpc").into_inner();
         assert_eq!(reply.error.map(|e| e.code), Some(shoal_proto::ErrorCode::NotYetInitialized.code()));
-        assert!(svc.engine.store.collection("db.c").is_none());
+        assert!(svc.node.store.collection("db.c").is_none());
     }
 
     #[tokio::test]
@@ -534,7 +533,7 @@ mod tests {
             .expect("rpc")
             .into_inner();
         assert_eq!(reply.error.map(|e| e.code), Some(shoal_proto::ErrorCode::NotYetInitialized.code()));
-        assert!(svc.engine.store.collection("db.c").is_none(), "refused before anything ran");
+        assert!(svc.node.store.collection("db.c").is_none(), "refused before anything ran");
         // Unversioned requests work as before.
         let reply = svc.find(request(doc! {"find": "c"}, None)).await.expect("rpc").into_inner();
         assert!(reply.error.is_none());

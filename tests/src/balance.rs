@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bson::{Document, doc};
 use shoal_cluster::config_client::ConfigClient;
-use shoal_proto::catalog::{CatalogView, Collection, Parts};
+use shoal_proto::catalog::{ClusterCatalogView, Collection, Parts};
 use shoal_proto::shard::CommandRequest;
 use shoal_proto::shard::shard_client::ShardClient;
 
@@ -20,7 +20,7 @@ pub const SHARD_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 pub const POLL_PERIOD: Duration = Duration::from_millis(500);
 
 /// The catalog as the config service's leader has it.
-pub async fn catalog(client: &ConfigClient) -> anyhow::Result<CatalogView> {
+pub async fn catalog(client: &ConfigClient) -> anyhow::Result<ClusterCatalogView> {
     Ok(client.view(Parts::ALL, true).await?.0)
 }
 

@@ -6,12 +6,12 @@
 
 use bson::{Bson, Document, doc};
 use shoal_cluster::config_client::{ClientSettings, ConfigClient};
-use shoal_configsvr::catalog::{CatalogView, ChunkBound, KeyPattern, Parts};
+use shoal_configsvr::catalog::{ChunkBound, ClusterCatalogView, KeyPattern, Parts};
 use shoal_tests::catalog_cluster::CatalogCluster;
 use shoal_tests::expect::command_error;
 
 /// The catalog as the config servers hold it now (linearizable read).
-async fn read_catalog(cluster: &CatalogCluster) -> CatalogView {
+async fn read_catalog(cluster: &CatalogCluster) -> ClusterCatalogView {
     let client = ConfigClient::new(cluster.config_addrs.clone(), ClientSettings::default());
     client.view(Parts::ALL, true).await.expect("catalog read").0
 }

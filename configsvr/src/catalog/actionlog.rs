@@ -15,9 +15,9 @@ use super::CatalogError;
 use super::Detail;
 use super::Reply;
 use super::changelog;
-use super::{Catalog, Outcome};
+use super::{ClusterCatalog, Outcome};
 
-impl Catalog {
+impl ClusterCatalog {
     /// `Command::LogAction`: validated as a `LogChange` is, then appended to the action log.
     pub(super) fn log_action(
         &mut self,
@@ -54,7 +54,7 @@ mod tests {
 
     #[test]
     fn actions_go_to_the_action_log_only_and_stay_bounded() {
-        let mut c = Catalog::new();
+        let mut c = ClusterCatalog::new();
         let changes = c.changelog().entries().len();
         for i in 0..CHANGELOG_ENTRIES_MAX + 3 {
             c.apply(&action("balancer.round"), 1000 + i as u64).expect("logged");
@@ -66,7 +66,7 @@ mod tests {
 
     #[test]
     fn rounds_add_up_and_repeats_change_nothing() {
-        let mut c = Catalog::new();
+        let mut c = ClusterCatalog::new();
         c.apply(&Command::ReportBalancerRounds { completed: 0, in_round: true }, 10).expect("report");
         let v = c.version();
         c.apply(&Command::ReportBalancerRounds { completed: 0, in_round: true }, 11).expect("report");

@@ -1,4 +1,4 @@
-//! The catalog reads the replication layer and the client API make beyond `Catalog::apply`, in
+//! The catalog reads the replication layer and the client API make beyond `ClusterCatalog::apply`, in
 //! one place, so a change of the catalog's read API touches only this file: the version, and the
 //! answers to `config.proto`'s narrow queries ([`answer`]), encoded as `shoal_proto::catalog::wire`
 //! says (the contract between processes, independent of the Raft log's encoding).
@@ -7,17 +7,17 @@ use shoal_proto::catalog::wire::{self, WireError};
 use shoal_proto::config::catalog_query::What;
 use shoal_proto::config::{CatalogQuery, RoutingTableQuery};
 
-use super::{Catalog, CatalogView, ChunkVersion, Collection, Epoch, Parts, Shard};
+use super::{ChunkVersion, ClusterCatalog, ClusterCatalogView, Collection, Epoch, Parts, Shard};
 pub use crate::catalog::{RoutingAnswer, RoutingSince};
 use shoal_proto::config::CatalogPart;
 
 /// The catalog's version counter (grows with every change).
-pub fn version(catalog: &Catalog) -> u64 {
+pub fn version(catalog: &ClusterCatalog) -> u64 {
     catalog.version()
 }
 
 /// The routing table of `ns`, whole or incrementally after `since`.
-pub fn routing_table(catalog: &Catalog, ns: &str, since: Option<RoutingSince>) -> RoutingAnswer {
+pub fn routing_table(catalog: &ClusterCatalog, ns: &str, since: Option<RoutingSince>) -> RoutingAnswer {
     match since {
         None => RoutingAnswer::Full(catalog.routing_table(ns)),
         Some(s) => RoutingAnswer::Changes(catalog.chunks_since(ns, s.epoch, s.version)),
@@ -41,7 +41,7 @@ pub enum QueryError {
 }
 
 /// The answers to `queries`, in order, all from the same `catalog`.
-pub fn answer_all(catalog: &Catalog, queries: &[CatalogQuery]) -> Result<Vec<Vec<u8>>, QueryError> {
+pub fn answer_all(catalog: &ClusterCatalog, queries: &[CatalogQuery]) -> Result<Vec<Vec<u8>>, QueryError> {
     if queries.len() > QUERIES_PER_REQUEST_MAX {
         return Err(QueryError::TooMany { got: queries.len() });
     }
@@ -50,7 +50,7 @@ pub fn answer_all(catalog: &Catalog, queries: &[CatalogQuery]) -> Result<Vec<Vec
 
 /// The answer to `query`, encoded; the type of each answer is listed beside its query in
 /// `config.proto`.
-pub fn answer(catalog: &Catalog, query: &CatalogQuery) -> Result<Vec<u8>, QueryError> {
+pub fn answer(catalog: &ClusterCatalog, query: &CatalogQuery) -> Result<Vec<u8>, QueryError> {
     let what = query.what.as_ref().ok_or(QueryError::Empty)?;
     Ok(match what {
         What::Shards(_) => wire::encode(&catalog.shards().values().collect::<Vec<&Shard>>())?,
@@ -68,8 +68,8 @@ pub fn answer(catalog: &Catalog, query: &CatalogQuery) -> Result<Vec<u8>, QueryE
 }
 
 /// The named `parts` of the catalog.
-pub fn view(catalog: &Catalog, parts: Parts) -> CatalogView {
-    let mut view = CatalogView::new(catalog.now_ms(), catalog.cluster_id(), catalog.balancer_rounds().clone());
+pub fn view(catalog: &ClusterCatalog, parts: Parts) -> ClusterCatalogView {
+    let mut view = ClusterCatalogView::new(catalog.now_ms(), catalog.cluster_id(), catalog.balancer_rounds().clone());
     if parts.has(CatalogPart::Shards) {
         view = view.with_shards(catalog.shards().clone());
     }
@@ -97,7 +97,7 @@ pub fn view(catalog: &Catalog, parts: Parts) -> CatalogView {
     view
 }
 
-fn collections_in<'a>(catalog: &'a Catalog, db: &str) -> Vec<&'a Collection> {
+fn collections_in<'a>(catalog: &'a ClusterCatalog, db: &str) -> Vec<&'a Collection> {
     let prefix = format!("{db}.");
     catalog
         .collections()

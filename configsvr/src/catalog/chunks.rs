@@ -21,12 +21,12 @@ use super::CatalogError;
 use super::Reply;
 use super::changelog::LogDraft;
 use super::{CHUNK_HISTORY_ENTRIES_MAX, Chunk, ChunkBound, ChunkHistoryEntry, ChunkVersion, Collection, Epoch};
-use super::{Catalog, Outcome};
+use super::{ClusterCatalog, Outcome};
 
 /// Split points one `SplitChunk` may carry (MongoDB's `kMaxSplitPoints`).
 pub const SPLIT_POINTS_MAX: usize = 8192;
 
-impl Catalog {
+impl ClusterCatalog {
     /// The sharded collection `ns` at `epoch`.
     pub(super) fn sharded(&self, ns: &str, epoch: Epoch) -> Result<&Collection, CatalogError> {
         match self.collections.get(ns) {

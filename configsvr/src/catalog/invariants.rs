@@ -12,7 +12,7 @@
 
 use std::collections::BTreeSet;
 
-use super::Catalog;
+use super::ClusterCatalog;
 use super::leases::Leases;
 use super::{CHUNK_HISTORY_ENTRIES_MAX, ChunkBound, Collection};
 
@@ -115,7 +115,7 @@ pub fn check_fencing_grew(before: &Leases, after: &Leases) -> Result<(), Invaria
     Ok(())
 }
 
-impl Catalog {
+impl ClusterCatalog {
     /// Every invariant of the whole catalog.
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         let dangling = |detail: String| InvariantViolation::Reference { detail };
@@ -180,12 +180,12 @@ pub(crate) struct Before {
 
 #[cfg(debug_assertions)]
 impl Before {
-    pub(crate) fn capture(catalog: &Catalog, cmd: &super::Command) -> Self {
+    pub(crate) fn capture(catalog: &ClusterCatalog, cmd: &super::Command) -> Self {
         let collection = cmd.chunk_namespace().and_then(|ns| catalog.collection(ns)).cloned();
         Self { collection, leases: catalog.leases.clone(), version: catalog.version }
     }
 
-    pub(crate) fn verify(&self, after: &Catalog) -> Result<(), InvariantViolation> {
+    pub(crate) fn verify(&self, after: &ClusterCatalog) -> Result<(), InvariantViolation> {
         after.check_invariants()?;
         if let Some(before) = &self.collection
             && let Some(now) = after.collection(&before.ns)

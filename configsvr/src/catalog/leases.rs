@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::CatalogError;
 use super::Reply;
 use super::changelog::LogDraft;
-use super::{Catalog, Fencing, Lease, Outcome};
+use super::{ClusterCatalog, Fencing, Lease, Outcome};
 
 /// Longest lease: a holder that vanishes blocks others for at most this long.
 pub const LEASE_TTL_MS_MAX: u64 = 5 * 60 * 1000;
@@ -77,7 +77,7 @@ fn check_ttl(ttl_ms: u64) -> Result<(), CatalogError> {
     Ok(())
 }
 
-impl Catalog {
+impl ClusterCatalog {
     pub(super) fn acquire_lease(
         &mut self,
         name: &str,

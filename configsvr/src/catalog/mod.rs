@@ -1,10 +1,11 @@
-//! The catalog state machine: the cluster's shape (shards, databases, sharded collections and
+//! The cluster catalog's state machine, [`ClusterCatalog`] (named so: a shard's own list of its
+//! collections is its `LocalCatalog`, a router's client of this one its `ClusterCatalogClient`): the cluster's shape (shards, databases, sharded collections and
 //! their chunks, zones, settings, leases, replica-group terms, users and roles) and the one function that changes
-//! it, [`Catalog::apply`]. Pure and I/O-free: the Raft layer feeds it committed log entries.
+//! it, [`ClusterCatalog::apply`]. Pure and I/O-free: the Raft layer feeds it committed log entries.
 //!
 //! ```text
 //!   router / shard / balancer          config leader                  every replica
-//!   ------------------------   propose(Command, now_ms)   -------->   Catalog::apply(cmd, now_ms)
+//!   ------------------------   propose(Command, now_ms)   -------->   ClusterCatalog::apply(cmd, now_ms)
 //!        read versions V   -----------------------------------------> CAS on V: Ok(Reply)
 //!                                                                      or Err(CatalogError), unchanged
 //! ```
@@ -52,7 +53,7 @@ use changelog::LogDraft;
 
 /// The whole catalog. Serialize it for a snapshot; compare two with `==`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-pub struct Catalog {
+pub struct ClusterCatalog {
     /// Grows by one on every command that changed something; the watch stream publishes it.
     version: u64,
     clock: Clock,
@@ -146,7 +147,7 @@ impl Outcome {
     }
 }
 
-impl Catalog {
+impl ClusterCatalog {
     pub fn new() -> Self {
         Self::default()
     }

@@ -14,11 +14,11 @@ use uuid::Uuid;
 
 use super::CatalogError;
 use super::changelog::LogDraft;
-use super::{Catalog, Outcome};
 use super::{
     Chunk, ChunkBound, ChunkHistoryEntry, ChunkVersion, Collection, Database, DatabaseVersion, Epoch, KeyPattern,
     ShardId,
 };
+use super::{ClusterCatalog, Outcome};
 use super::{InitialChunks, Reply};
 
 /// Chunks `ShardCollection` may create at once. MongoDB caps `numInitialChunks` at 8192 per
@@ -31,7 +31,7 @@ const RESERVED_DATABASES: [&str; 3] = ["admin", "config", "local"];
 /// The first version of every collection's chunks.
 const FIRST_MAJOR: u32 = 1;
 
-impl Catalog {
+impl ClusterCatalog {
     /// An active shard, or why it cannot take new data.
     fn target_shard(&self, id: &str) -> Result<(), CatalogError> {
         match self.shards.get(id) {

@@ -24,8 +24,8 @@ use super::CatalogError;
 use super::Detail;
 use super::Reply;
 use super::changelog::LogDraft;
-use super::{Catalog, Outcome};
 use super::{Chunk, ChunkBound, Epoch, KeyPattern, ZoneRange};
+use super::{ClusterCatalog, Outcome};
 
 /// Longest `bound_suffix`: MinKey encodes in one byte, and a key has at most 32 fields, so a real
 /// suffix is far shorter; the bound keeps one bad command from growing every chunk bound.
@@ -38,7 +38,7 @@ fn extended(bound: &ChunkBound, suffix: &[u8]) -> ChunkBound {
     }
 }
 
-impl Catalog {
+impl ClusterCatalog {
     pub(super) fn refine_shard_key(
         &mut self,
         ns: &str,

@@ -1,10 +1,10 @@
 //! The catalog's routing reads: a collection's full routing table, the chunks changed since a
 //! version (incremental refresh), shard and collection versions. The types are `shoal_proto`'s.
 
-use super::Catalog;
+use super::ClusterCatalog;
 use super::{ChangedChunks, ChunkVersion, Epoch, PlacementVersion, RoutingTable};
 
-impl Catalog {
+impl ClusterCatalog {
     pub fn routing_table(&self, ns: &str) -> Option<RoutingTable> {
         let c = self.collections.get(ns)?;
         Some(RoutingTable {

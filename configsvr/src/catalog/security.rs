@@ -13,7 +13,7 @@
 use shoal_auth::{builtin, graph};
 use shoal_proto::catalog::{Privilege, Role, RoleName, SecurityCatalog, SecurityCommand, User, UserName};
 
-use super::{Catalog, CatalogError, Outcome, Reply};
+use super::{CatalogError, ClusterCatalog, Outcome, Reply};
 
 /// Users the cluster may hold.
 pub const USERS_MAX: usize = 100_000;
@@ -24,7 +24,7 @@ pub const GRANTS_MAX: usize = 1_000;
 /// Longest user, role or database name.
 pub const NAME_BYTES_MAX: usize = 1_024;
 
-impl Catalog {
+impl ClusterCatalog {
     /// Users and roles (the router's authentication and authorization source).
     pub fn security(&self) -> &SecurityCatalog {
         &self.security

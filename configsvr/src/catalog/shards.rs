@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 use super::CatalogError;
 use super::changelog::LogDraft;
-use super::{Catalog, Outcome};
+use super::{ClusterCatalog, Outcome};
 use super::{RemoveShardProgress, RemoveShardState, Reply};
 use super::{ReplicaGroup, Shard, ShardState};
 
@@ -47,7 +47,7 @@ fn check_member(member: &str) -> Result<(), CatalogError> {
     if ok { Ok(()) } else { Err(CatalogError::bad_value("member", format!("'{member}' is not host:port"))) }
 }
 
-impl Catalog {
+impl ClusterCatalog {
     pub(super) fn add_shard(
         &mut self,
         id: &str,

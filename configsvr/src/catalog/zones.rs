@@ -1,6 +1,6 @@
 //! Zones: named sets of shards (`AddShardToZone`, `RemoveShardFromZone`) and the key ranges of
 //! a namespace assigned to them (`UpdateZoneKeyRange`). A zone exists while some shard is in it;
-//! the shard list is the single source of truth, [`Catalog::zones`] derives the zone → shards map.
+//! the shard list is the single source of truth, [`ClusterCatalog::zones`] derives the zone → shards map.
 //!
 //! Invariants: a namespace's zone ranges are sorted by `min`, non-empty (`min < max`) and do not
 //! overlap; every range names a zone that some shard belongs to.
@@ -12,8 +12,8 @@ use shoal_proto::Namespace;
 use super::CatalogError;
 use super::Reply;
 use super::changelog::LogDraft;
-use super::{Catalog, Outcome};
 use super::{ChunkBound, ShardId, ZoneRange};
+use super::{ClusterCatalog, Outcome};
 
 /// Zones one shard may belong to.
 pub const ZONES_PER_SHARD_MAX: usize = 1024;
@@ -22,7 +22,7 @@ pub const ZONE_RANGES_PER_NAMESPACE_MAX: usize = 10_000;
 /// Longest zone name.
 pub const ZONE_NAME_BYTES_MAX: usize = 256;
 
-impl Catalog {
+impl ClusterCatalog {
     /// Each zone and the shards in it.
     pub fn zones(&self) -> BTreeMap<String, BTreeSet<ShardId>> {
         let mut zones: BTreeMap<String, BTreeSet<ShardId>> = BTreeMap::new();

@@ -5,7 +5,7 @@
 //!   service.rs --client_write / ensure_linearizable--> openraft::Raft (TypeConfig, types.rs)
 //!                                                          |            |             |
 //!                               log_store.rs (fjall "log"/"meta")  state_machine.rs   network.rs --gRPC-->
-//!                                         \                        (Catalog in memory,        peer's rpc.rs
+//!                                         \                        (ClusterCatalog in memory, peer's rpc.rs
 //!                                          +-- store.rs: RaftDb     snapshots in fjall)
 //!                                              (one journal, group fsync thread)
 //! ```

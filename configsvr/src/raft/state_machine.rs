@@ -1,4 +1,4 @@
-//! openraft's [`RaftStateMachine`]: the [`Catalog`] in memory, persisted as snapshots.
+//! openraft's [`RaftStateMachine`]: the [`ClusterCatalog`] in memory, persisted as snapshots.
 //!
 //! The catalog is one value, so rewriting it on every apply would cost O(catalog) per command.
 //! Instead the state machine is transient and the snapshot is persistent (openraft's documented
@@ -22,13 +22,13 @@ use tokio::sync::watch;
 
 use super::log_store::blocking;
 use super::store::{RaftDb, SNAPSHOT_DATA, SNAPSHOT_META, fjall_err};
-use super::types::{Catalog, LogId, RaftReply, Snapshot, SnapshotMeta, StoredMembership, TypeConfig};
+use super::types::{ClusterCatalog, LogId, RaftReply, Snapshot, SnapshotMeta, StoredMembership, TypeConfig};
 use crate::codec;
 
 /// What the state machine holds: the catalog and the Raft position it reflects.
 #[derive(Default)]
 pub struct Applied {
-    pub catalog: Catalog,
+    pub catalog: ClusterCatalog,
     pub last_applied: Option<LogId>,
     pub last_membership: StoredMembership,
 }
@@ -197,7 +197,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     }
 
     async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Bytes) -> Result<(), io::Error> {
-        let catalog: Catalog = codec::decode(&snapshot)?;
+        let catalog: ClusterCatalog = codec::decode(&snapshot)?;
         let db = Arc::clone(&self.db);
         let stored_meta = meta.clone();
         let data = snapshot.clone();

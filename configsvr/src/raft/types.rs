@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::catalog::{Catalog, CatalogError, Command, Reply};
+pub use crate::catalog::{CatalogError, ClusterCatalog, Command, Reply};
 
 openraft::declare_raft_types!(
     /// Types of the config service's Raft group: `u64` node ids, nodes addressed by `host:port`.

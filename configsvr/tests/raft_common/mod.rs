@@ -18,7 +18,7 @@ use std::time::Duration;
 use openraft::async_runtime::WatchReceiver;
 use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 use shoal_configsvr::catalog::{Command, Shard};
-use shoal_configsvr::server::{ConfigServer, ConfigServerConfig};
+use shoal_configsvr::server::{ConfigServer, ConfigServerSettings};
 use tokio::net::TcpListener;
 
 #[allow(unused_imports)]
@@ -66,7 +66,7 @@ pub fn no_quorum_client_settings() -> ClientSettings {
 }
 
 /// Fast Raft timings for in-process clusters.
-pub fn fast_config(config: &mut ConfigServerConfig) {
+pub fn fast_config(config: &mut ConfigServerSettings) {
     config.raft.heartbeat_interval_ms = 50;
     config.raft.election_timeout_min_ms = 300;
     config.raft.election_timeout_max_ms = 600;
@@ -78,7 +78,7 @@ pub fn fast_config(config: &mut ConfigServerConfig) {
 pub struct InProcNode {
     pub id: u64,
     pub addr: SocketAddr,
-    pub config: ConfigServerConfig,
+    pub config: ConfigServerSettings,
     pub server: Option<ConfigServer>,
 }
 
@@ -90,7 +90,7 @@ pub struct InProcCluster {
 
 impl InProcCluster {
     /// Starts `n` voters (node 1 with `--init`); `tweak` adjusts every node's config.
-    pub async fn start(n: u64, tweak: impl Fn(&mut ConfigServerConfig)) -> Self {
+    pub async fn start(n: u64, tweak: impl Fn(&mut ConfigServerSettings)) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut listeners = Vec::new();
         for _ in 0..n {
@@ -102,7 +102,7 @@ impl InProcCluster {
         let mut nodes = Vec::new();
         for (i, listener) in listeners.into_iter().enumerate() {
             let id = i as u64 + 1;
-            let mut config = ConfigServerConfig::new(id, addrs[i], dir.path().join(format!("n{id}")));
+            let mut config = ConfigServerSettings::new(id, addrs[i], dir.path().join(format!("n{id}")));
             config.peers = peers.clone();
             config.init = id == 1;
             fast_config(&mut config);

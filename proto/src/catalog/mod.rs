@@ -39,4 +39,4 @@ pub use types::{
     DatabaseVersion, Epoch, KEY_PATTERN_FIELDS_MAX, KeyField, KeyFieldKind, KeyPattern, PlacementVersion, ReplicaGroup,
     Shard, ShardId, ShardState, Timestamp, ZoneRange, chunk_map,
 };
-pub use view::{CatalogView, Parts};
+pub use view::{ClusterCatalogView, Parts};

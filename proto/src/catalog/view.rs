@@ -1,5 +1,5 @@
-//! [`CatalogView`]: named parts of the catalog read at one version, the answer to `config.proto`'s
-//! `view` query. It serves the readers that need more than one value, and all of them consistent:
+//! [`ClusterCatalogView`]: named parts of the cluster catalog read at one version, the answer to
+//! `config.proto`'s `view` query. It serves the readers that need more than one value, and all of them consistent:
 //! the balancer's round, the router's `config` database and sharding status commands.
 //!
 //! A view holds only the parts it was asked for. Its accessors are those of the config service's
@@ -60,9 +60,9 @@ const ALL_PARTS: [CatalogPart; 8] = [
 ];
 
 /// Named parts of the catalog at one version. Built by the config service
-/// ([`CatalogView::new`] and the `with_*` setters, each of which marks its part as held).
+/// ([`ClusterCatalogView::new`] and the `with_*` setters, each of which marks its part as held).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-pub struct CatalogView {
+pub struct ClusterCatalogView {
     held: Parts,
     now_ms: u64,
     cluster_id: Option<Epoch>,
@@ -77,7 +77,7 @@ pub struct CatalogView {
     actionlog: Vec<ChangelogEntry>,
 }
 
-impl CatalogView {
+impl ClusterCatalogView {
     /// A view holding no part yet: the catalog's clock (ms), identity and balancer round count.
     pub fn new(now_ms: u64, cluster_id: Option<Epoch>, balancer_rounds: BalancerRounds) -> Self {
         Self { now_ms, cluster_id, balancer_rounds, ..Self::default() }
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn setters_mark_their_part_as_held() {
-        let view = CatalogView::new(5, None, BalancerRounds::default()).with_settings(Settings::default());
+        let view = ClusterCatalogView::new(5, None, BalancerRounds::default()).with_settings(Settings::default());
         assert_eq!(view.held(), Parts::of(&[CatalogPart::Settings]));
         assert_eq!(view.settings(), &Settings::default());
         assert_eq!(view.now_ms(), 5);
@@ -237,16 +237,17 @@ mod tests {
     #[cfg(debug_assertions)]
     #[should_panic(expected = "without asking")]
     fn reading_a_part_not_asked_for_is_caught() {
-        let view = CatalogView::new(0, None, BalancerRounds::default());
+        let view = ClusterCatalogView::new(0, None, BalancerRounds::default());
         let _ = view.shards();
     }
 
     #[test]
     fn a_view_round_trips_through_the_wire_encoding() {
-        let view = CatalogView::new(7, Some(Epoch([3; 12])), BalancerRounds::default())
+        let view = ClusterCatalogView::new(7, Some(Epoch([3; 12])), BalancerRounds::default())
             .with_shards(BTreeMap::new())
             .with_changelog(Vec::new());
-        let back: CatalogView = crate::catalog::wire::decode(&crate::catalog::wire::encode(&view).unwrap()).unwrap();
+        let back: ClusterCatalogView =
+            crate::catalog::wire::decode(&crate::catalog::wire::encode(&view).unwrap()).unwrap();
         assert_eq!(back, view);
     }
 }

@@ -18,7 +18,7 @@ use shoal_auth::Privileges;
 use shoal_auth::graph;
 use shoal_proto::catalog::{SecurityCatalog, User, UserName};
 
-use crate::catalog::CatalogAccess;
+use crate::catalog::ClusterCatalogClient;
 use crate::error::CommandError;
 use crate::state::RouterState;
 
@@ -83,7 +83,7 @@ impl SecurityCache {
 
     /// The current snapshot, loading it first if this router never has. A router without config
     /// servers has no users (the empty snapshot).
-    pub async fn get(&self, catalog: &CatalogAccess) -> Result<Arc<Snapshot>, CommandError> {
+    pub async fn get(&self, catalog: &ClusterCatalogClient) -> Result<Arc<Snapshot>, CommandError> {
         let current = self.current();
         if current.loaded || !catalog.is_configured() {
             return Ok(current);
@@ -93,7 +93,7 @@ impl SecurityCache {
 
     /// Reads users and roles again unless the snapshot held is already at `at_least`; keeps
     /// whichever of the two is newer.
-    pub async fn reload(&self, catalog: &CatalogAccess, at_least: u64) -> Result<Arc<Snapshot>, CommandError> {
+    pub async fn reload(&self, catalog: &ClusterCatalogClient, at_least: u64) -> Result<Arc<Snapshot>, CommandError> {
         let _one_at_a_time = self.loading.lock().await;
         let held = self.current();
         if held.loaded && held.catalog.version >= at_least && at_least > 0 {

@@ -58,7 +58,7 @@ impl Authority {
 
 /// The connection's authority, from the users and roles as they are now.
 pub async fn authority(state: &RouterState, conn: &ConnContext) -> Result<Authority, CommandError> {
-    if !state.config.authorization {
+    if !state.settings.authorization {
         return Ok(Authority::Unrestricted);
     }
     let snapshot = state.security.get(&state.catalog).await?;
@@ -77,7 +77,7 @@ pub async fn authorize(
     cmd: &Command,
     spec: &Spec,
 ) -> Result<(), CommandError> {
-    if !state.config.authorization || matches!(spec.access, Access::Open) {
+    if !state.settings.authorization || matches!(spec.access, Access::Open) {
         return Ok(());
     }
     let authority = authority(state, conn).await?;

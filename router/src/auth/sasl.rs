@@ -176,7 +176,7 @@ fn continue_conversation(session: &mut crate::auth::session::Session, payload: &
 /// failed).
 async fn failed(state: &RouterState, conn: &ConnContext) -> HandlerResult {
     tracing::info!(peer = %conn.peer, "authentication failed");
-    tokio::time::sleep(state.config.auth_failed_delay).await;
+    tokio::time::sleep(state.settings.auth_failed_delay).await;
     Err(CommandError::new(ErrorCode::AuthenticationFailed, "Authentication failed."))
 }
 

@@ -13,7 +13,7 @@
 //! issue anything without a token (the caller checks the lease before each action).
 
 use shoal_proto::ErrorCode;
-use shoal_proto::catalog::{BALANCER_LEASE, CatalogView, ChunkBound, Command, Fencing};
+use shoal_proto::catalog::{BALANCER_LEASE, ChunkBound, ClusterCatalogView, Command, Fencing};
 use shoal_proto::shard::MoveRangeRequest;
 
 use super::policy::{Action, Decision, SplitAt};
@@ -37,7 +37,7 @@ pub fn is_cannot_split(e: &CommandError) -> bool {
 
 pub async fn execute(
     state: &RouterState,
-    catalog: &CatalogView,
+    catalog: &ClusterCatalogView,
     decision: &Decision,
     token: u64,
     latency_target_ms: u32,
@@ -115,7 +115,7 @@ pub async fn execute(
 /// CannotSplit when there are none.
 async fn size_points(
     state: &RouterState,
-    catalog: &CatalogView,
+    catalog: &ClusterCatalogView,
     ns: &str,
     min: &ChunkBound,
     version: shoal_proto::catalog::ChunkVersion,

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::future::join_all;
-use shoal_proto::catalog::{CatalogView, ChunkBound, Command, Detail, Settings};
+use shoal_proto::catalog::{ChunkBound, ClusterCatalogView, Command, Detail, Settings};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -50,7 +50,7 @@ const FIRST_ROUND_DELAY: Duration = Duration::from_millis(200);
 
 /// The balancer's settings (router flags).
 #[derive(Clone, Debug, PartialEq)]
-pub struct BalancerConfig {
+pub struct BalancerSettings {
     /// `--no-balancer` turns this off: the router never takes the lease.
     pub enabled: bool,
     /// Pause between rounds that did nothing.
@@ -60,7 +60,7 @@ pub struct BalancerConfig {
     pub params: Params,
 }
 
-impl Default for BalancerConfig {
+impl Default for BalancerSettings {
     fn default() -> Self {
         Self {
             enabled: true,
@@ -91,10 +91,10 @@ impl Balancer {
 /// Starts the balancer if this router has config servers and it is not disabled. `holder` names
 /// this router process uniquely (host:port:pid).
 pub fn start(state: &Arc<RouterState>, holder: String) -> Option<Balancer> {
-    if !state.catalog.is_configured() || !state.config.balancer.enabled {
+    if !state.catalog.is_configured() || !state.settings.balancer.enabled {
         return None;
     }
-    tracing::info!(%holder, interval_ms = state.config.balancer.round_interval.as_millis() as u64, "balancer started");
+    tracing::info!(%holder, interval_ms = state.settings.balancer.round_interval.as_millis() as u64, "balancer started");
     let (stop, stop_rx) = watch::channel(false);
     let book: SharedBook = Arc::new(Mutex::new(LeaseBook::default()));
     let keeper = tokio::spawn(lease::keep(Arc::clone(state), holder, Arc::clone(&book), stop_rx.clone()));
@@ -207,7 +207,7 @@ async fn run_rounds(state: Arc<RouterState>, book: SharedBook, mut stop: watch::
             _ = stop.changed() => return,
         }
         let busy = r.round().await;
-        pause = if busy { BUSY_ROUND_INTERVAL } else { r.state.config.balancer.round_interval };
+        pause = if busy { BUSY_ROUND_INTERVAL } else { r.state.settings.balancer.round_interval };
     }
 }
 
@@ -244,7 +244,7 @@ impl Rounds {
             return false;
         }
         let now = now_ms();
-        let params = self.state.config.balancer.params.clone();
+        let params = self.state.settings.balancer.params.clone();
         let stats = stats::gather(&self.state, &catalog, None).await;
         stats::observe_hot(&mut self.memory, &catalog, &stats, &params, now);
         let plan = policy::plan(&catalog, &stats, &self.memory, &params, now);
@@ -284,7 +284,7 @@ impl Rounds {
         }
     }
 
-    async fn active(&mut self, catalog: &CatalogView, plan: Plan, started: Instant) -> bool {
+    async fn active(&mut self, catalog: &ClusterCatalogView, plan: Plan, started: Instant) -> bool {
         let unreported = self.rounds.begin_active(Instant::now());
         self.record(Command::ReportBalancerRounds { completed: unreported, in_round: true }).await;
         let (moves, mut rest): (Vec<Decision>, Vec<Decision>) =
@@ -353,7 +353,7 @@ impl Rounds {
     }
 
     /// A non-move decision, with its memory updates: `Some(success)`, `None` if the lease is gone.
-    async fn one(&mut self, catalog: &CatalogView, d: &Decision) -> Option<bool> {
+    async fn one(&mut self, catalog: &ClusterCatalogView, d: &Decision) -> Option<bool> {
         let result = self.run_logged(catalog, d).await?;
         let now = now_ms();
         match (&d.action, &result) {
@@ -374,10 +374,10 @@ impl Rounds {
     }
 
     /// Executes `d` if the lease is still ours, logging it either way it ends.
-    async fn run_logged(&self, catalog: &CatalogView, d: &Decision) -> Option<Result<Done, CommandError>> {
+    async fn run_logged(&self, catalog: &ClusterCatalogView, d: &Decision) -> Option<Result<Done, CommandError>> {
         let token = self.token()?;
         let started = Instant::now();
-        let latency = self.state.config.balancer.migration_latency_target_ms;
+        let latency = self.state.settings.balancer.migration_latency_target_ms;
         let result = execute::execute(&self.state, catalog, d, token, latency).await;
         let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let (what, ns, mut details) = describe(&d.action);

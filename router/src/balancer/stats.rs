@@ -14,11 +14,11 @@ use std::time::Duration;
 use bson::{Bson, Document, doc};
 use futures::future::join_all;
 use shoal_proto::ErrorCode;
-use shoal_proto::catalog::{CatalogView, Chunk, ChunkBound, Collection};
+use shoal_proto::catalog::{Chunk, ChunkBound, ClusterCatalogView, Collection};
 use shoal_proto::shard::CommandRequest;
 
 use super::policy::{ChunkStats, Memory, Params, Stats};
-use crate::cmd::config_docs::{bound_document, key_document};
+use crate::cmd::config_db::docs::{bound_document, key_document};
 use crate::cmd::sharding::bound_of_key;
 use crate::error::CommandError;
 use crate::routing;
@@ -38,7 +38,7 @@ struct Ask<'a> {
 
 /// Statistics of every chunk of every sharded collection (or only of `only`), from the shards
 /// that answered.
-pub async fn gather(state: &RouterState, catalog: &CatalogView, only: Option<&str>) -> Stats {
+pub async fn gather(state: &RouterState, catalog: &ClusterCatalogView, only: Option<&str>) -> Stats {
     state.shards.update(catalog.shards().values());
     let mut asks = Vec::new();
     for coll in catalog.collections().values().filter(|c| only.is_none_or(|ns| c.ns == ns)) {
@@ -154,7 +154,7 @@ fn decode(coll: &Collection, reply: &Document, expected: usize) -> Result<Vec<Ch
 /// Updates when each chunk became hot (at or above `load_split_ops_per_sec`): kept while it stays
 /// hot, dropped when it cools or is no longer reported. Also forgets what concerns chunks or
 /// boundaries that no longer exist, so the memory stays bounded by the catalog's size.
-pub fn observe_hot(memory: &mut Memory, catalog: &CatalogView, stats: &Stats, params: &Params, now_ms: u64) {
+pub fn observe_hot(memory: &mut Memory, catalog: &ClusterCatalogView, stats: &Stats, params: &Params, now_ms: u64) {
     super::policy::observe_hot(memory, stats, params, now_ms);
     let exists = |ns: &str, min: &ChunkBound| catalog.collection(ns).is_some_and(|c| c.chunks.contains_key(min));
     memory.failed_splits.retain(|(ns, min, version), _| {
@@ -207,7 +207,7 @@ mod tests {
     #[test]
     fn hot_chunks_are_remembered_while_hot() {
         let params = Params { load_split_ops_per_sec: 100.0, ..Params::default() };
-        let catalog = CatalogView::default();
+        let catalog = ClusterCatalogView::default();
         let mut memory = Memory::default();
         let mut stats = Stats::default();
         let hot = ChunkStats { ops_per_sec: 150.0, ..ChunkStats::default() };

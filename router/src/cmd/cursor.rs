@@ -4,10 +4,10 @@ use bson::{Bson, Document, RawDocumentBuf, cstr};
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::{GetMoreRequest, KillCursorsRequest};
 
-use crate::cmd::forward::{self, BatchField};
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::exec::reply::{self, BatchField};
 use crate::state::{ConnContext, RouterState};
 use shoal_query::display::type_name;
 
@@ -71,8 +71,8 @@ pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
             cursor.kill(state).await;
             state.cursors.remove_merging(id);
         }
-        let docs = crate::cmd::routed_read::encode_all(&batch)?;
-        return forward::cursor_reply(BatchField::Next, &docs, if more { id } else { 0 }, &ns);
+        let docs = crate::exec::reply::encode_all(&batch)?;
+        return reply::cursor_reply(BatchField::Next, &docs, if more { id } else { 0 }, &ns);
     }
     if let Some(cursor_ns) = state.cursors.buffered_ns(id) {
         if cursor_ns != ns {
@@ -82,7 +82,7 @@ pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
         let Some(batch) = state.cursors.next_buffered(id, batch_size) else {
             return Err(CommandError::new(ErrorCode::CursorNotFound, format!("cursor id {id} not found")));
         };
-        return forward::cursor_reply(BatchField::Next, &batch.documents, if batch.more { id } else { 0 }, &ns);
+        return reply::cursor_reply(BatchField::Next, &batch.documents, if batch.more { id } else { 0 }, &ns);
     }
     let Some(cursor) = state.cursors.touch(id) else {
         return Err(CommandError::new(ErrorCode::CursorNotFound, format!("cursor id {id} not found")));
@@ -96,7 +96,7 @@ pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
         batch_size,
         ns: ns.clone(),
     };
-    let pool = match crate::cmd::shard_read::cursor_pool(state, &cursor.shard, cursor.member.as_deref()).await {
+    let pool = match crate::exec::call::member::cursor_pool(state, &cursor.shard, cursor.member.as_deref()).await {
         Ok(p) => p,
         Err(e) => {
             state.cursors.remove(id);
@@ -120,7 +120,7 @@ pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
     } else {
         id
     };
-    forward::cursor_reply(BatchField::Next, &reply.documents, out_id, &ns)
+    reply::cursor_reply(BatchField::Next, &reply.documents, out_id, &ns)
 }
 
 pub async fn kill_cursors(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {

@@ -20,11 +20,13 @@ use shoal_proto::ErrorCode;
 use shoal_proto::config::CatalogPart;
 use shoal_query::aggregate::Pipeline;
 
-use crate::cmd::ddl::{broadcast, every_shard, num};
-use crate::cmd::routed_read;
+use crate::cmd::ddl::num;
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::exec::call::broadcast;
+use crate::exec::reply;
+use crate::routing::every_shard;
 use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX};
 use crate::state::RouterState;
 
@@ -57,7 +59,7 @@ pub async fn run(state: &RouterState, cmd: &Command, spec: &Bson, rest: &[Bson])
         }
     }
     let docs = rest.run(docs.into_iter())?;
-    routed_read::reply_with(state, "admin.$cmd.aggregate", docs, usize::MAX)
+    reply::buffered(state, "admin.$cmd.aggregate", docs, usize::MAX)
 }
 
 /// One collection's document; `None` if it is no longer sharded.

@@ -9,42 +9,13 @@ use shoal_proto::ErrorCode;
 use shoal_proto::catalog::Command as CatalogCommand;
 
 use crate::cmd::crud::single_reply;
-use crate::cmd::forward::{self, BatchField};
-use crate::cmd::shard_call;
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
-use crate::routing::{self, Placement, pool::LEGACY_SHARD};
+use crate::exec::call::broadcast;
+use crate::exec::reply::{self, BatchField};
+use crate::routing::{self, Placement, every_shard};
 use crate::state::{ConnContext, RouterState};
-
-/// Every shard of the cluster (the legacy one without config servers).
-pub(crate) async fn every_shard(state: &RouterState) -> Result<Vec<String>, CommandError> {
-    if !state.catalog.is_configured() {
-        return Ok(vec![LEGACY_SHARD.to_owned()]);
-    }
-    Ok(routing::refresh_shards(state).await?.into_iter().map(|s| s.id).collect())
-}
-
-/// `cmd` sent unchanged to each of `shards`, replies in shard order (a shard's
-/// `writeConcernError` inside its reply).
-pub(crate) async fn broadcast(
-    state: &RouterState,
-    cmd: &Command,
-    placement: &Placement,
-    shards: &[String],
-) -> Vec<Result<Document, CommandError>> {
-    state.targeting.record(shards.iter());
-    let calls = shards.iter().map(|shard| async move {
-        let req = routing::versioned(forward::request(cmd)?, placement, shard);
-        let (mut doc, wce) = shard_call::command_with_wc(state, shard, req, false).await?;
-        if let Some(e) = wce {
-            let wire = shoal_proto::shard::CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg };
-            doc.insert("writeConcernError", Document::try_from(forward::write_concern_error(&wire).as_ref())?);
-        }
-        Ok(doc)
-    });
-    futures::future::join_all(calls).await
-}
 
 /// The first success, else the first error (an error from any shard wins when `strict`). A
 /// `writeConcernError` of any shard is kept in the answer.
@@ -186,5 +157,5 @@ pub async fn list_collections(state: &RouterState, _conn: &ConnContext, cmd: &Co
         d.to_writer(&mut buf)?;
         docs.push(bytes::Bytes::from(buf));
     }
-    forward::cursor_reply(BatchField::First, &docs, 0, &format!("{}.$cmd.listCollections", cmd.db))
+    reply::cursor_reply(BatchField::First, &docs, 0, &format!("{}.$cmd.listCollections", cmd.db))
 }

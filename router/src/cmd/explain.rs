@@ -8,11 +8,12 @@
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use shoal_proto::ErrorCode;
 
-use crate::cmd::ddl::broadcast;
 use crate::command::Command;
 use crate::commands;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::exec::call::broadcast;
+use crate::exec::target;
 use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX};
 use crate::state::{ConnContext, RouterState};
 
@@ -72,7 +73,7 @@ pub async fn explain(state: &RouterState, _conn: &ConnContext, cmd: &Command) ->
     let mut attempt = 0;
     let (placement, targets, replies) = loop {
         let placement = routing::placement(state, &cmd.db, coll, false).await?;
-        let targets: Vec<String> = placement.targets(&filter).into_iter().collect();
+        let targets: Vec<String> = target::shards(&placement, &filter).into_iter().collect();
         let replies = broadcast(state, cmd, &placement, &targets).await;
         let stale = replies.iter().any(|r| matches!(r, Err(e) if routing::is_stale(e)));
         if stale && attempt + 1 < STALE_ATTEMPTS_MAX {

@@ -19,6 +19,7 @@
 
 use bson::raw::RawBsonRef;
 use bson::{RawBson, RawDocument, RawDocumentBuf, cstr};
+use shoal_proto::ErrorCode;
 use shoal_proto::limits::{MAX_BSON_OBJECT_SIZE_BYTES, MAX_MESSAGE_SIZE_BYTES, MAX_WRITE_BATCH_SIZE};
 
 use crate::cmd::info::truthy;
@@ -131,24 +132,20 @@ fn check_client_metadata(value: RawBsonRef<'_>) -> Result<(), CommandError> {
         return Err(CommandError::type_mismatch("The client metadata document must be a document"));
     };
     if client.as_bytes().len() > CLIENT_METADATA_MAX_BYTES {
-        return Err(CommandError {
-            code: 185,
-            code_name: "ClientMetadataDocumentTooLarge".into(),
-            errmsg: format!(
-                "The client metadata document must be less then or equal to {CLIENT_METADATA_MAX_BYTES} bytes"
-            ),
-        });
+        return Err(CommandError::new(
+            ErrorCode::ClientMetadataDocumentTooLarge,
+            format!("The client metadata document must be less then or equal to {CLIENT_METADATA_MAX_BYTES} bytes"),
+        ));
     }
     if let Some(RawBsonRef::Document(app)) = client.get("application")? {
         match app.get("name")? {
             Some(RawBsonRef::String(name)) if name.len() > APP_NAME_MAX_BYTES => {
-                return Err(CommandError {
-                    code: 184,
-                    code_name: "ClientMetadataAppNameTooLarge".into(),
-                    errmsg: format!(
+                return Err(CommandError::new(
+                    ErrorCode::ClientMetadataAppNameTooLarge,
+                    format!(
                         "The 'application.name' field must be less then or equal to {APP_NAME_MAX_BYTES} bytes in the client metadata document"
                     ),
-                });
+                ));
             }
             Some(RawBsonRef::String(_)) | None => {}
             Some(_) => {
@@ -162,7 +159,7 @@ fn check_client_metadata(value: RawBsonRef<'_>) -> Result<(), CommandError> {
 }
 
 fn location51760(errmsg: &str) -> CommandError {
-    CommandError { code: 51760, code_name: "Location51760".into(), errmsg: errmsg.into() }
+    CommandError::new(ErrorCode::Location51760, errmsg)
 }
 
 #[cfg(test)]

@@ -12,10 +12,11 @@
 use bson::{Bson, Document, RawDocumentBuf};
 use shoal_proto::ErrorCode;
 
-use crate::cmd::ddl::{broadcast, every_shard};
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::exec::call::broadcast;
+use crate::routing::every_shard;
 use crate::routing::{self, Placement};
 use crate::state::{ConnContext, RouterState};
 
@@ -44,7 +45,7 @@ pub(crate) async fn shard_index_specs(
         body: bson::doc! { "listIndexes": coll }.to_vec()?.into(),
         ..Default::default()
     };
-    let listed = match crate::cmd::shard_call::command(state, shard, request).await {
+    let listed = match crate::exec::call::command(state, shard, request).await {
         Ok(d) => d,
         Err(e) if e.is(ErrorCode::NamespaceNotFound) => return Ok(None),
         Err(e) => return Err(e),

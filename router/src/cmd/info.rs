@@ -44,10 +44,10 @@ pub async fn server_status(state: &RouterState, _conn: &ConnContext, _cmd: &Comm
     let c = &state.counters;
     let current = c.connections_current.load(Ordering::Relaxed).max(0);
     let mut reply = server_status_reply(&StatusSnapshot {
-        host: format!("{}:{}", hostname(), state.config.listen.port()),
+        host: format!("{}:{}", hostname(), state.settings.listen.port()),
         uptime: state.started.elapsed(),
         connections_current: current,
-        connections_available: (state.config.max_connections as i64 - current).max(0),
+        connections_available: (state.settings.max_connections as i64 - current).max(0),
         connections_total: c.connections_total.load(Ordering::Relaxed),
         commands_total: c.commands_total.load(Ordering::Relaxed),
         commands_failed: c.commands_failed.load(Ordering::Relaxed),

@@ -8,10 +8,12 @@
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use shoal_proto::ErrorCode;
 
-use crate::cmd::ddl::{broadcast, every_shard, num};
+use crate::cmd::ddl::num;
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::exec::call::broadcast;
+use crate::routing::every_shard;
 use crate::routing::{self, Placement};
 use crate::state::{ConnContext, RouterState};
 
@@ -134,5 +136,5 @@ pub async fn coll_stats_stage(
     let pipeline = shoal_query::aggregate::Pipeline::parse(rest)?;
     let out = pipeline.run(docs.into_iter())?;
     let batch: Vec<bytes::Bytes> = out.iter().map(|d| d.to_vec().map(bytes::Bytes::from)).collect::<Result<_, _>>()?;
-    crate::cmd::forward::cursor_reply(crate::cmd::forward::BatchField::First, &batch, 0, &ns)
+    crate::exec::reply::cursor_reply(crate::exec::reply::BatchField::First, &batch, 0, &ns)
 }

@@ -1,7 +1,7 @@
 //! Following replica-group primaries: a watch on the catalog's versions re-reads the shards
 //! (not the whole catalog) when it changes, so shard channels point at each group's new primary
 //! within a round trip of the config service naming it (requests that hit the old one also
-//! refresh, see `shard_call`).
+//! refresh, see `exec::call`).
 //!
 //! Must not: block requests (it only replaces pools), or spin: every failure backs off.
 

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use crate::error::CommandError;
+use crate::exec::call::channels::ShardPool;
 use crate::routing::read_pref::{self, Choice, MemberInfo, ReadPreference, Role, Selection};
-use crate::shard_client::ShardPool;
 use crate::state::RouterState;
 
 /// A group's member status is re-fetched from the config leader when older than this.

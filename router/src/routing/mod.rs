@@ -1,19 +1,22 @@
-//! Routing: where a namespace's data lives and which shards a request goes to.
+//! Routing: where a namespace's data lives, as this router last learnt it from the cluster
+//! catalog ([`Placement`]).
 //!
-//! Owns: the channel pools by shard id ([`pool`]), the routing cache ([`cache`]), pure targeting
-//! ([`target`]), read preferences and the choice of a replica-group member for a read
-//! ([`read_pref`], pure) with the members' channels and status ([`members`]), the shard and database versions attached to requests, the StaleConfig /
-//! StaleDbVersion retry loop and the targeting counters `serverStatus` shows. Without config servers everything goes to the legacy
-//! `--shard` pool, unversioned.
+//! Owns: the channel pools by shard id ([`pool`]), the routing cache ([`cache`]) and following
+//! catalog changes ([`follow`]), read preferences and the choice of a replica-group member for a
+//! read ([`read_pref`], pure) with the members' channels and status ([`members`]), the shard and
+//! database versions a request carries ([`versioned`]), the refresh after a StaleConfig /
+//! StaleDbVersion ([`is_stale`], [`on_stale`]; the retry loop around it is
+//! `exec::call::with_placement`) and the targeting counters `serverStatus` shows. Without config
+//! servers everything goes to the legacy `--shard` pool, unversioned.
 //!
-//! Must not: shape client replies (the `cmd` handlers do) or evaluate queries.
+//! Must not: choose the shards of a request (`exec::target` does), call shards, shape client
+//! replies or evaluate queries.
 
 pub mod cache;
 pub mod follow;
 pub mod members;
 pub mod pool;
 pub mod read_pref;
-pub mod target;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -22,12 +25,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use shoal_proto::ErrorCode;
-use shoal_proto::catalog::{CatalogView, Command, Database, DatabaseVersion, RoutingTable, Shard, ShardId};
+use shoal_proto::catalog::{ClusterCatalogView, Command, Database, DatabaseVersion, RoutingTable, Shard, ShardId};
 use shoal_proto::config::CatalogPart;
 use shoal_proto::shard::{self as wire, CommandRequest, ShardVersion};
 
 use crate::error::CommandError;
-use crate::shard_client::ShardPool;
+use crate::exec::call::channels::ShardPool;
 use crate::state::RouterState;
 use cache::CachedCollection;
 use pool::LEGACY_SHARD;
@@ -94,19 +97,11 @@ impl Placement {
             Placement::Sharded(t) => t.chunks.iter().map(|c| c.shard.clone()).collect(),
         }
     }
-
-    /// The shards a query with `filter` must visit.
-    pub fn targets(&self, filter: &bson::Document) -> BTreeSet<ShardId> {
-        match self {
-            Placement::Sharded(t) => target::target(t, filter),
-            other => other.all_shards(),
-        }
-    }
 }
 
 /// Reads `parts` of the catalog and its shards (admin commands and `config.*` reads),
 /// refreshing the shard pools from them.
-pub async fn read_view(state: &RouterState, parts: &[CatalogPart]) -> Result<CatalogView, CommandError> {
+pub async fn read_view(state: &RouterState, parts: &[CatalogPart]) -> Result<ClusterCatalogView, CommandError> {
     let view = state.catalog.view(&[parts, &[CatalogPart::Shards]].concat()).await?;
     state.shards.update(view.shards().values());
     Ok(view)
@@ -117,6 +112,14 @@ pub async fn refresh_shards(state: &RouterState) -> Result<Vec<Shard>, CommandEr
     let shards = state.catalog.shards().await?;
     state.shards.update(&shards);
     Ok(shards)
+}
+
+/// Every shard of the cluster (the legacy one without config servers).
+pub async fn every_shard(state: &RouterState) -> Result<Vec<String>, CommandError> {
+    if !state.catalog.is_configured() {
+        return Ok(vec![LEGACY_SHARD.to_owned()]);
+    }
+    Ok(refresh_shards(state).await?.into_iter().map(|s| s.id).collect())
 }
 
 /// The pool of `shard`, reading the shards once if it is not known yet.
@@ -300,8 +303,8 @@ mod tests {
         assert!(sharded.database_version().is_none(), "sharded requests carry shard versions only");
         let legacy = Placement::Unsharded { shard: LEGACY_SHARD.into(), version: None };
         assert!(legacy.version_for(LEGACY_SHARD).is_none() && legacy.database_version().is_none());
-        assert_eq!(sharded.targets(&bson::doc! { "a": 5 }), BTreeSet::from(["s1".to_string()]));
-        assert_eq!(sharded.targets(&bson::doc! { "b": 5 }).len(), 2);
+        assert_eq!(crate::exec::target::shards(&sharded, &bson::doc! { "a": 5 }), BTreeSet::from(["s1".to_string()]));
+        assert_eq!(crate::exec::target::shards(&sharded, &bson::doc! { "b": 5 }).len(), 2);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! address changes. A router without config servers has one legacy pool (`--shard`), used for
 //! every request under the empty shard id.
 //!
-//! Must not: decide which shard a request goes to (see `routing::target`).
+//! Must not: decide which shard a request goes to (see `exec::target`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -13,7 +13,7 @@ use shoal_proto::catalog::Shard;
 use shoal_proto::{ErrorCode, endpoint};
 
 use crate::error::CommandError;
-use crate::shard_client::ShardPool;
+use crate::exec::call::channels::ShardPool;
 
 /// The id under which the legacy `--shard` pool is found.
 pub const LEGACY_SHARD: &str = "";

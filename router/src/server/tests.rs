@@ -16,9 +16,9 @@ struct TestServer {
 }
 
 async fn start_server(max_connections: usize) -> TestServer {
-    let mut config = RouterConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), "http://127.0.0.1:9");
-    config.max_connections = max_connections;
-    let (listener, state) = start(config).await.expect("router starts without a shard");
+    let mut settings = RouterSettings::new(SocketAddr::from(([127, 0, 0, 1], 0)), "http://127.0.0.1:9");
+    settings.max_connections = max_connections;
+    let (listener, state) = start(settings).await.expect("router starts without a shard");
     let addr = listener.local_addr().expect("bound");
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(serve(listener, Arc::clone(&state), async {

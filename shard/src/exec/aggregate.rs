@@ -15,7 +15,7 @@ use shoal_query::filter::Filter;
 use crate::cursors::{Cursor, CursorSource};
 use crate::error::{ExecError, ExecResult};
 use crate::exec::find::{Batch, next_batch};
-use crate::exec::{Engine, Request, args, plan};
+use crate::exec::{Node, Request, args, plan};
 
 /// Results an aggregation may hold for its cursor, as MongoDB bounds a blocking stage (100 MiB).
 pub const RESULTS_MAX_BYTES: usize = 100 * 1024 * 1024;
@@ -44,7 +44,7 @@ fn buffer_results(
     Ok(queue)
 }
 
-pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
+pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let body = &req.body;
     args::check_known_fields(
         body,
@@ -115,7 +115,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let ns_string = ns.to_string();
 
     let limit = if allow_disk_use { RESULTS_MAX_BYTES_DISK_USE } else { RESULTS_MAX_BYTES };
-    let queue = match engine.store.collection(&ns_string) {
+    let queue = match node.store.collection(&ns_string) {
         Some(coll) => {
             let leading = pipeline.leading_match().cloned().unwrap_or_default();
             let sort = pipeline.leading_sort();
@@ -129,7 +129,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
                 _ => (false, 0),
             };
             let docs = crate::exec::scan::iter_matches(
-                &engine.store,
+                &node.store,
                 &coll,
                 &chosen.path,
                 scan_filter.as_ref(),
@@ -147,11 +147,11 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     };
     let mut source = CursorSource::Buffered(queue);
     let (documents, exhausted) =
-        next_batch(engine, &mut source, batch_size.unwrap_or(crate::exec::find::FIRST_BATCH_DEFAULT_DOCS))?;
+        next_batch(node, &mut source, batch_size.unwrap_or(crate::exec::find::FIRST_BATCH_DEFAULT_DOCS))?;
     let cursor_id = if exhausted {
         0
     } else {
-        engine.cursors.insert(Cursor::new(ns_string.clone(), source).pinned_since(req.read_pin_seq))
+        node.cursors.insert(Cursor::new(ns_string.clone(), source).pinned_since(req.read_pin_seq))
     };
     Ok((Batch { documents, cursor_id }, ns_string))
 }

@@ -24,7 +24,7 @@ use shoal_query::shard_key::{self, KeyField, Missing};
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::split_vector::{bound_key, key_document, pattern_fields};
-use crate::exec::{Engine, Request};
+use crate::exec::{Node, Request};
 use crate::sharding::load::sizes::{RangeSize, SizeCache, Tally};
 
 const CMD: &str = "_shoalChunkStats";
@@ -77,8 +77,8 @@ fn parse(body: &Document) -> ExecResult<Args> {
 
 /// Bytes and documents per range: the cached answer while it may stand (see [`SizeCache::get`]),
 /// else one scan.
-fn sizes(engine: &Engine, a: &Args, cache: &SizeCache) -> ExecResult<Vec<RangeSize>> {
-    let generation = engine.store.write_generation();
+fn sizes(node: &Node, a: &Args, cache: &SizeCache) -> ExecResult<Vec<RangeSize>> {
+    let generation = node.store.write_generation();
     let started = Instant::now();
     if let Some(hit) = cache.get(&a.ns, generation, &a.pattern, &a.ranges, started) {
         return Ok(hit);
@@ -86,9 +86,9 @@ fn sizes(engine: &Engine, a: &Args, cache: &SizeCache) -> ExecResult<Vec<RangeSi
     let mut tally = Tally::new(&a.ranges).map_err(|i| {
         ExecError::bad_value(format!("{CMD}: range {i} is empty or overlaps another (ranges must be disjoint)"))
     })?;
-    if let Some(coll) = engine.store.collection(&a.ns) {
+    if let Some(coll) = node.store.collection(&a.ns) {
         // Straight over the raw documents: only the key fields are decoded.
-        for kv in engine.store.scan(&coll, Bound::Unbounded, Bound::Unbounded, false) {
+        for kv in node.store.scan(&coll, Bound::Unbounded, Bound::Unbounded, false) {
             let (_, raw) = kv?;
             let doc = RawDocument::from_bytes(&raw).map_err(ExecError::from)?;
             // A document whose key cannot be computed (an array in a key field) is in no range.
@@ -101,10 +101,10 @@ fn sizes(engine: &Engine, a: &Args, cache: &SizeCache) -> ExecResult<Vec<RangeSi
     Ok(tally.sizes)
 }
 
-pub fn chunk_stats(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+pub fn chunk_stats(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     let a = parse(&req.body)?;
-    let sizes = sizes(engine, &a, &engine.sharding.sizes)?;
-    let (window_secs, loads) = engine.sharding.load.ranges(&a.ns, &a.ranges);
+    let sizes = sizes(node, &a, &node.sharding.sizes)?;
+    let (window_secs, loads) = node.sharding.load.ranges(&a.ns, &a.ranges);
     let ranges = sizes
         .iter()
         .zip(loads)

@@ -9,9 +9,9 @@ use shoal_query::filter::Filter;
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::scan::for_each_match;
-use crate::exec::{Engine, Request, args, plan};
+use crate::exec::{Node, Request, args, plan};
 
-pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+pub fn count(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     let body = &req.body;
     args::check_known_fields(body, "count", &["query", "limit", "skip", "hint", "collation", "fields", "let"])?;
     let coll_name = args::collection_name(body, "count")?;
@@ -31,7 +31,7 @@ pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     args::check_hint(body, "count")?;
     let vars = shoal_query::vars::LetVars::from_command(body, "count")?;
     let filter = Filter::parse(&query)?.with_vars(&vars).with_collation(collation)?;
-    let Some(coll) = engine.store.collection(&ns.to_string()) else {
+    let Some(coll) = node.store.collection(&ns.to_string()) else {
         return Ok(doc! { "n": 0_i32 });
     };
     let plan_doc = args::planning_filter(&query, collation);
@@ -40,7 +40,7 @@ pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let filter = if query.is_empty() || plan::path_implies_filter(&path, &plan_doc) { None } else { Some(&filter) };
     let mut seen = 0u64;
     let mut n = 0u64;
-    for_each_match(&engine.store, None, &coll, &path, filter, req.owned(), chosen.reverse, |_| {
+    for_each_match(&node.store, None, &coll, &path, filter, req.owned(), chosen.reverse, |_| {
         seen += 1;
         if seen > skip {
             n += 1;
@@ -50,7 +50,7 @@ pub fn count(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     Ok(doc! { "n": i32::try_from(n).map(Bson::Int32).unwrap_or(Bson::Int64(n as i64)) })
 }
 
-pub fn distinct(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+pub fn distinct(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     let body = &req.body;
     args::check_known_fields(body, "distinct", &["key", "query", "collation", "hint"])?;
     let coll_name = args::collection_name(body, "distinct")?;
@@ -75,10 +75,10 @@ pub fn distinct(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let mut values = Vec::new();
     let mut seen = HashSet::new();
     let mut bytes = 0usize;
-    if let Some(coll) = engine.store.collection(&ns.to_string()) {
+    if let Some(coll) = node.store.collection(&ns.to_string()) {
         let path = plan::plan(&coll, &args::planning_filter(&query, collation), None, body.get("hint"))?.path;
         let parts: Vec<&str> = key.split('.').collect();
-        for_each_match(&engine.store, None, &coll, &path, Some(&filter), req.owned(), false, |m| {
+        for_each_match(&node.store, None, &coll, &path, Some(&filter), req.owned(), false, |m| {
             let mut found = Vec::new();
             collect_path(&Bson::Document(m.doc), &parts, &mut found);
             for v in found {

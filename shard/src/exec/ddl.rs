@@ -6,13 +6,13 @@ use shoal_proto::ErrorCode;
 use shoal_query::filter::Filter;
 
 use crate::error::{ExecError, ExecResult};
-use crate::exec::{Engine, Request, args};
+use crate::exec::{Node, Request, args};
 
 /// Options of `create` that Shoal accepts and records; others are refused rather than ignored.
 const CREATE_OPTIONS_SUPPORTED: &[&str] =
     &["idIndex", "storageEngine", "validationLevel", "validationAction", "comment"];
 
-pub fn create(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
+pub fn create(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let name = args::collection_name(&req.body, "create")?;
     let ns = args::namespace(req.db, &name)?;
     let mut options = Document::new();
@@ -60,7 +60,7 @@ pub fn create(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)>
         }
         options.insert(k.clone(), v.clone());
     }
-    let (result, seq) = engine.store.write(|txn| {
+    let (result, seq) = node.store.write(|txn| {
         if txn.collection(&ns.to_string()).is_some() {
             return Ok(Err(ExecError::new(ErrorCode::NamespaceExists, format!("Collection {ns} already exists."))));
         }
@@ -71,10 +71,10 @@ pub fn create(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)>
     Ok((Document::new(), seq))
 }
 
-pub fn drop(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
+pub fn drop(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let name = args::collection_name(&req.body, "drop")?;
     let ns = args::namespace(req.db, &name)?;
-    let (existed, seq) = engine.store.write(|txn| match txn.collection(&ns.to_string()) {
+    let (existed, seq) = node.store.write(|txn| match txn.collection(&ns.to_string()) {
         Some(coll) => txn.drop_collection(&coll).map(|()| true),
         None => Ok(false),
     })?;
@@ -87,11 +87,11 @@ pub fn drop(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     Ok((reply, seq))
 }
 
-pub fn drop_database(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
+pub fn drop_database(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let db = req.db.to_owned();
     shoal_proto::namespace::validate_db(&db).map_err(|e| ExecError::new(ErrorCode::InvalidNamespace, e.to_string()))?;
-    let colls = engine.store.collections_in(&db);
-    let ((), seq) = engine.store.write(|txn| {
+    let colls = node.store.collections_in(&db);
+    let ((), seq) = node.store.write(|txn| {
         for c in &colls {
             if let Some(current) = txn.collection(&c.full_name()) {
                 txn.drop_collection(&current)?;
@@ -102,12 +102,12 @@ pub fn drop_database(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document
     Ok((doc! { "dropped": db }, seq))
 }
 
-pub fn list_collections(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+pub fn list_collections(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     let filter_doc = args::opt_document(&req.body, "listCollections", "filter")?.cloned().unwrap_or_default();
     let name_only = args::opt_bool(&req.body, "listCollections", "nameOnly")?.unwrap_or(false);
     let filter = Filter::parse(&filter_doc)?;
     let mut batch = Vec::new();
-    for c in engine.store.collections_in(req.db) {
+    for c in node.store.collections_in(req.db) {
         let full = doc! {
             "name": &c.ns.coll,
             "type": "collection",
@@ -126,13 +126,13 @@ pub fn list_collections(engine: &Engine, req: &Request<'_>) -> ExecResult<Docume
     Ok(doc! { "cursor": { "id": 0_i64, "ns": format!("{}.$cmd.listCollections", req.db), "firstBatch": batch } })
 }
 
-pub fn list_databases(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+pub fn list_databases(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     let filter_doc = args::opt_document(&req.body, "listDatabases", "filter")?.cloned().unwrap_or_default();
     let name_only = args::opt_bool(&req.body, "listDatabases", "nameOnly")?.unwrap_or(false);
     let filter = Filter::parse(&filter_doc)?;
-    let dbs = engine.store.databases();
+    let dbs = node.store.databases();
     // Per-database sizes are not tracked yet: the store's size is split evenly so totals add up.
-    let total = engine.store.disk_space_bytes() as i64;
+    let total = node.store.disk_space_bytes() as i64;
     let each = if dbs.is_empty() { 0 } else { total / dbs.len() as i64 };
     let mut out = Vec::new();
     for name in dbs {

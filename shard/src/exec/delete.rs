@@ -10,7 +10,7 @@ use crate::error::{ExecError, ExecResult};
 use crate::exec::retry::{self, Outcome, Retryable};
 use crate::exec::statements::statements;
 use crate::exec::update::{Query, collect_matches};
-use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, record};
+use crate::exec::{Node, Request, StatementError, WriteOutcome, args, record};
 
 struct DeleteStatement {
     filter_doc: Document,
@@ -60,7 +60,7 @@ fn query<'a>(s: &'a DeleteStatement, plan_doc: &'a Document) -> Query<'a> {
     Query { filter_doc: plan_doc, filter: &s.filter, hint: s.hint.as_ref() }
 }
 
-pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
+pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
     args::check_known_fields(
         &req.body,
         "delete",
@@ -72,10 +72,10 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
     let vars = LetVars::from_command(&req.body, "delete")?;
     let stmts = statements(req, "deletes")?;
     let retry = Retryable::parse(&req.body, stmts.len())?;
-    if let Some(answer) = retry::answer_probe(&engine.store, &req.body, retry.as_ref()) {
+    if let Some(answer) = retry::answer_probe(&node.store, &req.body, retry.as_ref()) {
         return Ok((answer?.to_write_outcome(), 0));
     }
-    let (outcome, seq) = engine.store.write(|txn| {
+    let (outcome, seq) = node.store.write(|txn| {
         if let Some(r) = &retry
             && let Err(e) = r.begin(txn)?
         {
@@ -103,7 +103,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
                     return Ok(0);
                 };
                 let plan_doc = args::planning_filter(&s.filter_doc, s.collation);
-                let matches = collect_matches(engine, txn, &coll, query(&s, &plan_doc), s.single, None, req.owned())?;
+                let matches = collect_matches(node, txn, &coll, query(&s, &plan_doc), s.single, None, req.owned())?;
                 for m in &matches {
                     let id = m.doc.get("_id").cloned().unwrap_or(Bson::Null);
                     txn.delete(&coll, &id).map_err(StatementError::Storage)?;

@@ -15,7 +15,7 @@ use shoal_query::filter::Filter;
 use crate::error::{ExecError, ExecResult};
 use crate::exec::plan::explain::{Shape, rejected_plans, winning_plan};
 use crate::exec::scan::{counters, for_each_match};
-use crate::exec::{Engine, Request, args, plan};
+use crate::exec::{Node, Request, args, plan};
 
 const VERBOSITIES: &[&str] = &["queryPlanner", "executionStats", "allPlansExecution"];
 
@@ -92,7 +92,7 @@ fn query_of(cmd: &str, inner: &Document) -> ExecResult<Query> {
     Ok(q)
 }
 
-pub fn explain(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+pub fn explain(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     let Some(Bson::Document(inner)) = req.body.get("explain") else {
         return Err(ExecError::new(ErrorCode::TypeMismatch, "explain takes the command to explain as a document"));
     };
@@ -114,7 +114,7 @@ pub fn explain(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let vars = shoal_query::vars::LetVars::from_command(inner, &cmd)?;
     let filter = Filter::parse(&q.filter)?.with_vars(&vars).with_collation(collation)?;
     let plan_doc = args::planning_filter(&q.filter, collation).into_owned();
-    let Some(coll) = engine.store.collection(&ns.to_string()) else {
+    let Some(coll) = node.store.collection(&ns.to_string()) else {
         let eof = doc! { "stage": "EOF" };
         let mut reply = doc! { "queryPlanner": { "namespace": ns.to_string(), "parsedQuery": q.filter.clone(), "winningPlan": eof.clone(), "rejectedPlans": [] } };
         if verbosity != "queryPlanner" {
@@ -157,7 +157,7 @@ pub fn explain(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     let started = Instant::now();
     let stop_at = if chosen.sorted { q.limit.map(|l| l + q.skip) } else { None };
     let mut matched = 0u64;
-    for_each_match(&engine.store, None, &coll, &chosen.path, Some(&filter), req.owned(), chosen.reverse, |_| {
+    for_each_match(&node.store, None, &coll, &chosen.path, Some(&filter), req.owned(), chosen.reverse, |_| {
         matched += 1;
         Ok(if Some(matched) == stop_at { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;

@@ -24,7 +24,7 @@ use shoal_query::vars::LetVars;
 use crate::cursors::{Cursor, CursorSource, ScanCursor};
 use crate::error::{ExecError, ExecResult};
 use crate::exec::scan::{for_each_match, resume_after};
-use crate::exec::{Engine, Request, args, plan};
+use crate::exec::{Node, Request, args, plan};
 
 /// MongoDB's default for a blocking sort (`internalQueryMaxBlockingSortMemoryUsageBytes`).
 pub const SORT_MEMORY_MAX_BYTES: usize = 100 * 1024 * 1024;
@@ -39,7 +39,7 @@ pub struct Batch {
     pub cursor_id: i64,
 }
 
-pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
+pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let body = &req.body;
     let coll_name = args::collection_name(body, "find")?;
     let ns = args::namespace(req.db, &coll_name)?;
@@ -108,7 +108,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let sort = if sort_doc.is_empty() { None } else { Some(SortSpec::parse(&sort_doc)?.with_collation(collation)) };
     let ns_string = ns.to_string();
 
-    let Some(coll) = engine.store.collection(&ns_string) else {
+    let Some(coll) = node.store.collection(&ns_string) else {
         return Ok((Batch { documents: Vec::new(), cursor_id: 0 }, ns_string));
     };
     let plan_doc = args::planning_filter(&filter_doc, collation);
@@ -136,7 +136,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
         None => {
             let spec = sort.as_ref().ok_or_else(|| ExecError::new(ErrorCode::InternalError, "sort expected"))?;
             let scan = Scan { path: &path, filter: filter.as_ref(), owned: req.owned() };
-            let docs = sorted_matches(engine, &coll, scan, spec, skip, limit, allow_disk_use)?;
+            let docs = sorted_matches(node, &coll, scan, spec, skip, limit, allow_disk_use)?;
             let mut out = VecDeque::with_capacity(docs.len());
             for d in docs {
                 out.push_back(encode(projection.as_ref(), d)?);
@@ -145,8 +145,8 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Batch, String)> {
         }
     };
     let mut cursor = Cursor::new(ns_string.clone(), source).pinned_since(req.read_pin_seq);
-    let (documents, exhausted) = next_batch(engine, &mut cursor.source, first_batch)?;
-    let cursor_id = if exhausted || single_batch { 0 } else { engine.cursors.insert(cursor) };
+    let (documents, exhausted) = next_batch(node, &mut cursor.source, first_batch)?;
+    let cursor_id = if exhausted || single_batch { 0 } else { node.cursors.insert(cursor) };
     Ok((Batch { documents, cursor_id }, ns_string))
 }
 
@@ -158,8 +158,8 @@ struct Scan<'a> {
 }
 
 fn sorted_matches(
-    engine: &Engine,
-    coll: &crate::store::catalog::CollectionInfo,
+    node: &Node,
+    coll: &crate::store::local_catalog::CollectionInfo,
     scan: Scan<'_>,
     spec: &SortSpec,
     skip: u64,
@@ -169,7 +169,7 @@ fn sorted_matches(
     let keep = limit.map(|l| (skip + l) as usize);
     let mut docs: Vec<Document> = Vec::new();
     let mut bytes = 0usize;
-    for_each_match(&engine.store, None, coll, scan.path, scan.filter, scan.owned, false, |m| {
+    for_each_match(&node.store, None, coll, scan.path, scan.filter, scan.owned, false, |m| {
         bytes += m.raw.len();
         docs.push(m.doc);
         if let Some(k) = keep {
@@ -223,7 +223,7 @@ fn encode(projection: Option<&Projection>, doc: Document) -> ExecResult<Bytes> {
 
 /// Produces up to `max_docs` documents (and at most [`BATCH_MAX_BYTES`], one always) from the
 /// cursor; returns them and whether the cursor is exhausted.
-pub fn next_batch(engine: &Engine, source: &mut CursorSource, max_docs: usize) -> ExecResult<(Vec<Bytes>, bool)> {
+pub fn next_batch(node: &Node, source: &mut CursorSource, max_docs: usize) -> ExecResult<(Vec<Bytes>, bool)> {
     let max_docs = if max_docs == 0 { usize::MAX } else { max_docs };
     let mut out = Vec::new();
     let mut bytes = 0usize;
@@ -246,7 +246,7 @@ pub fn next_batch(engine: &Engine, source: &mut CursorSource, max_docs: usize) -
             let mut full = false;
             let ScanCursor { coll, path, reverse, filter, projection, skip, remaining, ownership } = &mut **scan;
             let owned = ownership.as_deref();
-            for_each_match(&engine.store, None, coll, path, filter.as_ref(), owned, *reverse, |m| {
+            for_each_match(&node.store, None, coll, path, filter.as_ref(), owned, *reverse, |m| {
                 if out.len() >= max_docs || (!out.is_empty() && bytes + m.raw.len() > BATCH_MAX_BYTES) {
                     full = true;
                     return Ok(ControlFlow::Break(()));
@@ -282,23 +282,23 @@ pub fn next_batch(engine: &Engine, source: &mut CursorSource, max_docs: usize) -
     }
 }
 
-pub fn get_more(engine: &Engine, cursor_id: i64, batch_size: usize, ns: &str) -> ExecResult<(Batch, String)> {
-    let Some(mut cursor) = engine.cursors.take(cursor_id) else {
+pub fn get_more(node: &Node, cursor_id: i64, batch_size: usize, ns: &str) -> ExecResult<(Batch, String)> {
+    let Some(mut cursor) = node.cursors.take(cursor_id) else {
         return Err(ExecError::new(ErrorCode::CursorNotFound, format!("cursor id {cursor_id} not found")));
     };
     if !ns.is_empty() && cursor.ns != ns {
         let msg =
             format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}", cursor.ns);
-        engine.cursors.put_back(cursor_id, cursor);
+        node.cursors.put_back(cursor_id, cursor);
         return Err(ExecError::new(ErrorCode::Unauthorized, msg));
     }
     // On error the cursor is dropped: MongoDB kills a cursor whose getMore failed.
-    let (documents, exhausted) = next_batch(engine, &mut cursor.source, batch_size)?;
+    let (documents, exhausted) = next_batch(node, &mut cursor.source, batch_size)?;
     let ns = cursor.ns.clone();
     let id = if exhausted {
         0
     } else {
-        engine.cursors.put_back(cursor_id, cursor);
+        node.cursors.put_back(cursor_id, cursor);
         cursor_id
     };
     Ok((Batch { documents, cursor_id: id }, ns))

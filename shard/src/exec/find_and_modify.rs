@@ -12,11 +12,11 @@ use shoal_query::update::UpdateSpec;
 use crate::error::{ExecError, ExecResult};
 use crate::exec::retry::{self, Outcome, Retryable};
 use crate::exec::update::{Query, UpdateStatement, apply, collect_matches};
-use crate::exec::{Engine, Request, StatementError, args};
+use crate::exec::{Node, Request, StatementError, args};
 
 const CMD: &str = "findAndModify";
 
-pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
+pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let body = &req.body;
     args::check_known_fields(
         body,
@@ -88,14 +88,14 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
         }
     };
     let retry = Retryable::parse(body, 1)?;
-    if let Some(answer) = retry::answer_probe(&engine.store, body, retry.as_ref()) {
+    if let Some(answer) = retry::answer_probe(&node.store, body, retry.as_ref()) {
         return match answer? {
             Outcome::Reply(reply) => Ok((reply, 0)),
             _ => Err(ExecError::new(ErrorCode::InternalError, "the statement's record is not findAndModify's")),
         };
     }
     let ns_name = ns.to_string();
-    let (reply, seq) = engine.store.write(|txn| {
+    let (reply, seq) = node.store.write(|txn| {
         if let Some(r) = &retry {
             if let Err(e) = r.begin(txn)? {
                 return Ok(Err(e));
@@ -111,7 +111,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
                     return Ok(doc! { "lastErrorObject": { "n": 0 }, "value": Bson::Null });
                 };
                 let plan_doc = args::planning_filter(&filter_doc, collation);
-                let matches = collect_matches(engine, txn, &coll, Query { filter_doc: &plan_doc, filter: &filter, hint: body.get("hint") }, true, sort.as_ref(), req.owned())?;
+                let matches = collect_matches(node, txn, &coll, Query { filter_doc: &plan_doc, filter: &filter, hint: body.get("hint") }, true, sort.as_ref(), req.owned())?;
                 let Some(m) = matches.into_iter().next() else {
                     return Ok(doc! { "lastErrorObject": { "n": 0 }, "value": Bson::Null });
                 };
@@ -120,7 +120,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
             }
             let Some(spec) = update else { return Err(ExecError::new(ErrorCode::InternalError, "update expected").into()) };
             let stmt = UpdateStatement { filter_doc: filter_doc.clone(), filter: filter.clone(), collation, spec, multi: false, upsert, hint: None };
-            let applied = apply(engine, txn, &ns, &stmt, sort.as_ref(), !return_new, req.owned())?;
+            let applied = apply(node, txn, &ns, &stmt, sort.as_ref(), !return_new, req.owned())?;
             let mut last_error = doc! { "n": (applied.matched + applied.upserted_id.is_some() as i64) as i32, "updatedExisting": applied.matched > 0 };
             if let Some(id) = &applied.upserted_id {
                 last_error.insert("upserted", id.clone());

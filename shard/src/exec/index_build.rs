@@ -22,8 +22,8 @@ use shoal_proto::ErrorCode;
 use crate::error::{ExecError, ExecResult};
 use crate::exec::deadline;
 use crate::store::Store;
-use crate::store::catalog::CollectionInfo;
 use crate::store::indexes::IndexSpec;
+use crate::store::local_catalog::CollectionInfo;
 
 /// Documents indexed per writer-lock hold.
 pub const BUILD_BATCH_DOCS: usize = 512;

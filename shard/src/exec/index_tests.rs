@@ -5,12 +5,12 @@
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
 
-use super::tests::{engine, req, write};
-use crate::exec::{self, Engine, Request};
+use super::tests::{node, req, write};
+use crate::exec::{self, Node, Request};
 
 fn command(
-    e: &Engine,
-    f: fn(&Engine, &Request<'_>) -> crate::error::ExecResult<(Document, u64)>,
+    e: &Node,
+    f: fn(&Node, &Request<'_>) -> crate::error::ExecResult<(Document, u64)>,
     body: Document,
 ) -> crate::error::ExecResult<Document> {
     let r = req(body);
@@ -18,7 +18,7 @@ fn command(
 }
 
 /// Every document a find returns, following the cursor with batches of `batch`.
-fn find_all(e: &Engine, mut body: Document, batch: i32) -> Vec<Document> {
+fn find_all(e: &Node, mut body: Document, batch: i32) -> Vec<Document> {
     body.insert("batchSize", batch);
     let r = req(body);
     let (first, _) = exec::find::run(e, &Request::parse(&r).expect("parse")).expect("find");
@@ -33,7 +33,7 @@ fn find_all(e: &Engine, mut body: Document, batch: i32) -> Vec<Document> {
     out
 }
 
-fn explain(e: &Engine, find: Document) -> Document {
+fn explain(e: &Node, find: Document) -> Document {
     let r = req(doc! { "explain": find, "verbosity": "executionStats" });
     exec::explain::explain(e, &Request::parse(&r).expect("parse")).expect("explain")
 }
@@ -57,7 +57,7 @@ fn ids(docs: &[Document]) -> Vec<i32> {
 #[test]
 fn writes_maintain_indexes_and_unique_ones_refuse_duplicates() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     let docs: Vec<Bson> = (0..20).map(|i| Bson::Document(doc! {"_id": i, "a": i * 10, "b": i % 3})).collect();
     write(&e, exec::insert::run, doc! { "insert": "c", "documents": docs });
     let created = command(
@@ -121,7 +121,7 @@ fn regex(pattern: &str, options: &str) -> Bson {
 #[test]
 fn anchored_regexes_scan_only_their_prefix() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     let names = ["ab", "abc", "abd", "abz", "ac", "b", "aa", "ABC"];
     let docs: Vec<Bson> =
         names.iter().enumerate().map(|(i, n)| Bson::Document(doc! {"_id": i as i32, "n": *n, "m": *n})).collect();
@@ -153,7 +153,7 @@ fn anchored_regexes_scan_only_their_prefix() {
 #[test]
 fn multikey_indexes_return_each_document_once() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     command(
         &e,
         exec::indexes::create_indexes,
@@ -186,7 +186,7 @@ fn multikey_indexes_return_each_document_once() {
 #[test]
 fn builds_index_existing_documents_and_fail_cleanly() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     let docs: Vec<Bson> = (0..(3 * exec::index_build::BUILD_BATCH_DOCS as i32 + 7))
         .map(|i| Bson::Document(doc! {"_id": i, "k": i % 100, "u": i}))
         .collect();
@@ -249,7 +249,7 @@ fn builds_index_existing_documents_and_fail_cleanly() {
 #[test]
 fn builds_and_drops_replicate() {
     let (d1, d2) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
-    let (primary, member) = (engine(d1.path()), engine(d2.path()));
+    let (primary, member) = (node(d1.path()), node(d2.path()));
     let docs: Vec<Bson> = (0..50).map(|i| Bson::Document(doc! {"_id": i, "s": format!("v{}", i % 5)})).collect();
     write(&primary, exec::insert::run, doc! { "insert": "c", "documents": docs });
     command(

@@ -14,18 +14,18 @@ use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
 
 use crate::error::{ExecError, ExecResult};
-use crate::exec::{Engine, Request, args, deadline, index_build};
-use crate::store::catalog::CollectionInfo;
+use crate::exec::{Node, Request, args, deadline, index_build};
 use crate::store::indexes::IndexSpec;
+use crate::store::local_catalog::CollectionInfo;
 
 /// How long `createIndexes` waits for a concurrent build of the same index to finish.
 const CONCURRENT_BUILD_WAIT: Duration = Duration::from_secs(600);
 const CONCURRENT_BUILD_POLL: Duration = Duration::from_millis(50);
 
-pub fn list_indexes(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+pub fn list_indexes(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     let name = args::collection_name(&req.body, "listIndexes")?;
     let ns = args::namespace(req.db, &name)?;
-    let Some(coll) = engine.store.collection(&ns.to_string()) else {
+    let Some(coll) = node.store.collection(&ns.to_string()) else {
         return Err(ExecError::new(ErrorCode::NamespaceNotFound, format!("ns does not exist: {ns}")));
     };
     let mut batch = vec![Bson::Document(doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" })];
@@ -118,17 +118,17 @@ fn disposition(coll: &CollectionInfo, spec: &IndexSpec) -> ExecResult<Dispositio
     Ok(Disposition::Build)
 }
 
-pub fn create_indexes(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
+pub fn create_indexes(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let name = args::collection_name(&req.body, "createIndexes")?;
     let ns = args::namespace(req.db, &name)?;
     let specs = parse_specs(&req.body)?;
-    let ((coll, created), mut seq) = engine.store.write(|txn| txn.ensure_collection(&ns, Document::new()))?;
+    let ((coll, created), mut seq) = node.store.write(|txn| txn.ensure_collection(&ns, Document::new()))?;
     let before = 1 + coll.indexes.iter().filter(|s| !s.building).count();
     let mut built = 0usize;
     for spec in specs {
         let started = Instant::now();
         loop {
-            let current = engine.store.collection(&ns.to_string()).ok_or_else(|| {
+            let current = node.store.collection(&ns.to_string()).ok_or_else(|| {
                 ExecError::new(
                     ErrorCode::NamespaceNotFound,
                     format!("collection {ns} was dropped during the index build"),
@@ -137,7 +137,7 @@ pub fn create_indexes(engine: &Engine, req: &Request<'_>) -> ExecResult<(Documen
             match disposition(&current, &spec)? {
                 Disposition::Exists => break,
                 Disposition::Build => {
-                    seq = index_build::build(&engine.store, &current, spec)?;
+                    seq = index_build::build(&node.store, &current, spec)?;
                     built += 1;
                     break;
                 }
@@ -154,7 +154,7 @@ pub fn create_indexes(engine: &Engine, req: &Request<'_>) -> ExecResult<(Documen
             }
         }
     }
-    let after = engine.store.collection(&ns.to_string()).map_or(before, |c| 1 + c.ready_indexes().count());
+    let after = node.store.collection(&ns.to_string()).map_or(before, |c| 1 + c.ready_indexes().count());
     let mut reply = doc! {
         "numIndexesBefore": before as i32,
         "numIndexesAfter": after as i32,
@@ -168,11 +168,11 @@ pub fn create_indexes(engine: &Engine, req: &Request<'_>) -> ExecResult<(Documen
 
 /// `dropIndexes`: `index` is a name, a key pattern, `"*"` (every index but `_id`) or an array
 /// of names.
-pub fn drop_indexes(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document, u64)> {
+pub fn drop_indexes(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let cmd = req.name().to_owned();
     let name = args::collection_name(&req.body, &cmd)?;
     let ns = args::namespace(req.db, &name)?;
-    let Some(coll) = engine.store.collection(&ns.to_string()) else {
+    let Some(coll) = node.store.collection(&ns.to_string()) else {
         return Err(ExecError::new(ErrorCode::NamespaceNotFound, format!("ns not found {ns}")));
     };
     let was = 1 + coll.ready_indexes().count();
@@ -213,7 +213,7 @@ pub fn drop_indexes(engine: &Engine, req: &Request<'_>) -> ExecResult<(Document,
             return Err(ExecError::new(ErrorCode::IndexNotFound, format!("index not found with name [{t}]")));
         }
     }
-    let ((), seq) = engine.store.write(|txn| {
+    let ((), seq) = node.store.write(|txn| {
         for t in &targets {
             txn.drop_index(&coll, t, true)?;
         }

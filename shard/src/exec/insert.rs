@@ -9,11 +9,11 @@ use shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES;
 use crate::error::{ExecError, ExecResult};
 use crate::exec::retry::{Outcome, Retryable};
 use crate::exec::statements::{Statement, statements};
-use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, record};
+use crate::exec::{Node, Request, StatementError, WriteOutcome, args, record};
 use crate::store::WriteTxn;
-use crate::store::catalog::CollectionInfo;
+use crate::store::local_catalog::CollectionInfo;
 
-pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
+pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
     args::check_known_fields(
         &req.body,
         "insert",
@@ -33,7 +33,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
     let stmts = statements(req, "documents")?;
     let retry = Retryable::parse(&req.body, stmts.len())?;
     let ns_name = ns.to_string();
-    let (outcome, seq) = engine.store.write(|txn| {
+    let (outcome, seq) = node.store.write(|txn| {
         if let Some(r) = &retry
             && let Err(e) = r.begin(txn)?
         {

@@ -2,6 +2,11 @@
 //! [`Store`]. Each function here is synchronous (it may read and write storage, which can block on
 //! I/O) and is called by [`crate::service`] on the blocking pool; waiting for durability happens
 //! afterwards, asynchronously.
+//!
+//! Commands run against a [`Node`]: this member's store, open cursors, sharding state and place
+//! in its replica group. It is called a node, not an engine, because it is the member's parts
+//! bundled together, while "engine" names one thing only: the storage interface
+//! [`crate::storage::Engine`] (fjall behind it) that the store writes through.
 
 pub mod aggregate;
 pub mod args;
@@ -43,8 +48,10 @@ use crate::sharding::{Ownership, ShardingState};
 use crate::store::Store;
 pub use write_concern::WriteConcern;
 
-/// What command execution needs: the store, the open cursors and the shard's sharding state.
-pub struct Engine {
+/// One shard member as command execution sees it: the store, the open cursors, the sharding
+/// state, foreground latencies and the member's replica-group role. Built once per process by
+/// [`crate::open_node`]; shared (`Arc`) by the services and background tasks.
+pub struct Node {
     pub store: Arc<Store>,
     pub cursors: CursorManager,
     pub sharding: ShardingState,

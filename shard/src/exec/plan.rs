@@ -23,9 +23,9 @@ use bson::{Bson, Document};
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::args;
-use crate::store::catalog::CollectionInfo;
 use crate::store::indexes::IndexSpec;
 use crate::store::keys;
+use crate::store::local_catalog::CollectionInfo;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum AccessPath {

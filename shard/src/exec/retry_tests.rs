@@ -4,11 +4,11 @@ use bson::{Binary, Bson, Document, doc, spec::BinarySubtype};
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::CommandRequest;
 
-use crate::exec::{self, Engine, Request};
+use crate::exec::{self, Node, Request};
 
-fn engine(dir: &std::path::Path) -> std::sync::Arc<Engine> {
-    let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
-    crate::open_engine(&config).expect("open")
+fn node(dir: &std::path::Path) -> std::sync::Arc<Node> {
+    let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
+    crate::open_node(&config).expect("open")
 }
 
 fn lsid(n: u8) -> Document {
@@ -21,15 +21,15 @@ fn with_session(mut body: Document, session: u8, txn: i64) -> Document {
     body
 }
 
-type WriteFn = fn(&Engine, &Request<'_>) -> crate::error::ExecResult<(exec::WriteOutcome, u64)>;
+type WriteFn = fn(&Node, &Request<'_>) -> crate::error::ExecResult<(exec::WriteOutcome, u64)>;
 
-fn write(e: &Engine, f: WriteFn, body: Document) -> crate::error::ExecResult<exec::WriteOutcome> {
+fn write(e: &Node, f: WriteFn, body: Document) -> crate::error::ExecResult<exec::WriteOutcome> {
     let r = CommandRequest { db: "db".into(), body: body.to_vec().expect("encode").into(), ..Default::default() };
     let parsed = Request::parse(&r).expect("parse");
     f(e, &parsed).map(|(o, _)| o)
 }
 
-fn docs(e: &Engine) -> Vec<Document> {
+fn docs(e: &Node) -> Vec<Document> {
     let r = CommandRequest {
         db: "db".into(),
         body: doc! {"find": "c", "sort": {"_id": 1}}.to_vec().expect("encode").into(),
@@ -42,7 +42,7 @@ fn docs(e: &Engine) -> Vec<Document> {
 #[test]
 fn a_retried_statement_runs_once_and_answers_as_the_first_time() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     let insert = with_session(doc! {"insert": "c", "documents": [{"_id": 1, "v": 0}, {"_id": 2, "v": 0}]}, 1, 1);
     assert_eq!(write(&e, exec::insert::run, insert.clone()).expect("insert").n, 2);
     let again = write(&e, exec::insert::run, insert).expect("retry");
@@ -73,7 +73,7 @@ fn a_retried_statement_runs_once_and_answers_as_the_first_time() {
 #[test]
 fn stmt_ids_name_statements_across_split_batches() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     let mut first = with_session(doc! {"insert": "c", "documents": [{"_id": 1}, {"_id": 3}]}, 2, 7);
     first.insert("stmtIds", vec![Bson::Int32(0), Bson::Int32(2)]);
     write(&e, exec::insert::run, first).expect("insert");
@@ -92,7 +92,7 @@ fn stmt_ids_name_statements_across_split_batches() {
 #[test]
 fn older_transaction_numbers_are_refused_and_newer_ones_replace_records() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     write(&e, exec::insert::run, with_session(doc! {"insert": "c", "documents": [{"_id": 1}]}, 3, 5)).expect("insert");
     write(&e, exec::insert::run, with_session(doc! {"insert": "c", "documents": [{"_id": 2}]}, 3, 6)).expect("insert");
     let old = write(&e, exec::insert::run, with_session(doc! {"insert": "c", "documents": [{"_id": 1}]}, 3, 5));
@@ -114,7 +114,7 @@ fn older_transaction_numbers_are_refused_and_newer_ones_replace_records() {
 #[test]
 fn find_and_modify_retries_return_the_first_image() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     write(&e, exec::insert::run, doc! {"insert": "c", "documents": [{"_id": 1, "v": 1}]}).expect("insert");
     let body =
         with_session(doc! {"findAndModify": "c", "query": {"_id": 1}, "update": {"$inc": {"v": 1}}, "new": true}, 5, 1);
@@ -129,14 +129,14 @@ fn find_and_modify_retries_return_the_first_image() {
 #[test]
 fn records_replicate_with_their_writes_and_merge_into_a_recipient() {
     let (pdir, sdir) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
-    let (primary, secondary) = (engine(pdir.path()), engine(sdir.path()));
+    let (primary, secondary) = (node(pdir.path()), node(sdir.path()));
     write(&primary, exec::insert::run, with_session(doc! {"insert": "c", "documents": [{"_id": 1}]}, 6, 1))
         .expect("insert");
     let entries: Vec<bytes::Bytes> =
         primary.store.oplog_after(bson::Timestamp { time: 0, increment: 0 }).map(|kv| kv.expect("kv").1).collect();
     assert_eq!(entries.len(), 2, "create + the insert, which carries its record");
     secondary.store.apply(&entries).expect("apply");
-    let records = |e: &Engine| {
+    let records = |e: &Node| {
         let mut all = e.store.meta_records(crate::exec::retry::RECORD_PREFIX).expect("records");
         all.extend(e.store.meta_records(crate::exec::retry::HEAD_PREFIX).expect("heads"));
         all
@@ -144,7 +144,7 @@ fn records_replicate_with_their_writes_and_merge_into_a_recipient() {
     assert_eq!(records(&secondary), records(&primary));
     // A migration of db.c carries them to a recipient with an older transaction of the session.
     let rdir = tempfile::tempdir().expect("tempdir");
-    let recipient = engine(rdir.path());
+    let recipient = node(rdir.path());
     write(&recipient, exec::insert::run, with_session(doc! {"insert": "d", "documents": [{"_id": 1}]}, 6, 0))
         .expect("insert");
     let moved = crate::exec::retry::records_of(&primary.store, "db.c").expect("records of");

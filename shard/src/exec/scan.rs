@@ -21,8 +21,8 @@ use crate::exec::deadline;
 use crate::exec::plan::covered;
 use crate::exec::plan::{AccessPath, IndexScan, Interval};
 use crate::sharding::Ownership;
-use crate::store::catalog::CollectionInfo;
 use crate::store::indexes::{entry_id, entry_values};
+use crate::store::local_catalog::CollectionInfo;
 use crate::store::{Store, WriteTxn};
 
 /// Keys and documents examined by scans on this thread since the last [`counters::take`].

@@ -16,7 +16,7 @@ use shoal_query::keystring;
 use shoal_query::shard_key::{self, KeyField, Missing};
 
 use crate::error::{ExecError, ExecResult};
-use crate::exec::{Engine, Request, args};
+use crate::exec::{Node, Request, args};
 
 /// MongoDB's cap on the split points one `splitVector` returns unless `maxSplitPoints` says less.
 pub const SPLIT_POINTS_MAX: usize = 8192;
@@ -83,10 +83,10 @@ pub(crate) fn pattern_fields(pattern: &Document) -> ExecResult<Vec<KeyField>> {
 
 /// Each document's key in the range with its size, in collection order. Only the key fields of
 /// each raw document are decoded.
-fn keys_in_range(engine: &Engine, r: &RangeArgs) -> ExecResult<Vec<(Vec<u8>, usize)>> {
-    let Some(coll) = engine.store.collection(&r.ns) else { return Ok(Vec::new()) };
+fn keys_in_range(node: &Node, r: &RangeArgs) -> ExecResult<Vec<(Vec<u8>, usize)>> {
+    let Some(coll) = node.store.collection(&r.ns) else { return Ok(Vec::new()) };
     let mut out = Vec::new();
-    for kv in engine.store.scan(&coll, Bound::Unbounded, Bound::Unbounded, false) {
+    for kv in node.store.scan(&coll, Bound::Unbounded, Bound::Unbounded, false) {
         let (_, raw) = kv?;
         let doc = RawDocument::from_bytes(&raw).map_err(ExecError::from)?;
         let key = shard_key::of_raw_document(&r.fields, doc, Missing::AsNull)?;
@@ -116,7 +116,7 @@ pub(crate) fn key_document(fields: &[KeyField], bytes: &[u8]) -> ExecResult<Docu
 
 /// `{splitVector: ns, keyPattern, min, max, force [bySize] | maxChunkSizeBytes | maxChunkSize (MiB),
 /// maxSplitPoints, maxChunkObjects}` → `{splitKeys: [...]}`.
-pub fn split_vector(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+pub fn split_vector(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     let body = &req.body;
     let r = parse_range(req, "splitVector")?;
     let force = args::opt_bool(body, "splitVector", "force")?.unwrap_or(false);
@@ -133,7 +133,7 @@ pub fn split_vector(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> 
         .map_or(SPLIT_POINTS_MAX, |n| (n as usize).clamp(1, SPLIT_POINTS_MAX));
     let max_objects = args::opt_non_negative(body, "splitVector", "maxChunkObjects")?.map(|n| n as usize);
 
-    let mut keys = keys_in_range(engine, &r)?;
+    let mut keys = keys_in_range(node, &r)?;
     keys.sort_unstable();
     let points = match (force, by_size) {
         (true, true) => half_bytes_point(&keys),
@@ -207,10 +207,10 @@ fn size_points(keys: &[(Vec<u8>, usize)], max_bytes: u64, max_objects: Option<us
 }
 
 /// `{dataSize: ns, keyPattern, min, max}` → `{size, numObjects, millis}`.
-pub fn data_size(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+pub fn data_size(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     let started = Instant::now();
     let r = parse_range(req, "dataSize")?;
-    let keys = keys_in_range(engine, &r)?;
+    let keys = keys_in_range(node, &r)?;
     let size: u64 = keys.iter().map(|(_, n)| *n as u64).sum();
     Ok(doc! {
         "size": size as i64,

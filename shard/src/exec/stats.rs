@@ -10,13 +10,13 @@ use std::ops::Bound;
 use bson::{Document, doc};
 
 use crate::error::{ExecError, ExecResult};
-use crate::exec::{Engine, Request, args, deadline};
-use crate::store::catalog::CollectionInfo;
+use crate::exec::{Node, Request, args, deadline};
+use crate::store::local_catalog::CollectionInfo;
 
 /// Count and bytes of one collection's documents.
-fn tally(engine: &Engine, coll: &CollectionInfo) -> ExecResult<(i64, i64)> {
+fn tally(node: &Node, coll: &CollectionInfo) -> ExecResult<(i64, i64)> {
     let (mut count, mut bytes) = (0i64, 0i64);
-    for (i, kv) in engine.store.scan(coll, Bound::Unbounded, Bound::Unbounded, false).enumerate() {
+    for (i, kv) in node.store.scan(coll, Bound::Unbounded, Bound::Unbounded, false).enumerate() {
         if (i as u64).is_multiple_of(deadline::CHECK_EVERY) {
             deadline::check()?;
         }
@@ -42,20 +42,20 @@ fn avg(bytes: i64, count: i64) -> f64 {
     if count == 0 { 0.0 } else { bytes as f64 / count as f64 }
 }
 
-pub fn coll_stats(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+pub fn coll_stats(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     let name = args::collection_name(&req.body, "collStats")?;
     let ns = args::namespace(req.db, &name)?;
     let scale = scale(&req.body, "collStats")?;
-    let coll = engine.store.collection(&ns.to_string());
+    let coll = node.store.collection(&ns.to_string());
     let (count, bytes) = match &coll {
-        Some(coll) => tally(engine, coll)?,
+        Some(coll) => tally(node, coll)?,
         None => (0, 0),
     };
     // The _id index is the documents' own order: it takes no space of its own.
     let mut index_sizes = doc! { "_id_": 0_i64 };
     let mut index_total = 0i64;
     for spec in coll.iter().flat_map(|c| c.ready_indexes()) {
-        let (_, b) = engine.store.index_size(spec.ident)?;
+        let (_, b) = node.store.index_size(spec.ident)?;
         index_sizes.insert(spec.name.clone(), b as i64 / scale);
         index_total += b as i64;
     }
@@ -73,18 +73,18 @@ pub fn coll_stats(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
     })
 }
 
-pub fn db_stats(engine: &Engine, req: &Request<'_>) -> ExecResult<Document> {
+pub fn db_stats(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     let scale = scale(&req.body, "dbStats")?;
-    let colls = engine.store.collections_in(req.db);
+    let colls = node.store.collections_in(req.db);
     let (mut objects, mut bytes, mut indexes, mut index_bytes) = (0i64, 0i64, 0i64, 0i64);
     for coll in &colls {
-        let (c, b) = tally(engine, coll)?;
+        let (c, b) = tally(node, coll)?;
         objects += c;
         bytes += b;
         indexes += 1;
         for spec in coll.ready_indexes() {
             indexes += 1;
-            index_bytes += engine.store.index_size(spec.ident)?.1 as i64;
+            index_bytes += node.store.index_size(spec.ident)?.1 as i64;
         }
     }
     let n = colls.len() as i64;

@@ -4,11 +4,11 @@ use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::CommandRequest;
 
-use crate::exec::{self, Engine, Request};
+use crate::exec::{self, Node, Request};
 
-pub(super) fn engine(dir: &std::path::Path) -> std::sync::Arc<Engine> {
-    let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
-    crate::open_engine(&config).expect("open")
+pub(super) fn node(dir: &std::path::Path) -> std::sync::Arc<Node> {
+    let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
+    crate::open_node(&config).expect("open")
 }
 
 pub(super) fn req(body: Document) -> CommandRequest {
@@ -24,7 +24,7 @@ pub(super) fn req(body: Document) -> CommandRequest {
     }
 }
 
-fn find(e: &Engine, body: Document) -> Vec<Document> {
+fn find(e: &Node, body: Document) -> Vec<Document> {
     let r = req(body);
     let parsed = Request::parse(&r).expect("parse");
     let (batch, _) = exec::find::run(e, &parsed).expect("find");
@@ -32,8 +32,8 @@ fn find(e: &Engine, body: Document) -> Vec<Document> {
 }
 
 pub(super) fn write(
-    e: &Engine,
-    f: fn(&Engine, &Request<'_>) -> crate::error::ExecResult<(exec::WriteOutcome, u64)>,
+    e: &Node,
+    f: fn(&Node, &Request<'_>) -> crate::error::ExecResult<(exec::WriteOutcome, u64)>,
     body: Document,
 ) -> exec::WriteOutcome {
     let r = req(body);
@@ -45,7 +45,7 @@ pub(super) fn write(
 fn crud_round_trip_and_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
-        let e = engine(dir.path());
+        let e = node(dir.path());
         let out = write(
             &e,
             exec::insert::run,
@@ -70,7 +70,7 @@ fn crud_round_trip_and_reopen() {
         assert_eq!(out.n, 1);
         e.store.shutdown();
     }
-    let e = engine(dir.path());
+    let e = node(dir.path());
     let docs = find(&e, doc! { "find": "c", "sort": {"_id": 1} });
     assert_eq!(docs, vec![doc! {"_id": 1, "a": 11}, doc! {"_id": 9, "b": 1}]);
     // The oplog holds one entry per change, in order, with MongoDB's fields.
@@ -87,7 +87,7 @@ fn crud_round_trip_and_reopen() {
 #[test]
 fn cursors_resume_scans_across_batches() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     let docs: Vec<Bson> = (0..50).map(|i| Bson::Document(doc! {"_id": i, "even": i % 2 == 0})).collect();
     write(&e, exec::insert::run, doc! { "insert": "c", "documents": docs });
     let r = req(doc! { "find": "c", "filter": {"even": true}, "batchSize": 4, "skip": 1 });
@@ -107,7 +107,7 @@ fn cursors_resume_scans_across_batches() {
 #[test]
 fn bad_arguments_get_mongodb_codes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     write(&e, exec::insert::run, doc! { "insert": "c", "documents": [{"_id": 1, "s": "x"}] });
     let r = req(doc! { "find": "c", "sort": 5 });
     assert_eq!(
@@ -144,10 +144,10 @@ fn owns_below_five() -> std::sync::Arc<crate::sharding::Ownership> {
 
 /// Runs `f` as a versioned request owning `owned`.
 fn versioned<T>(
-    e: &Engine,
+    e: &Node,
     owned: &std::sync::Arc<crate::sharding::Ownership>,
     body: Document,
-    f: impl FnOnce(&Engine, &Request<'_>) -> crate::error::ExecResult<T>,
+    f: impl FnOnce(&Node, &Request<'_>) -> crate::error::ExecResult<T>,
 ) -> crate::error::ExecResult<T> {
     let r = req(body);
     let mut parsed = Request::parse(&r).expect("parse");
@@ -159,7 +159,7 @@ fn docs_of(batch: &exec::find::Batch) -> Vec<Document> {
     batch.documents.iter().map(|b| Document::from_reader(&mut &b[..]).expect("doc")).collect()
 }
 
-fn ten_docs(e: &Engine) {
+fn ten_docs(e: &Node) {
     let docs: Vec<Bson> = (0..10).map(|i| Bson::Document(doc! {"_id": i, "a": i})).collect();
     write(e, exec::insert::run, doc! { "insert": "c", "documents": docs });
 }
@@ -167,7 +167,7 @@ fn ten_docs(e: &Engine) {
 #[test]
 fn orphans_are_hidden_from_versioned_reads_and_visible_to_unversioned_ones() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     ten_docs(&e);
     let owned = owns_below_five();
 
@@ -206,7 +206,7 @@ fn orphans_are_hidden_from_versioned_reads_and_visible_to_unversioned_ones() {
 #[test]
 fn versioned_writes_skip_orphans_and_keep_the_shard_key() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     ten_docs(&e);
     let owned = owns_below_five();
 
@@ -245,10 +245,10 @@ fn versioned_writes_skip_orphans_and_keep_the_shard_key() {
 #[test]
 fn split_vector_and_data_size_over_a_key_range() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     let docs: Vec<Bson> = (0..100).map(|i| Bson::Document(doc! {"_id": i, "k": i * 10, "h": i})).collect();
     write(&e, exec::insert::run, doc! { "insert": "c", "documents": docs });
-    let run = |f: fn(&Engine, &Request<'_>) -> crate::error::ExecResult<Document>, body: Document| {
+    let run = |f: fn(&Node, &Request<'_>) -> crate::error::ExecResult<Document>, body: Document| {
         let r = req(body);
         f(&e, &Request::parse(&r).expect("parse"))
     };

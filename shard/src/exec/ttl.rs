@@ -67,7 +67,7 @@ pub fn pass(store: &Store, now: DateTime) -> ExecResult<u64> {
 
 fn expired_ids(
     store: &Store,
-    coll: &Arc<crate::store::catalog::CollectionInfo>,
+    coll: &Arc<crate::store::local_catalog::CollectionInfo>,
     path: &AccessPath,
     filter: &Filter,
 ) -> ExecResult<Vec<Bson>> {
@@ -92,8 +92,8 @@ mod tests {
     #[test]
     fn expired_documents_are_deleted_and_others_kept() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.path().to_path_buf());
-        let e = crate::open_engine(&config).expect("open");
+        let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.path().to_path_buf());
+        let e = crate::open_node(&config).expect("open");
         let now = DateTime::now();
         let old = DateTime::from_millis(now.timestamp_millis() - 120_000);
         let docs = vec![
@@ -103,7 +103,7 @@ mod tests {
             doc! {"_id": 4, "at": [now, old]},
             doc! {"_id": 5},
         ];
-        let run = |body: bson::Document, f: fn(&exec::Engine, &Request<'_>) -> ExecResult<(bson::Document, u64)>| {
+        let run = |body: bson::Document, f: fn(&exec::Node, &Request<'_>) -> ExecResult<(bson::Document, u64)>| {
             let r = CommandRequest { db: "db".into(), body: body.to_vec().expect("bson").into(), ..Default::default() };
             f(&e, &Request::parse(&r).expect("parse")).expect("command")
         };

@@ -15,7 +15,7 @@ use crate::exec::insert::{check_size, insert_prepared, with_id_first};
 use crate::exec::retry::{self, Outcome, Retryable};
 use crate::exec::scan::{Matched, for_each_match};
 use crate::exec::statements::statements;
-use crate::exec::{Engine, Request, StatementError, WriteOutcome, args, plan, record};
+use crate::exec::{Node, Request, StatementError, WriteOutcome, args, plan, record};
 use crate::sharding::Ownership;
 use crate::store::WriteTxn;
 
@@ -96,7 +96,7 @@ pub fn array_filters(body: &Document, cmd: &str) -> ExecResult<Vec<Document>> {
     }
 }
 
-pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
+pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
     args::check_known_fields(
         &req.body,
         "update",
@@ -116,11 +116,11 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
     let vars = LetVars::from_command(&req.body, "update")?;
     let stmts = statements(req, "updates")?;
     let retry = Retryable::parse(&req.body, stmts.len())?;
-    if let Some(answer) = retry::answer_probe(&engine.store, &req.body, retry.as_ref()) {
+    if let Some(answer) = retry::answer_probe(&node.store, &req.body, retry.as_ref()) {
         return Ok((answer?.to_write_outcome(), 0));
     }
     let ns_name = ns.to_string();
-    let (outcome, seq) = engine.store.write(|txn| {
+    let (outcome, seq) = node.store.write(|txn| {
         if let Some(r) = &retry
             && let Err(e) = r.begin(txn)?
         {
@@ -140,7 +140,7 @@ pub fn run(engine: &Engine, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)
             let result = UpdateStatement::parse(&stmt.doc, &vars)
                 .and_then(|s| refuse_multi(s, retry.is_some()))
                 .map_err(|e| StatementError::Exec(e, None))
-                .and_then(|s| apply_statement(engine, txn, &ns, &s, req.owned()));
+                .and_then(|s| apply_statement(node, txn, &ns, &s, req.owned()));
             let result = match (result, &retry) {
                 (Ok(applied), Some(r)) => {
                     let outcome = Outcome::Updated {
@@ -192,13 +192,13 @@ pub struct Applied {
 }
 
 fn apply_statement(
-    engine: &Engine,
+    node: &Node,
     txn: &mut WriteTxn<'_>,
     ns: &shoal_proto::Namespace,
     stmt: &UpdateStatement,
     owned: Option<&Ownership>,
 ) -> Result<Applied, StatementError> {
-    apply(engine, txn, ns, stmt, None, false, owned)
+    apply(node, txn, ns, stmt, None, false, owned)
 }
 
 /// Runs one update statement. `sort` picks which document a single update takes (findAndModify);
@@ -207,7 +207,7 @@ fn apply_statement(
 /// versioned request on a sharded collection): orphans are not matched, the shard key may not
 /// change, and an upserted document must carry the whole shard key.
 pub fn apply(
-    engine: &Engine,
+    node: &Node,
     txn: &mut WriteTxn<'_>,
     ns: &shoal_proto::Namespace,
     stmt: &UpdateStatement,
@@ -220,7 +220,7 @@ pub fn apply(
     if let Some(coll) = txn.collection(&ns.to_string()) {
         let plan_doc = args::planning_filter(&stmt.filter_doc, stmt.collation);
         let query = Query { filter_doc: &plan_doc, filter: &stmt.filter, hint: stmt.hint.as_ref() };
-        let matches = collect_matches(engine, txn, &coll, query, !stmt.multi, sort, owned)
+        let matches = collect_matches(node, txn, &coll, query, !stmt.multi, sort, owned)
             .map_err(|e| StatementError::Exec(e, None))?;
         for old in matches {
             let id = old.doc.get("_id").cloned().unwrap_or(Bson::Null);
@@ -297,9 +297,9 @@ pub struct Query<'a> {
 /// given; only the first when `single`. All are collected before any is written, so a write
 /// that moves a document within the index being scanned cannot make the scan meet it again.
 pub fn collect_matches(
-    engine: &Engine,
+    node: &Node,
     txn: &WriteTxn<'_>,
-    coll: &crate::store::catalog::CollectionInfo,
+    coll: &crate::store::local_catalog::CollectionInfo,
     query: Query<'_>,
     single: bool,
     sort: Option<&shoal_query::sort::SortSpec>,
@@ -308,7 +308,7 @@ pub fn collect_matches(
     let chosen = plan::plan(coll, query.filter_doc, None, query.hint)?;
     let mut out = Vec::new();
     let stop_after_first = single && sort.is_none();
-    for_each_match(&engine.store, Some(txn), coll, &chosen.path, Some(query.filter), owned, chosen.reverse, |m| {
+    for_each_match(&node.store, Some(txn), coll, &chosen.path, Some(query.filter), owned, chosen.reverse, |m| {
         out.push(m);
         Ok(if stop_after_first { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;

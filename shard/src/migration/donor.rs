@@ -30,7 +30,7 @@ use super::transfer::{catch_up, clone_batch, peer_err, ping, reply_ok, send, sen
 use super::*;
 use crate::sharding::{CollectionMetadata, CriticalSection};
 use crate::store::Store;
-use crate::store::catalog::CollectionInfo;
+use crate::store::local_catalog::CollectionInfo;
 
 /// How long `_waitForDelete` waits for the donor's range deletion.
 pub const WAIT_FOR_DELETE_MAX_MS: u64 = 600_000;
@@ -55,7 +55,7 @@ pub struct MoveRequest {
 /// Moves the range; answers the milliseconds it took.
 pub async fn move_range(mig: Arc<Migrations>, req: MoveRequest) -> Result<u64, MigrationError> {
     let started = Instant::now();
-    let sharding = &mig.engine.sharding;
+    let sharding = &mig.node.sharding;
     let me = sharding.shard_id().to_owned();
     let catalog = sharding
         .catalog()
@@ -141,7 +141,7 @@ async fn run(
     req: &MoveRequest,
 ) -> Result<(), MigrationError> {
     let started = Instant::now();
-    let store = Arc::clone(&mig.engine.store);
+    let store = Arc::clone(&mig.node.store);
     let mut run = Run {
         mig,
         catalog,
@@ -197,7 +197,7 @@ async fn run(
             d.insert("note".to_owned(), Detail::Str("success".into()));
             log_change(catalog, "moveChunk.from", &record.ns, d).await;
             if req.wait_for_delete {
-                let sharding = &mig.engine.sharding;
+                let sharding = &mig.node.sharding;
                 let wait = Duration::from_millis(WAIT_FOR_DELETE_MAX_MS);
                 if tokio::time::timeout(wait, sharding.wait_for_range_deletion(&record.ns, &record.min, &record.max))
                     .await
@@ -247,11 +247,11 @@ impl Run<'_> {
     async fn perform(&mut self, action: &Action) -> Event {
         let done = |r: Result<(), MigrationError>| r.map_or_else(Event::Failed, |()| Event::Done);
         let mig = self.mig;
-        let engine = &mig.engine;
+        let node = &mig.node;
         match action {
             Action::Persist(phase) => {
                 self.record.phase = *phase;
-                done(save(engine, &self.record).await)
+                done(save(node, &self.record).await)
             }
             Action::StartRecipient => done(self.start_recipient().await),
             Action::MarkClonePosition => {
@@ -271,7 +271,7 @@ impl Run<'_> {
             },
             Action::CatchUpPass | Action::FinalCatchUp => {
                 if *action == Action::CatchUpPass {
-                    self.throttle.wait(&engine.latency).await;
+                    self.throttle.wait(&node.latency).await;
                     self.stats.throttled_ms = self.throttle.paused_ms;
                 }
                 match catch_up(&self.store, &mut self.peer, &self.record, self.pos).await {
@@ -290,7 +290,7 @@ impl Run<'_> {
             Action::EnterCriticalSection => {
                 // Writes to the collection wait (bounded on their side too).
                 let wait = Duration::from_millis(CRITICAL_SECTION_ENTER_WAIT_MS);
-                match tokio::time::timeout(wait, engine.sharding.gates.enter(&self.record.ns)).await {
+                match tokio::time::timeout(wait, node.sharding.gates.enter(&self.record.ns)).await {
                     Ok(section) => {
                         self.section = Some((section, Instant::now()));
                         Event::Done
@@ -329,7 +329,7 @@ impl Run<'_> {
                 Event::Done
             }
             Action::ForgetMetadata => {
-                engine.sharding.forget(&self.record.ns);
+                node.sharding.forget(&self.record.ns);
                 Event::Done
             }
             Action::LeaveCriticalSection => {
@@ -385,7 +385,7 @@ impl Run<'_> {
     /// have has nothing to clone.
     async fn clone_batch(&mut self) -> Result<bool, MigrationError> {
         if let Some(coll) = &self.coll {
-            self.throttle.wait(&self.mig.engine.latency).await;
+            self.throttle.wait(&self.mig.node.latency).await;
             self.stats.throttled_ms = self.throttle.paused_ms;
             let (s, r, c, after) = (Arc::clone(&self.store), self.record.clone(), Arc::clone(coll), self.after.take());
             let (mods, next) = tokio::task::spawn_blocking(move || clone_batch(&s, &c, &r, after)).await??;
@@ -404,9 +404,9 @@ impl Run<'_> {
 
 /// Persists the donor record and waits until a majority of the group has it: a member promoted
 /// after this one dies then finds the phase and settles the migration (`crate::primary_only`).
-async fn save(engine: &Engine, record: &Record) -> Result<(), MigrationError> {
-    let (s, r) = (Arc::clone(&engine.store), record.clone());
+async fn save(node: &Node, record: &Record) -> Result<(), MigrationError> {
+    let (s, r) = (Arc::clone(&node.store), record.clone());
     tokio::task::spawn_blocking(move || r.save(&s, Side::Donor)).await??;
-    super::majority_committed(engine).await?;
+    super::majority_committed(node).await?;
     Ok(())
 }

@@ -88,7 +88,7 @@ use shoal_proto::shard::KeyBound;
 use shoal_proto::shard::migration_client::MigrationClient;
 use tonic::transport::Channel;
 
-use crate::exec::Engine;
+use crate::exec::Node;
 use record::{Record, Side};
 
 /// Limit of one donor → recipient call (a batch is at most a few MiB; the recipient syncs it).
@@ -136,7 +136,7 @@ pub enum Fate {
 
 /// The shard's migration registry, shared by the service and recovery.
 pub struct Migrations {
-    pub engine: Arc<Engine>,
+    pub node: Arc<Node>,
     active: Mutex<Option<Active>>,
     /// Records found at startup and not settled yet: no new migration starts meanwhile.
     recovering: Mutex<usize>,
@@ -145,10 +145,10 @@ pub struct Migrations {
 /// Waits until everything this member wrote is majority-committed in its group (bounded by
 /// [`crate::repl::wait::MIGRATION_MAJORITY_WAIT`]): migration records and received data count
 /// only then, so a failover cannot lose them.
-pub async fn majority_committed(engine: &Engine) -> Result<(), MigrationError> {
+pub async fn majority_committed(node: &Node) -> Result<(), MigrationError> {
     crate::repl::wait::newest_majority_committed(
-        &engine.repl,
-        &engine.store,
+        &node.repl,
+        &node.store,
         crate::repl::wait::MIGRATION_MAJORITY_WAIT,
     )
     .await?;
@@ -156,8 +156,8 @@ pub async fn majority_committed(engine: &Engine) -> Result<(), MigrationError> {
 }
 
 impl Migrations {
-    pub fn new(engine: Arc<Engine>) -> Self {
-        Self { engine, active: Mutex::new(None), recovering: Mutex::new(0) }
+    pub fn new(node: Arc<Node>) -> Self {
+        Self { node, active: Mutex::new(None), recovering: Mutex::new(0) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Active>> {
@@ -329,8 +329,8 @@ mod tests {
     }
 
     fn migrations(dir: &std::path::Path) -> Migrations {
-        let config = crate::ShardConfig::new("s0", "127.0.0.1:0".parse().unwrap(), dir.to_path_buf());
-        Migrations::new(crate::open_engine(&config).unwrap())
+        let config = crate::ShardSettings::new("s0", "127.0.0.1:0".parse().unwrap(), dir.to_path_buf());
+        Migrations::new(crate::open_node(&config).unwrap())
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::sharding::RangeDeletion;
 
 /// After the commit: schedule the donor's range deletion, then drop the record.
 pub async fn finish_committed(mig: &Migrations, record: &Record) -> Result<(), MigrationError> {
-    let engine = &mig.engine;
+    let node = &mig.node;
     let task = RangeDeletion {
         ns: record.ns.clone(),
         uuid: record.uuid,
@@ -30,8 +30,8 @@ pub async fn finish_committed(mig: &Migrations, record: &Record) -> Result<(), M
         min: record.min.clone(),
         max: record.max.clone(),
     };
-    engine.sharding.schedule_range_deletion(&engine.store, &engine.cursors, task).await?;
-    let (store, id) = (Arc::clone(&engine.store), record.id.clone());
+    node.sharding.schedule_range_deletion(&node.store, &node.cursors, task).await?;
+    let (store, id) = (Arc::clone(&node.store), record.id.clone());
     tokio::task::spawn_blocking(move || Record::remove(&store, Side::Donor, &id)).await??;
     Ok(())
 }
@@ -40,13 +40,13 @@ pub async fn finish_committed(mig: &Migrations, record: &Record) -> Result<(), M
 /// metadata so no request is admitted with the old version.
 pub async fn refresh_or_forget(mig: &Migrations, ns: &str) {
     for attempt in 0..CATALOG_ATTEMPTS_MAX {
-        match mig.engine.sharding.refresh(ns).await {
+        match mig.node.sharding.refresh(ns).await {
             Ok(()) => return,
             Err(e) => tracing::warn!(attempt, error = %e, "refresh after commit failed"),
         }
         tokio::time::sleep(backoff(attempt)).await;
     }
-    mig.engine.sharding.forget(ns);
+    mig.node.sharding.forget(ns);
 }
 
 /// Proposes `cmd` to the catalog. A call that failed is a lost answer: the write may have been

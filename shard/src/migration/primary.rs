@@ -59,7 +59,7 @@ use super::{
 use crate::error::ExecError;
 use crate::sharding::db_version::KnownDb;
 use crate::store::Store;
-use crate::store::catalog::CollectionInfo;
+use crate::store::local_catalog::CollectionInfo;
 
 /// How long the donor waits, after the commit, for reads admitted before it to finish before it
 /// drops its copies (a read still running then sees the collection vanish).
@@ -121,7 +121,7 @@ pub async fn move_primary(
     moves: &PrimaryMoves,
     req: MovePrimaryRequest,
 ) -> Result<(), MigrationError> {
-    let sharding = &mig.engine.sharding;
+    let sharding = &mig.node.sharding;
     let me = sharding.shard_id().to_owned();
     let catalog =
         sharding.catalog().ok_or_else(|| refused(ErrorCode::IllegalOperation, "this shard is not in a cluster"))?;
@@ -156,14 +156,14 @@ pub async fn move_primary(
     // Read again inside the section: a shardCollection may have committed since the first read.
     let sharded = read_catalog(|| catalog.collections_in(&req.db, true)).await?;
     let colls: Vec<Arc<CollectionInfo>> = mig
-        .engine
+        .node
         .store
         .collections_in(&req.db)
         .into_iter()
         .filter(|c| !sharded.iter().any(|s| s.ns == c.full_name()))
         .collect();
     tracing::info!(db = %req.db, to = %req.to_shard, collections = colls.len(), "movePrimary: cloning");
-    let cloned = match clone_all(&mig.engine.store, &mut peer, &req, &colls).await {
+    let cloned = match clone_all(&mig.node.store, &mut peer, &req, &colls).await {
         Ok(n) => n,
         Err(e) => {
             drop(section);
@@ -297,13 +297,13 @@ async fn abort(peer: &mut MigrationClient<Channel>, req: &MovePrimaryRequest, co
 
 /// After the commit: waits (bounded) for reads admitted before it, then drops the copies.
 async fn drop_local_copies(mig: &Migrations, colls: &[Arc<CollectionInfo>]) {
-    let engine = &mig.engine;
-    let seq = engine.cursors.pin_seq();
+    let node = &mig.node;
+    let seq = node.cursors.pin_seq();
     let deadline = Instant::now() + Duration::from_millis(READS_DRAIN_WAIT_MS);
-    while colls.iter().any(|c| engine.cursors.pinned_at_or_before(&c.full_name(), seq)) && Instant::now() < deadline {
+    while colls.iter().any(|c| node.cursors.pinned_at_or_before(&c.full_name(), seq)) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(READS_DRAIN_POLL_MS)).await;
     }
-    let (store, list) = (Arc::clone(&engine.store), colls.to_vec());
+    let (store, list) = (Arc::clone(&node.store), colls.to_vec());
     let dropped = tokio::task::spawn_blocking(move || {
         store.write(|txn| {
             for c in &list {
@@ -318,7 +318,7 @@ async fn drop_local_copies(mig: &Migrations, colls: &[Arc<CollectionInfo>]) {
     match dropped {
         Ok(Ok(_)) => {
             for c in colls {
-                engine.sharding.forget(&c.full_name());
+                node.sharding.forget(&c.full_name());
             }
         }
         Ok(Err(e)) => tracing::warn!(error = %e, "dropping the moved collections failed; they stay as orphans"),
@@ -328,7 +328,7 @@ async fn drop_local_copies(mig: &Migrations, colls: &[Arc<CollectionInfo>]) {
 
 /// Recipient: refuses if this shard is the database's primary (its collections are live data).
 async fn not_primary_here(mig: &Migrations, db: &str) -> Result<(), MigrationError> {
-    match mig.engine.sharding.refresh_database(db).await? {
+    match mig.node.sharding.refresh_database(db).await? {
         KnownDb::Present { primary_here: true, .. } => Err(refused(
             ErrorCode::IllegalOperation,
             format!("this shard is the primary of {db}: its collections are not a movePrimary's to replace"),
@@ -363,7 +363,7 @@ pub async fn clone_batch(mig: &Migrations, req: ClonePrimaryBatchRequest) -> Res
     }
     let sessions: Vec<(Bytes, Bytes)> = req.sessions.into_iter().map(|s| (s.key, s.value)).collect();
     let indexes = crate::store::indexes::decode_listings(&req.indexes).map_err(ExecError::from)?;
-    let (store, first, n) = (Arc::clone(&mig.engine.store), req.first, docs.len());
+    let (store, first, n) = (Arc::clone(&mig.node.store), req.first, docs.len());
     let ((), seq) = tokio::task::spawn_blocking(move || {
         store.write(|txn| {
             txn.set_from_migrate(true);
@@ -384,8 +384,8 @@ pub async fn clone_batch(mig: &Migrations, req: ClonePrimaryBatchRequest) -> Res
         })
     })
     .await??;
-    debug_assert!(seq <= mig.engine.store.position().seq);
-    super::majority_committed(&mig.engine).await?;
+    debug_assert!(seq <= mig.node.store.position().seq);
+    super::majority_committed(&mig.node).await?;
     tracing::debug!(db = %req.db, coll = %req.coll, docs = n, first, "movePrimary batch majority-committed");
     Ok(())
 }
@@ -398,7 +398,7 @@ pub async fn clone_abort(mig: &Migrations, req: ClonePrimaryAbortRequest) -> Res
     for c in &req.collections {
         names.push(format!("{}.{c}", req.db));
     }
-    let store = Arc::clone(&mig.engine.store);
+    let store = Arc::clone(&mig.node.store);
     let list = names.clone();
     tokio::task::spawn_blocking(move || {
         store.write(|txn| {
@@ -412,7 +412,7 @@ pub async fn clone_abort(mig: &Migrations, req: ClonePrimaryAbortRequest) -> Res
     })
     .await??;
     for ns in &names {
-        mig.engine.sharding.forget(ns);
+        mig.node.sharding.forget(ns);
     }
     tracing::info!(db = %req.db, collections = names.len(), "movePrimary aborted: clones dropped");
     Ok(())

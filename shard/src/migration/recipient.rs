@@ -60,7 +60,7 @@ pub async fn start(mig: &Migrations, req: ReceiveStartRequest) -> Result<(), Mig
         min: bound_from_wire(req.min.as_ref(), "min")?,
         max: bound_from_wire(req.max.as_ref(), "max")?,
         from: req.from_shard.clone(),
-        to: mig.engine.sharding.shard_id().to_owned(),
+        to: mig.node.sharding.shard_id().to_owned(),
         epoch: Default::default(),
         expected_version: Default::default(),
         phase: Phase::Cloning,
@@ -105,7 +105,7 @@ async fn drive(
             Action::WaitRangeDeletions => {
                 // An earlier aborted attempt's deletion must not run over what we are about to receive.
                 let wait = Duration::from_millis(RANGE_DELETION_WAIT_MS);
-                let deletions = mig.engine.sharding.wait_for_range_deletion(&record.ns, &record.min, &record.max);
+                let deletions = mig.node.sharding.wait_for_range_deletion(&record.ns, &record.min, &record.max);
                 match tokio::time::timeout(wait, deletions).await {
                     Ok(()) => Event::Done,
                     Err(_) => Event::Failed(MigrationError::refused(
@@ -115,7 +115,7 @@ async fn drive(
                 }
             }
             Action::PersistRecord => {
-                let (store, rec) = (Arc::clone(&mig.engine.store), record.clone());
+                let (store, rec) = (Arc::clone(&mig.node.store), record.clone());
                 done(blocking(move || Ok(rec.save(&store, Side::Recipient)?)).await)
             }
             Action::CreateCollection => {
@@ -123,7 +123,7 @@ async fn drive(
                     return Err(MigrationError::Task("ReceiveStart without its collection".into()));
                 };
                 // The donor's indexes exist before its documents arrive, so they arrive indexed.
-                let store = Arc::clone(&mig.engine.store);
+                let store = Arc::clone(&mig.node.store);
                 done(
                     blocking(move || {
                         store.write(|txn| {
@@ -144,7 +144,7 @@ async fn drive(
                 Err(e) => Event::Failed(e),
             },
             Action::RemoveRecord => {
-                let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
+                let (store, id) = (Arc::clone(&mig.node.store), record.id.clone());
                 done(blocking(move || Ok(Record::remove(&store, Side::Recipient, &id)?)).await)
             }
             Action::DeleteReceived => done(abort_record(mig, record).await),
@@ -172,7 +172,7 @@ async fn blocking<T: Send + 'static>(
 
 /// Refreshes the collection and says how much of the range this shard's metadata gives it.
 async fn refresh(mig: &Migrations, record: &Record) -> Event {
-    let sharding = &mig.engine.sharding;
+    let sharding = &mig.node.sharding;
     if let Err(e) = sharding.refresh(&record.ns).await {
         return Event::Failed(e.into());
     }
@@ -193,7 +193,7 @@ async fn refresh(mig: &Migrations, record: &Record) -> Event {
 /// Deletes what an earlier attempt left of the range (this shard owns none of it); answers how
 /// many documents went.
 async fn delete_leftovers(mig: &Migrations, record: &Record) -> Result<u64, MigrationError> {
-    let (store, rec) = (Arc::clone(&mig.engine.store), record.clone());
+    let (store, rec) = (Arc::clone(&mig.node.store), record.clone());
     blocking(move || {
         let task = RangeDeletion {
             ns: rec.ns.clone(),
@@ -235,10 +235,10 @@ pub async fn batch(mig: &Migrations, req: ReceiveBatchRequest) -> Result<(), Mig
         });
     }
     let sessions: Vec<(bytes::Bytes, bytes::Bytes)> = req.sessions.into_iter().map(|s| (s.key, s.value)).collect();
-    let store = Arc::clone(&mig.engine.store);
+    let store = Arc::clone(&mig.node.store);
     let (applied, seq) = blocking(move || apply(&store, &record, &mods, &sessions)).await?;
-    debug_assert!(seq <= mig.engine.store.position().seq);
-    super::majority_committed(&mig.engine).await?;
+    debug_assert!(seq <= mig.node.store.position().seq);
+    super::majority_committed(&mig.node).await?;
     tracing::debug!(id = %req.migration_id, applied, "batch majority-committed");
     failpoint::hit("migration.recipient_after_batch");
     Ok(())
@@ -315,8 +315,8 @@ pub async fn abort_record(mig: &Migrations, record: &Record) -> Result<(), Migra
         min: record.min.clone(),
         max: record.max.clone(),
     };
-    let engine = &mig.engine;
-    engine.sharding.schedule_range_deletion(&engine.store, &engine.cursors, task).await?;
-    let (store, id) = (Arc::clone(&engine.store), record.id.clone());
+    let node = &mig.node;
+    node.sharding.schedule_range_deletion(&node.store, &node.cursors, task).await?;
+    let (store, id) = (Arc::clone(&node.store), record.id.clone());
     blocking(move || Ok(Record::remove(&store, Side::Recipient, &id)?)).await
 }

@@ -37,8 +37,8 @@ use super::{Fate, MigrationError, Migrations, backoff, peer_client, shard_endpoi
 
 /// Loads the records (blocking) and marks the shard as recovering them.
 pub fn load(mig: &Migrations) -> Result<(Vec<Record>, Vec<Record>), crate::storage::StorageError> {
-    let donors = Record::load_all(&mig.engine.store, Side::Donor)?;
-    let recipients = Record::load_all(&mig.engine.store, Side::Recipient)?;
+    let donors = Record::load_all(&mig.node.store, Side::Donor)?;
+    let recipients = Record::load_all(&mig.node.store, Side::Recipient)?;
     mig.set_recovering(donors.len() + recipients.len());
     Ok((donors, recipients))
 }
@@ -72,7 +72,7 @@ pub async fn settle_recipient(mig: &Migrations, record: Record) {
 }
 
 async fn settle(mig: &Migrations, side: Side, record: Record) {
-    let Some(catalog) = mig.engine.sharding.catalog() else { return };
+    let Some(catalog) = mig.node.sharding.catalog() else { return };
     let (mut machine, mut action) = Settle::new(side, &record);
     let settled = loop {
         if let Action::Finish(settled) = action {
@@ -120,7 +120,7 @@ async fn perform(mig: &Migrations, catalog: &ConfigClient, side: Side, record: &
         }
         Action::FinishCommitted => done(finish_committed(mig, record).await),
         Action::RemoveRecord => {
-            let (store, id) = (Arc::clone(&mig.engine.store), record.id.clone());
+            let (store, id) = (Arc::clone(&mig.node.store), record.id.clone());
             let removed = tokio::task::spawn_blocking(move || Record::remove(&store, side, &id)).await;
             done(removed.map_err(MigrationError::from).and_then(|r| r.map_err(MigrationError::from)))
         }

@@ -106,7 +106,7 @@ impl Migration for MigrationService {
         request: Request<MigrationFateRequest>,
     ) -> Result<Response<MigrationFateReply>, Status> {
         let id = request.into_inner().migration_id;
-        let store = Arc::clone(&self.migrations.engine.store);
+        let store = Arc::clone(&self.migrations.node.store);
         let wanted = id.clone();
         let persisted = tokio::task::spawn_blocking(move || Record::load_all(&store, Side::Donor))
             .await

@@ -17,7 +17,7 @@ use super::MigrationError;
 use super::mods::{BATCH_BYTES_MAX, BATCH_DOCS_MAX, Mod, RangeFilter, Step, batches, id_document};
 use super::record::Record;
 use crate::store::Store;
-use crate::store::catalog::CollectionInfo;
+use crate::store::local_catalog::CollectionInfo;
 
 /// Documents one clone read examines (bounds a blocking-pool slice).
 pub const CLONE_SCAN_DOCS_MAX: usize = 10_000;

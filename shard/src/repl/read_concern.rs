@@ -300,9 +300,9 @@ mod tests {
     }
 
     fn member(dir: &std::path::Path) -> std::sync::Arc<Repl> {
-        let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
-        let engine = crate::open_engine(&config).expect("open");
-        Repl::new("rs".into(), "m:1".into(), engine.store.clone(), Default::default(), dir.join("rb"), false)
+        let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
+        let node = crate::open_node(&config).expect("open");
+        Repl::new("rs".into(), "m:1".into(), node.store.clone(), Default::default(), dir.join("rb"), false)
     }
 
     #[tokio::test]

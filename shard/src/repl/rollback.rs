@@ -30,7 +30,7 @@ use super::fetcher::{FetchError, connect, within};
 use super::state::MemberState;
 use super::wire::{from_shard, to_shard};
 use crate::storage::StorageError;
-use crate::store::catalog::CollectionInfo;
+use crate::store::local_catalog::CollectionInfo;
 use crate::store::oplog::{EntryView, OpTime};
 
 /// Optimes asked for per OpTimes call while looking for the common point.

@@ -6,30 +6,26 @@ use bson::{Document, doc};
 use bytes::Bytes;
 use shoal_proto::shard::CommandRequest;
 
-use crate::exec::{self, Engine, Request};
+use crate::exec::{self, Node, Request};
 use crate::store::oplog::OpTime;
 
-fn engine(dir: &std::path::Path) -> Arc<Engine> {
-    let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
-    crate::open_engine(&config).expect("open")
+fn node(dir: &std::path::Path) -> Arc<Node> {
+    let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
+    crate::open_node(&config).expect("open")
 }
 
-fn run(
-    e: &Engine,
-    f: fn(&Engine, &Request<'_>) -> crate::error::ExecResult<(exec::WriteOutcome, u64)>,
-    body: Document,
-) {
+fn run(e: &Node, f: fn(&Node, &Request<'_>) -> crate::error::ExecResult<(exec::WriteOutcome, u64)>, body: Document) {
     let r = CommandRequest { db: "db".into(), body: body.to_vec().expect("encode").into(), ..Default::default() };
     let parsed = Request::parse(&r).expect("parse");
     f(e, &parsed).expect("write");
 }
 
-fn oplog(e: &Engine) -> Vec<Bytes> {
+fn oplog(e: &Node) -> Vec<Bytes> {
     e.store.oplog_after(bson::Timestamp { time: 0, increment: 0 }).map(|kv| kv.expect("kv").1).collect()
 }
 
 /// Every document of every collection, by namespace, with the collection's UUID.
-fn contents(e: &Engine) -> Vec<(String, bson::Uuid, Vec<Document>)> {
+fn contents(e: &Node) -> Vec<(String, bson::Uuid, Vec<Document>)> {
     e.store
         .all_collections()
         .into_iter()
@@ -44,7 +40,7 @@ fn contents(e: &Engine) -> Vec<(String, bson::Uuid, Vec<Document>)> {
         .collect()
 }
 
-fn workload(e: &Engine) {
+fn workload(e: &Node) {
     run(e, exec::insert::run, doc! {"insert": "a", "documents": [{"_id": 1, "x": 1}, {"_id": 2, "x": 2}, {"_id": 3}]});
     run(e, exec::update::run, doc! {"update": "a", "updates": [{"q": {"_id": 1}, "u": {"$inc": {"x": 5}}}]});
     run(e, exec::delete::run, doc! {"delete": "a", "deletes": [{"q": {"_id": 2}, "limit": 1}]});
@@ -61,7 +57,7 @@ fn workload(e: &Engine) {
 #[test]
 fn applying_the_oplog_reproduces_the_data_and_is_idempotent() {
     let (pdir, sdir) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
-    let (primary, secondary) = (engine(pdir.path()), engine(sdir.path()));
+    let (primary, secondary) = (node(pdir.path()), node(sdir.path()));
     workload(&primary);
     let entries = oplog(&primary);
     let position = secondary.store.apply(&entries).expect("apply");
@@ -76,7 +72,7 @@ fn applying_the_oplog_reproduces_the_data_and_is_idempotent() {
 #[test]
 fn rollback_restores_given_versions_and_truncates_the_oplog() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     run(&e, exec::insert::run, doc! {"insert": "a", "documents": [{"_id": 1, "v": 1}]});
     let common = e.store.position().optime;
     run(&e, exec::update::run, doc! {"update": "a", "updates": [{"q": {"_id": 1}, "u": {"$set": {"v": 2}}}]});
@@ -94,7 +90,7 @@ fn rollback_restores_given_versions_and_truncates_the_oplog() {
 #[test]
 fn bookkeeping_records_replicate_and_roll_back() {
     let (pdir, sdir) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
-    let (primary, secondary) = (engine(pdir.path()), engine(sdir.path()));
+    let (primary, secondary) = (node(pdir.path()), node(sdir.path()));
     primary.store.become_primary(1, std::time::Instant::now() + std::time::Duration::from_secs(60)).expect("primary");
     primary
         .store
@@ -117,7 +113,7 @@ fn bookkeeping_records_replicate_and_roll_back() {
 fn initial_sync_copies_the_replicated_bookkeeping_records_and_nothing_else() {
     use crate::store::keys;
     let (pdir, sdir) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
-    let (source, member) = (engine(pdir.path()), engine(sdir.path()));
+    let (source, member) = (node(pdir.path()), node(sdir.path()));
     workload(&source);
     let replicated = [keys::range_deletion_key(3), b"migdonor/m1".to_vec(), b"migrecv/m2".to_vec()];
     for key in &replicated {

@@ -35,7 +35,7 @@ use uuid::Uuid;
 use super::metadata::CollectionMetadata;
 use super::ownership::{KeyRange, in_ranges};
 use crate::error::{ExecError, ExecResult};
-use crate::exec::Engine;
+use crate::exec::Node;
 use crate::storage::StorageError;
 use crate::store::{Store, keys};
 
@@ -218,12 +218,12 @@ impl RangeDeleter {
     }
 
     /// The first task (in id order) whose pinned reads are gone.
-    fn next_ready(&self, engine: &Engine) -> Option<(u64, RangeDeletion)> {
+    fn next_ready(&self, node: &Node) -> Option<(u64, RangeDeletion)> {
         let tasks = self.lock();
         tasks
             .pending
             .iter()
-            .find(|(_, p)| p.pin_barrier == 0 || !engine.cursors.pinned_at_or_before(&p.task.ns, p.pin_barrier))
+            .find(|(_, p)| p.pin_barrier == 0 || !node.cursors.pinned_at_or_before(&p.task.ns, p.pin_barrier))
             .map(|(id, p)| (*id, p.task.clone()))
     }
 
@@ -234,11 +234,11 @@ impl RangeDeleter {
 }
 
 /// The background loop (started by `crate::run`). Never returns; abort it to stop.
-pub async fn run(engine: Arc<Engine>) {
+pub async fn run(node: Arc<Node>) {
     let mut backoff = Duration::from_millis(RETRY_BACKOFF_MIN_MS);
     loop {
-        let deleter = &engine.sharding.range_deleter;
-        let Some((id, task)) = deleter.next_ready(&engine) else {
+        let deleter = &node.sharding.range_deleter;
+        let Some((id, task)) = deleter.next_ready(&node) else {
             if deleter.pending_count() == 0 {
                 // Nothing to do until a task is scheduled (`notify_one` keeps a wake-up for us).
                 deleter.wake.notified().await;
@@ -248,7 +248,7 @@ pub async fn run(engine: Arc<Engine>) {
             }
             continue;
         };
-        match run_task(&engine, id, &task).await {
+        match run_task(&node, id, &task).await {
             Ok(deleted) => {
                 tracing::info!(id, ns = %task.ns, deleted, "range deletion finished");
                 deleter.complete(id);
@@ -264,12 +264,12 @@ pub async fn run(engine: Arc<Engine>) {
 }
 
 /// Runs one task to the end: decides what may be deleted, deletes it, removes the task record.
-pub async fn run_task(engine: &Arc<Engine>, id: u64, task: &RangeDeletion) -> ExecResult<u64> {
+pub async fn run_task(node: &Arc<Node>, id: u64, task: &RangeDeletion) -> ExecResult<u64> {
     let mut deleted = 0;
-    if let Some(parts) = deletable_parts(engine, task).await? {
+    if let Some(parts) = deletable_parts(node, task).await? {
         let mut after: Option<Bytes> = None;
         loop {
-            let (e, t, p) = (Arc::clone(engine), task.clone(), parts.clone());
+            let (e, t, p) = (Arc::clone(node), task.clone(), parts.clone());
             let (n, next) = tokio::task::spawn_blocking(move || delete_batch(&e.store, &t, &p, after))
                 .await
                 .map_err(|e| ExecError::new(shoal_proto::ErrorCode::InternalError, format!("task failed: {e}")))??;
@@ -280,7 +280,7 @@ pub async fn run_task(engine: &Arc<Engine>, id: u64, task: &RangeDeletion) -> Ex
             }
         }
     }
-    let store = Arc::clone(&engine.store);
+    let store = Arc::clone(&node.store);
     tokio::task::spawn_blocking(move || store.put_meta_replicated(keys::range_deletion_key(id), None))
         .await
         .map_err(|e| ExecError::new(shoal_proto::ErrorCode::InternalError, format!("task failed: {e}")))??;
@@ -289,8 +289,8 @@ pub async fn run_task(engine: &Arc<Engine>, id: u64, task: &RangeDeletion) -> Ex
 
 /// The parts of the task's range to delete now: the range minus what this shard owns after a
 /// refresh. `None`: delete nothing (the collection was dropped or re-created since).
-async fn deletable_parts(engine: &Engine, task: &RangeDeletion) -> ExecResult<Option<Vec<KeyRange>>> {
-    let sharding = &engine.sharding;
+async fn deletable_parts(node: &Node, task: &RangeDeletion) -> ExecResult<Option<Vec<KeyRange>>> {
+    let sharding = &node.sharding;
     if sharding.catalog().is_some() {
         sharding.refresh(&task.ns).await?;
     }

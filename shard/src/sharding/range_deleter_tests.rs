@@ -10,12 +10,12 @@ use super::*;
 use crate::exec::{self, Request};
 use crate::sharding::metadata::{CollectionMetadata, ShardedMetadata};
 
-fn engine(dir: &std::path::Path) -> Arc<Engine> {
-    let config = crate::ShardConfig::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
-    crate::open_engine(&config).expect("open")
+fn node(dir: &std::path::Path) -> Arc<Node> {
+    let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
+    crate::open_node(&config).expect("open")
 }
 
-fn run_cmd<T>(e: &Engine, body: Document, f: fn(&Engine, &Request<'_>) -> ExecResult<T>) -> T {
+fn run_cmd<T>(e: &Node, body: Document, f: fn(&Node, &Request<'_>) -> ExecResult<T>) -> T {
     let raw = CommandRequest {
         request_id: "t".into(),
         db: "db".into(),
@@ -29,7 +29,7 @@ fn run_cmd<T>(e: &Engine, body: Document, f: fn(&Engine, &Request<'_>) -> ExecRe
     f(e, &Request::parse(&raw).expect("parse")).expect("command")
 }
 
-fn a_values(e: &Engine) -> Vec<i32> {
+fn a_values(e: &Node) -> Vec<i32> {
     let (batch, _) = run_cmd(e, doc! { "find": "c", "sort": {"a": 1} }, exec::find::run);
     batch.documents.iter().map(|b| Document::from_reader(&mut &b[..]).expect("doc").get_i32("a").expect("a")).collect()
 }
@@ -46,13 +46,13 @@ fn task(min: ChunkBound, max: ChunkBound) -> RangeDeletion {
     RangeDeletion { ns: "db.c".into(), uuid: Uuid::nil(), key: fields(), min, max }
 }
 
-fn insert_twenty(e: &Engine) {
+fn insert_twenty(e: &Node) {
     let docs: Vec<Bson> = (0..20).map(|i| Bson::Document(doc! {"_id": i, "a": i})).collect();
     run_cmd(e, doc! { "insert": "c", "documents": docs }, exec::insert::run);
 }
 
 /// Metadata in which shard `t` owns `[min, max)` and `other` owns the rest.
-fn install_owning(e: &Engine, min: i32, max: i32) {
+fn install_owning(e: &Node, min: i32, max: i32) {
     let chunk = |lo: ChunkBound, hi: ChunkBound, shard: &str, minor: u32| Chunk {
         min: lo,
         max: hi,
@@ -85,12 +85,12 @@ async fn tasks_survive_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let t = task(key(3), ChunkBound::Max);
     {
-        let e = engine(dir.path());
+        let e = node(dir.path());
         e.sharding.schedule_range_deletion(&e.store, &e.cursors, t.clone()).await.expect("schedule");
         assert_eq!(e.sharding.range_deletions_pending(), 1);
         e.store.shutdown();
     }
-    let e = engine(dir.path());
+    let e = node(dir.path());
     assert_eq!(e.sharding.range_deletions_pending(), 1);
     let (id, resumed) = e.sharding.range_deleter.next_ready(&e).expect("ready after restart");
     assert_eq!(resumed, t);
@@ -99,14 +99,14 @@ async fn tasks_survive_a_restart() {
     e.sharding.range_deleter.complete(id);
     e.store.shutdown();
     drop(e);
-    let e = engine(dir.path());
+    let e = node(dir.path());
     assert_eq!(e.sharding.range_deletions_pending(), 0);
 }
 
 #[tokio::test]
 async fn deletion_keeps_what_the_shard_owns_again_and_marks_oplog_entries() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     insert_twenty(&e);
     // The task covers [5, 15); the shard owns [8, 10) again (moved back since).
     install_owning(&e, 8, 10);
@@ -133,7 +133,7 @@ async fn deletion_keeps_what_the_shard_owns_again_and_marks_oplog_entries() {
 #[tokio::test]
 async fn another_incarnation_of_the_collection_is_left_alone() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     insert_twenty(&e);
     install_owning(&e, 0, 1);
     let mut t = task(key(5), key(15));
@@ -145,7 +145,7 @@ async fn another_incarnation_of_the_collection_is_left_alone() {
 #[test]
 fn batches_are_bounded_and_resume() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     let docs: Vec<Bson> = (0..(DELETE_DOCS_PER_BATCH_MAX as i32 + 10)).map(|i| Bson::Document(doc! {"a": i})).collect();
     run_cmd(&e, doc! { "insert": "c", "documents": docs }, exec::insert::run);
     let t = task(ChunkBound::Min, ChunkBound::Max);
@@ -161,7 +161,7 @@ fn batches_are_bounded_and_resume() {
 #[tokio::test]
 async fn deletion_waits_for_cursors_open_when_scheduled() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = engine(dir.path());
+    let e = node(dir.path());
     insert_twenty(&e);
     let (batch, _) = run_cmd(&e, doc! { "find": "c", "batchSize": 2 }, exec::find::run);
     assert_ne!(batch.cursor_id, 0);

@@ -8,7 +8,7 @@ use bson::{Bson, Document, RawDocument, Uuid};
 use bytes::Bytes;
 use shoal_proto::Namespace;
 
-use super::catalog::CollectionInfo;
+use super::local_catalog::CollectionInfo;
 use super::oplog::{self, EntryView, OpKind};
 use super::{WriteTxn, indexes, keys, oplog_size};
 use crate::storage::{Space, StorageError};

@@ -20,8 +20,8 @@ use bson::{Bson, Document, RawDocument, doc};
 use bytes::Bytes;
 use shoal_proto::ErrorCode;
 
-use super::catalog::CollectionInfo;
 use super::indexes::{Entry, IndexSpec};
+use super::local_catalog::CollectionInfo;
 use super::{CatalogChange, WriteTxn, bson_bytes, keys};
 use crate::storage::{Space, StorageError, prefix_upper_bound};
 

@@ -16,10 +16,10 @@
 //! commit publishes the new [`Position`] (see [`Store::subscribe`]).
 
 mod apply;
-pub mod catalog;
 mod index_write;
 pub mod indexes;
 pub mod keys;
+pub mod local_catalog;
 pub mod oplog;
 pub mod oplog_size;
 mod purge;
@@ -35,7 +35,7 @@ use shoal_proto::Namespace;
 use tokio::sync::watch;
 
 use crate::storage::{Engine, GroupCommit, KvIter, Space, StorageError, WriteBatch, prefix_upper_bound};
-use catalog::{Catalog, CollectionInfo};
+use local_catalog::{CollectionInfo, LocalCatalog};
 use oplog::{Entry, EntryView, INITIAL_TERM, OpKind, OpTime, TimestampClock};
 
 /// A staged batch is committed once it holds this much, bounding a command's memory.
@@ -46,7 +46,7 @@ pub const DROP_DELETE_BATCH_KEYS: usize = 10_000;
 pub struct Store {
     engine: Arc<dyn Engine>,
     group: GroupCommit,
-    catalog: RwLock<Catalog>,
+    catalog: RwLock<LocalCatalog>,
     writer: Mutex<WriterState>,
     position: watch::Sender<Position>,
     /// The oplog's size and how far it was truncated ([`oplog_size`]).
@@ -107,7 +107,7 @@ impl WriterState {
 
 impl Store {
     pub fn open(engine: Arc<dyn Engine>) -> Result<Self, StorageError> {
-        let mut catalog = Catalog::default();
+        let mut catalog = LocalCatalog::default();
         let upper = prefix_upper_bound(keys::COLLECTION_PREFIX);
         let records = engine.scan(
             Space::Meta,
@@ -357,7 +357,7 @@ impl Store {
         {
             let mut cat = self.catalog.write().unwrap_or_else(|p| p.into_inner());
             let next_id = cat.next_id;
-            *cat = Catalog::default();
+            *cat = LocalCatalog::default();
             // Ids are never reused, even across a wipe: stale keys of an interrupted wipe stay
             // unreachable.
             cat.next_id = next_id;
@@ -528,7 +528,7 @@ fn after_marked_ids(engine: &dyn Engine, prefix: &[u8]) -> Result<u64, StorageEr
 /// Index builds a restart interrupted are abandoned (their clients got no answer; MongoDB
 /// resumes them instead): the specs leave the catalog and their entries are purged. Ident
 /// counters also skip every live index's ident.
-fn abandon_unfinished_builds(engine: &dyn Engine, catalog: &mut Catalog) -> Result<(), StorageError> {
+fn abandon_unfinished_builds(engine: &dyn Engine, catalog: &mut LocalCatalog) -> Result<(), StorageError> {
     let mut batch = WriteBatch::new();
     for info in catalog.by_ns.values_mut() {
         for spec in &info.indexes {

@@ -412,7 +412,7 @@ fn replica_group_terms_are_compare_and_set() {
 
 #[test]
 fn cluster_id_is_set_once() {
-    let mut c = Catalog::new();
+    let mut c = ClusterCatalog::new();
     assert_eq!(c.cluster_id(), None);
     let first = Epoch([1; 12]);
     c.apply(&Command::InitCluster { cluster_id: first }, 1).expect("init");

@@ -8,7 +8,7 @@ use shoal_proto::config::{self as pb, CatalogQuery};
 use super::*;
 use crate::catalog::api::{QUERIES_PER_REQUEST_MAX, QueryError, answer, answer_all};
 
-fn ask<T: serde::de::DeserializeOwned>(cat: &Catalog, what: What) -> T {
+fn ask<T: serde::de::DeserializeOwned>(cat: &ClusterCatalog, what: What) -> T {
     let bytes = answer(cat, &CatalogQuery { what: Some(what) }).expect("answered");
     wire::decode(&bytes).expect("decodes")
 }

@@ -35,13 +35,13 @@ fn members(shard: &str) -> Vec<String> {
 
 /// A catalog and the log time to apply at.
 struct Fx {
-    cat: Catalog,
+    cat: ClusterCatalog,
     now: u64,
 }
 
 impl Fx {
     fn new() -> Self {
-        Self { cat: Catalog::new(), now: T0 }
+        Self { cat: ClusterCatalog::new(), now: T0 }
     }
 
     /// `n` shards `s0..`, database `db` on `s0`.
@@ -186,7 +186,7 @@ fn replay_is_deterministic_and_survives_json() {
     assert_eq!(a.cat, b.cat);
 
     let json = serde_json::to_vec(&a.cat).expect("encode");
-    let back: Catalog = serde_json::from_slice(&json).expect("decode");
+    let back: ClusterCatalog = serde_json::from_slice(&json).expect("decode");
     assert_eq!(back, a.cat);
     let cmd = a.split(&k(b"p"), &[b"q", b"r"]);
     let cmd_back: Command = serde_json::from_slice(&serde_json::to_vec(&cmd).expect("encode")).expect("decode");

@@ -37,7 +37,7 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use shoal_proto::catalog::{CatalogView, ChunkBound, ChunkVersion, Epoch, ShardId};
+use shoal_proto::catalog::{ChunkBound, ChunkVersion, ClusterCatalogView, Epoch, ShardId};
 use shoal_proto::config::CatalogPart;
 
 use view::CollView;
@@ -197,7 +197,7 @@ pub const INPUT: &[CatalogPart] =
 
 /// The actions for this round. The caller has already checked the balancer mode and window; a
 /// collection with `noBalance` gets no action and a note.
-pub fn plan(catalog: &CatalogView, stats: &Stats, memory: &Memory, params: &Params, now_ms: u64) -> Plan {
+pub fn plan(catalog: &ClusterCatalogView, stats: &Stats, memory: &Memory, params: &Params, now_ms: u64) -> Plan {
     let mut plan = Plan::default();
     let mut rounds = Vec::new();
     for coll in catalog.collections().values() {

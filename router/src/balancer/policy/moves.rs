@@ -9,14 +9,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use shoal_proto::catalog::{CatalogView, Chunk, ShardId};
+use shoal_proto::catalog::{Chunk, ClusterCatalogView, ShardId};
 
 use super::view::{CollView, bytes, ops};
 use super::zones::{Placement, eligible_shards, zones_in};
 use super::{Action, CollRound, Decision, MoveReason, Params, Plan};
 
 pub(super) fn plan_moves(
-    catalog: &CatalogView,
+    catalog: &ClusterCatalogView,
     rounds: &mut [CollRound<'_>],
     params: &Params,
     busy: &mut BTreeSet<ShardId>,
@@ -58,7 +58,7 @@ fn movable(r: &CollRound<'_>, chunk: &Chunk) -> bool {
 }
 
 /// Bytes of the collection on every shard of the cluster (zero for a shard without chunks).
-fn totals(catalog: &CatalogView, view: &CollView<'_>) -> BTreeMap<ShardId, u64> {
+fn totals(catalog: &ClusterCatalogView, view: &CollView<'_>) -> BTreeMap<ShardId, u64> {
     let mut totals: BTreeMap<ShardId, u64> = catalog.shards().keys().map(|s| (s.clone(), 0)).collect();
     for chunk in view.chunks() {
         *totals.entry(chunk.shard.clone()).or_default() += view.bytes(chunk).0;
@@ -99,7 +99,7 @@ fn emit(
     Decision { action, why }
 }
 
-fn draining(catalog: &CatalogView, r: &mut CollRound<'_>, busy: &mut BTreeSet<ShardId>, plan: &mut Plan) {
+fn draining(catalog: &ClusterCatalogView, r: &mut CollRound<'_>, busy: &mut BTreeSet<ShardId>, plan: &mut Plan) {
     let view = &r.view;
     let ns = view.ns;
     let totals = totals(catalog, view);
@@ -147,7 +147,7 @@ fn draining(catalog: &CatalogView, r: &mut CollRound<'_>, busy: &mut BTreeSet<Sh
     }
 }
 
-fn zone_violations(catalog: &CatalogView, r: &mut CollRound<'_>, busy: &mut BTreeSet<ShardId>, plan: &mut Plan) {
+fn zone_violations(catalog: &ClusterCatalogView, r: &mut CollRound<'_>, busy: &mut BTreeSet<ShardId>, plan: &mut Plan) {
     let view = &r.view;
     let ns = view.ns;
     let totals = totals(catalog, view);
@@ -225,7 +225,7 @@ fn group_label(ns: &str, group: Option<&str>) -> String {
 }
 
 fn data_imbalance(
-    catalog: &CatalogView,
+    catalog: &ClusterCatalogView,
     r: &mut CollRound<'_>,
     group: Option<&str>,
     busy: &mut BTreeSet<ShardId>,
@@ -287,7 +287,7 @@ fn data_imbalance(
 }
 
 fn load_imbalance(
-    catalog: &CatalogView,
+    catalog: &ClusterCatalogView,
     r: &mut CollRound<'_>,
     group: Option<&str>,
     params: &Params,

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use shoal_proto::catalog::{CatalogView, Chunk, ChunkBound, ChunkVersion, Collection, ZoneRange};
+use shoal_proto::catalog::{Chunk, ChunkBound, ChunkVersion, ClusterCatalogView, Collection, ZoneRange};
 
 use super::ChunkStats;
 use super::Stats;
@@ -22,7 +22,7 @@ pub(super) struct CollView<'a> {
 }
 
 impl<'a> CollView<'a> {
-    pub(super) fn new(catalog: &'a CatalogView, coll: &'a Collection, stats: &'a Stats) -> Self {
+    pub(super) fn new(catalog: &'a ClusterCatalogView, coll: &'a Collection, stats: &'a Stats) -> Self {
         Self {
             ns: &coll.ns,
             coll,

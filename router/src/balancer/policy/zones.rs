@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use shoal_proto::catalog::{CatalogView, ChunkBound, ShardId, ZoneRange};
+use shoal_proto::catalog::{ChunkBound, ClusterCatalogView, ShardId, ZoneRange};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Placement<'a> {
@@ -59,7 +59,7 @@ pub(super) fn is_range_bound(ranges: &[ZoneRange], b: &ChunkBound) -> bool {
 }
 
 /// Non-draining shards allowed to hold a chunk of `group` (`None`: any shard), by id.
-pub(super) fn eligible_shards(catalog: &CatalogView, group: Option<&str>) -> Vec<ShardId> {
+pub(super) fn eligible_shards(catalog: &ClusterCatalogView, group: Option<&str>) -> Vec<ShardId> {
     catalog
         .shards()
         .values()

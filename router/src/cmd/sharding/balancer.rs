@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
-use shoal_proto::catalog::{BALANCER_LEASE, BalancerMode, CatalogView, Command, SettingsUpdate};
+use shoal_proto::catalog::{BALANCER_LEASE, BalancerMode, ClusterCatalogView, Command, SettingsUpdate};
 use shoal_proto::config::CatalogPart;
 
 use super::{body_of, raw};
@@ -29,7 +29,7 @@ async fn set_mode(state: &RouterState, mode: BalancerMode) -> Result<(), Command
 }
 
 /// Whether the lease holder reported being inside a round and still holds the lease.
-fn in_round(catalog: &CatalogView) -> bool {
+fn in_round(catalog: &ClusterCatalogView) -> bool {
     let live = catalog.leases().get(BALANCER_LEASE).is_some_and(|l| l.is_live(catalog.now_ms()));
     live && catalog.balancer_rounds().in_round
 }
@@ -124,7 +124,7 @@ pub async fn balancer_collection_status(
     let stats = stats::gather(state, &catalog, Some(&ns)).await;
     // A fresh memory: nothing has been hot for long and no merge is due, as after a lease change.
     let memory = Memory { since_ms: now, ..Memory::default() };
-    let plan = policy::plan(&catalog, &stats, &memory, &state.config.balancer.params, now);
+    let plan = policy::plan(&catalog, &stats, &memory, &state.settings.balancer.params, now);
     let first = plan.decisions.iter().find(|d| action_ns(&d.action) == ns);
     Ok(match first {
         None => raw(&doc! { "balancerCompliant": true })?,

@@ -77,11 +77,11 @@ pub async fn get_shard_map(state: &RouterState, _conn: &ConnContext, _cmd: &Clie
             hosts.insert(member.clone(), Bson::String(shard.id.clone()));
         }
     }
-    let config = state.config.config_servers.join(",");
+    let config = state.settings.config_servers.join(",");
     if !config.is_empty() {
         map.insert("config", config.clone());
         conn_strings.insert(config.clone(), "config");
-        for member in &state.config.config_servers {
+        for member in &state.settings.config_servers {
             hosts.insert(member.clone(), Bson::String("config".into()));
         }
     }

@@ -9,7 +9,7 @@ use shoal_proto::ErrorCode;
 use shoal_proto::catalog::{Chunk, ChunkBound, Collection};
 
 use super::key::bound_of_key;
-use crate::cmd::config_docs::{bound_document, key_document};
+use crate::cmd::config_db::docs::{bound_document, key_document};
 use crate::error::CommandError;
 use crate::state::RouterState;
 

@@ -103,7 +103,7 @@ pub async fn refine_collection_shard_key(
             format!(
                 "{CMD}: the proposed shard key {} does not extend the current shard key {}: {reason}",
                 req.key_doc,
-                crate::cmd::config_docs::key_document(&coll.key)
+                crate::cmd::config_db::docs::key_document(&coll.key)
             ),
         ));
     }

@@ -1,4 +1,4 @@
-//! Tests of the decision core on real catalogs built through `Catalog::apply`, with hand-made
+//! Tests of the decision core on real catalogs built through `ClusterCatalog::apply`, with hand-made
 //! statistics: one file per decision family, and a property test of the plan invariants.
 
 mod merges;
@@ -8,7 +8,7 @@ mod splits;
 
 use std::collections::BTreeSet;
 
-use shoal_configsvr::catalog::{Catalog, api};
+use shoal_configsvr::catalog::{ClusterCatalog, api};
 use shoal_proto::catalog::{
     Chunk, ChunkBound, Collection, Command, Epoch, InitialChunks, KeyPattern, Parts, SettingsUpdate,
 };
@@ -27,7 +27,7 @@ fn k(bytes: &[u8]) -> ChunkBound {
 
 /// A catalog with statistics, memory and parameters, and the time the plan is made at.
 struct Fx {
-    cat: Catalog,
+    cat: ClusterCatalog,
     stats: Stats,
     memory: Memory,
     params: Params,
@@ -39,7 +39,7 @@ impl Fx {
     /// since now (so nothing merges unless a test says so).
     fn new(n: usize) -> Self {
         let mut fx = Self {
-            cat: Catalog::new(),
+            cat: ClusterCatalog::new(),
             stats: Stats::default(),
             memory: Memory { since_ms: T0, ..Memory::default() },
             params: Params::default(),

@@ -1,18 +1,20 @@
-//! The catalog as MongoDB's `config` documents (docs/architecture.md, "The `config` database"): pure builders from a
-//! catalog snapshot to the shapes of `config.collections`, `config.chunks`, `config.tags`,
-//! `config.changelog`, `config.locks` and `config.mongos` (MongoDB 5+: chunks keyed by the
-//! collection's `uuid`).
+//! The cluster catalog as MongoDB's `config` documents (docs/architecture.md, "The `config`
+//! database"): pure builders from a catalog view to the shapes of `config.collections`,
+//! `config.chunks`, `config.tags`, `config.changelog`, `config.locks` and `config.mongos`
+//! (MongoDB 5+: chunks keyed by the collection's `uuid`).
 //!
 //! Chunk and zone bounds live in the catalog as keystrings of the shard-key values, one encoded
 //! value per key field in pattern order, ascending (what `encode_compound` writes); they are
 //! decoded back into `{field: value}` documents with MinKey/MaxKey for the ends of the key space.
 //! Bytes that do not decode are shown as `{$keyString: "<hex>"}` rather than guessed at.
+//!
+//! Must not: read the catalog or filter documents (pure builders; `read` does both).
 
 use bson::spec::BinarySubtype;
 use bson::{Binary, Bson, DateTime, Document, doc, oid::ObjectId};
 use shoal_proto::catalog::{
-    CatalogView, ChangelogEntry, Chunk, ChunkBound, ChunkVersion, Collection, Detail, Epoch, KeyFieldKind, KeyPattern,
-    Lease, Timestamp, ZoneRange,
+    ChangelogEntry, Chunk, ChunkBound, ChunkVersion, ClusterCatalogView, Collection, Detail, Epoch, KeyFieldKind,
+    KeyPattern, Lease, Timestamp, ZoneRange,
 };
 
 /// `config.locks.state` of a held lock (MongoDB's "locked"); 0 is "unlocked".
@@ -161,7 +163,7 @@ pub fn zone_document(ns: &str, pattern: Option<&KeyPattern>, range: &ZoneRange) 
 
 /// A `config.actionlog` document (the balancer's rounds and decisions): the changelog's shape,
 /// with the details as MongoDB's balancer writes them.
-pub fn action_document(catalog: &CatalogView, e: &ChangelogEntry) -> Document {
+pub fn action_document(catalog: &ClusterCatalogView, e: &ChangelogEntry) -> Document {
     let mut d = changelog_document(catalog, e);
     d.insert("_id", format!("balancer-{}-{}", e.time_ms, e.seq));
     d.insert("server", "balancer");
@@ -172,7 +174,7 @@ pub fn action_document(catalog: &CatalogView, e: &ChangelogEntry) -> Document {
 
 /// One `config.changelog` document; bounds in the details are decoded with the namespace's key
 /// pattern when it names a sharded collection.
-pub fn changelog_document(catalog: &CatalogView, e: &ChangelogEntry) -> Document {
+pub fn changelog_document(catalog: &ClusterCatalogView, e: &ChangelogEntry) -> Document {
     let pattern = catalog.collection(&e.ns).map(|c| &c.key);
     let details: Document = e.details.iter().map(|(k, v)| (k.clone(), detail_value(pattern, v))).collect();
     let time = DateTime::from_millis(i64::try_from(e.time_ms).unwrap_or(i64::MAX));

@@ -1,7 +1,7 @@
 //! The router's part of a split pipeline, with `$lookup` stages run here: the stages between two
 //! `$lookup`s run in `shoal_query::aggregate`, and each `$lookup` queries its foreign collection
 //! through the router's own routing (targeted by shard key when `foreignField` is it). A final
-//! `$out`/`$merge` hands the results to `agg_output`.
+//! `$out`/`$merge` hands the results to [`output`].
 //!
 //! ```text
 //!   merged shard output -> [stages] -> $lookup: distinct local values, batched
@@ -10,10 +10,15 @@
 //! ```
 //!
 //! Invariants: the foreign documents held for one `$lookup` stay within the aggregation memory
-//! limit (292 beyond it) unless `allowDiskUse`, and within `shard_call::MERGE_BYTES_MAX` always;
+//! limit (292 beyond it) unless `allowDiskUse`, and within `call::MERGE_BYTES_MAX` always;
 //! each foreign document is held once however many batches match it.
+//!
+//! Must not: run stages the shards can run (the split gave them those), or hold the foreign
+//! documents past the limits above.
 
-use std::collections::{BTreeSet, HashSet};
+pub mod output;
+
+use std::collections::HashSet;
 
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
@@ -21,10 +26,10 @@ use shoal_query::aggregate::lookup::{self, Lookup};
 use shoal_query::aggregate::output::Output;
 use shoal_query::aggregate::{Pipeline, doc_size};
 
-use crate::cmd::{agg_output, routed_read, shard_call};
 use crate::command::Command;
 use crate::error::CommandError;
-use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX};
+use crate::exec::{call, target};
+use crate::routing::Placement;
 use crate::state::RouterState;
 
 /// Stages only the router runs: they read or write other collections.
@@ -68,7 +73,7 @@ pub async fn run_router_part(
                     (_, Some(arg)) => Output::parse_merge(arg)?,
                     _ => return Err(CommandError::new(ErrorCode::InternalError, "unexpected router stage")),
                 };
-                agg_output::write(state, cmd, &out, docs).await?;
+                output::write(state, cmd, &out, docs).await?;
                 return Ok(Vec::new());
             }
             _ => {}
@@ -88,8 +93,7 @@ async fn run_lookup(
 ) -> Result<Vec<Document>, CommandError> {
     let values = lookup::distinct(docs.iter().flat_map(|d| spec.local_values(d)));
     let mut sub = spec.sub_pipeline(lets)?;
-    let limit_bytes =
-        if allow_disk_use { shard_call::MERGE_BYTES_MAX } else { shoal_query::aggregate::memory_limit_bytes() };
+    let limit_bytes = if allow_disk_use { call::MERGE_BYTES_MAX } else { shoal_query::aggregate::memory_limit_bytes() };
     let mut foreign: Vec<Document> = Vec::new();
     let mut seen_ids: HashSet<Vec<u8>> = HashSet::new();
     let mut held = 0usize;
@@ -130,21 +134,15 @@ async fn fetch(
     coll: &str,
     filter: Document,
 ) -> Result<Vec<Document>, CommandError> {
-    let body = doc! { "find": coll, "filter": filter.clone(), "$db": cmd.db.clone() };
-    let mut attempt = 0;
-    loop {
-        let placement = routing::placement(state, &cmd.db, coll, false).await?;
-        let targets: BTreeSet<String> = match &placement {
-            Placement::NoDatabase => return Ok(Vec::new()),
-            p => p.targets(&filter),
-        };
-        match routed_read::gather(state, cmd, &placement, &targets, &body, false).await {
-            Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
-                routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
-                attempt += 1;
-            }
-            Err(e) => return Err(e),
-            Ok(streams) => return Ok(streams.into_iter().flatten().collect()),
+    let body = &doc! { "find": coll, "filter": filter.clone(), "$db": cmd.db.clone() };
+    let filter = &filter;
+    call::with_placement(state, &cmd.db, coll, false, |placement| async move {
+        if matches!(placement, Placement::NoDatabase) {
+            return Ok(Vec::new());
         }
-    }
+        let targets = target::shards(&placement, filter);
+        let streams = call::read::gather(state, cmd, &placement, &targets, body, false).await?;
+        Ok(streams.into_iter().flatten().collect())
+    })
+    .await
 }

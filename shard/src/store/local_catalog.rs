@@ -1,4 +1,6 @@
-//! The shard's collection catalog: which collections exist, their ids, UUIDs and options.
+//! The shard's local catalog ([`LocalCatalog`]): which collections this member stores, their ids,
+//! UUIDs, options and indexes. Named local to tell it from the cluster catalog the config
+//! servers hold (which shard owns which chunks): this one knows nothing of placement.
 //!
 //! The durable copy lives in the Meta space; this in-memory map mirrors it and is only changed
 //! by the single writer after the batch that changed the durable copy committed.
@@ -66,14 +68,14 @@ impl CollectionInfo {
     }
 }
 
-/// Collections by full namespace (`db.coll`), ordered so listings come out sorted.
+/// This member's collections by full namespace (`db.coll`), ordered so listings come out sorted.
 #[derive(Debug, Default)]
-pub struct Catalog {
+pub struct LocalCatalog {
     pub(crate) by_ns: BTreeMap<String, Arc<CollectionInfo>>,
     pub(crate) next_id: u64,
 }
 
-impl Catalog {
+impl LocalCatalog {
     pub fn get(&self, ns: &str) -> Option<Arc<CollectionInfo>> {
         self.by_ns.get(ns).cloned()
     }

@@ -11,7 +11,7 @@
 //! Multi-document transactions are not supported: a command that starts or continues one is
 //! refused instead of being run outside a transaction.
 //!
-//! Must not: retry anything itself (`shard_call` does, bounded), or touch statements.
+//! Must not: retry anything itself (`exec::call` does, bounded), or touch statements.
 
 use bson::raw::{RawArrayBuf, RawDocument};
 use bson::{RawBsonRef, RawDocumentBuf, cstr};
@@ -39,8 +39,9 @@ const RETRYABLE_CODES: &[ErrorCode] = &[
     ErrorCode::ExceededTimeLimit,
 ];
 
-pub fn is_retryable_code(code: i32) -> bool {
-    RETRYABLE_CODES.iter().any(|c| c.code() == code)
+/// Whether a retryable write that failed with `code` may be sent again.
+pub fn is_retryable(code: ErrorCode) -> bool {
+    RETRYABLE_CODES.contains(&code)
 }
 
 /// Whether the command body carries a `txnNumber` (a retryable write, since transactions are
@@ -79,7 +80,8 @@ pub fn label(cmd: &Command, reply: &mut RawDocumentBuf) {
         Ok(Some(RawBsonRef::Double(0.0))) => reply.get_i32("code").ok(),
         _ => reply.get_document("writeConcernError").ok().and_then(|w| w.get_i32("code").ok()),
     };
-    if code.is_some_and(is_retryable_code) {
+    // The reply's number is the edge: a code Shoal does not name is not a retryable one.
+    if code.and_then(ErrorCode::from_code).is_some_and(is_retryable) {
         let mut labels = RawArrayBuf::new();
         labels.push(RETRYABLE_WRITE_ERROR);
         reply.append(cstr!("errorLabels"), labels);

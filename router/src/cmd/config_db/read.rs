@@ -1,12 +1,14 @@
-//! The `config` database through the router: `find`, `aggregate`, `count` and `distinct` on the
-//! collections in [`SERVED`], built from a catalog snapshot in MongoDB's document shapes
-//! (docs/architecture.md, "The `config` database"; builders in `config_docs.rs`), then filtered, sorted, skipped,
-//! limited, projected or run through a pipeline with the query crate. Results larger than the
-//! requested batch wait in a buffered router cursor. Writes are in `config_write.rs`.
+//! Reads of the `config` database: `find`, `aggregate`, `count` and `distinct` on the
+//! collections in [`SERVED`], built from a cluster catalog view in MongoDB's document shapes
+//! (builders in [`super::docs`]), then filtered, sorted, skipped, limited, projected or run
+//! through a pipeline with the query crate. Results larger than the requested batch wait in a
+//! buffered router cursor. Writes are in [`super::write`].
+//!
+//! Must not: ask shards (everything here comes from the catalog).
 
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
-use shoal_proto::catalog::{BalancerMode, CatalogView, Command, Epoch};
+use shoal_proto::catalog::{BalancerMode, ClusterCatalogView, Command, Epoch};
 use shoal_proto::config::CatalogPart;
 use shoal_query::aggregate::Pipeline;
 use shoal_query::filter::Filter;
@@ -15,13 +17,13 @@ use shoal_query::path::lookup_unwound;
 use shoal_query::projection::Projection;
 use shoal_query::sort::{SortSpec, sort_documents};
 
-use crate::cmd::config_docs as docs;
-use crate::cmd::forward::{self, BatchField};
+use super::docs;
 use crate::cmd::info::MONGODB_VERSION;
 use crate::cmd::sharding::shard_document;
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::exec::reply::{self, BatchField};
 use crate::state::{ConnContext, RouterState};
 
 /// `config` collections served from the catalog.
@@ -109,7 +111,7 @@ fn cursor_reply(state: &RouterState, docs: Vec<Document>, coll: &str, batching: 
             }
         }
     };
-    forward::cursor_reply(BatchField::First, out.make_contiguous(), id, &ns)
+    reply::cursor_reply(BatchField::First, out.make_contiguous(), id, &ns)
 }
 
 pub async fn find(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, coll: &str) -> HandlerResult {
@@ -174,7 +176,7 @@ pub async fn count(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand,
     let docs = documents(state, conn, coll).await?;
     let n = docs.iter().filter(|d| filter.matches(d)).skip(skip).take(limit.unwrap_or(usize::MAX)).count();
     let mut out = bson::RawDocumentBuf::new();
-    forward::append_count(&mut out, bson::cstr!("n"), i64::try_from(n).unwrap_or(i64::MAX));
+    reply::append_count(&mut out, bson::cstr!("n"), i64::try_from(n).unwrap_or(i64::MAX));
     Ok(out)
 }
 
@@ -259,7 +261,7 @@ fn mongos(state: &RouterState, conn: &ConnContext) -> Document {
     docs::mongos_document(&host, now, state.started.elapsed().as_secs(), MONGODB_VERSION)
 }
 
-fn databases(catalog: &CatalogView) -> Vec<Document> {
+fn databases(catalog: &ClusterCatalogView) -> Vec<Document> {
     catalog
         .databases()
         .values()
@@ -278,7 +280,7 @@ fn databases(catalog: &CatalogView) -> Vec<Document> {
         .collect()
 }
 
-fn settings(catalog: &CatalogView) -> Vec<Document> {
+fn settings(catalog: &ClusterCatalogView) -> Vec<Document> {
     let s = catalog.settings();
     let mut balancer = doc! {
         "_id": "balancer",
@@ -298,7 +300,7 @@ fn settings(catalog: &CatalogView) -> Vec<Document> {
 
 /// The cluster id, set in the catalog by the first router that needs it (the first write wins,
 /// so every router reports the same id).
-async fn cluster_id(state: &RouterState, catalog: &CatalogView) -> Result<bson::oid::ObjectId, CommandError> {
+async fn cluster_id(state: &RouterState, catalog: &ClusterCatalogView) -> Result<bson::oid::ObjectId, CommandError> {
     if let Some(Epoch(bytes)) = catalog.cluster_id() {
         return Ok(bson::oid::ObjectId::from_bytes(bytes));
     }

@@ -1,16 +1,30 @@
-//! One gRPC call to one shard by id, its transport and top-level errors mapped to
-//! [`CommandError`]s (StaleConfig included, for the caller's retry loop), and draining a shard
-//! cursor for a merge.
+//! Call, the third step: requests to shards, and their answers as [`CommandError`]s or replies.
+//!
+//! Owns: the StaleConfig retry around a step that depends on the placement
+//! ([`with_placement`]), a read's calls to the shards its route names ([`read`]), the requests
+//! sent ([`request`]), reads off the primary by read preference ([`member`]), the channels to a
+//! shard with their timeouts ([`channels`]), and here one gRPC call to one shard's primary by
+//! id, its transport and top-level errors mapped to [`CommandError`]s (StaleConfig included, for
+//! the retry), and draining a shard cursor for a merge.
 //!
 //! A request that certainly did not run because the shard's member is not (or no longer) the
 //! primary — it answered NotWritablePrimary, or could not be reached at all — is sent again to
 //! the group's primary once the catalog names one, for up to [`FAILOVER_WAIT_MAX`]. Reads are
 //! also retried after a connection that broke mid-call. Nothing else is retried here.
 //!
-//! Reads with a read preference other than `primary` go through `shard_read`.
-//!
 //! Must not: choose shards, or resend a write that may have run (retryable writes are the
 //! driver's, deduplicated by the shard).
+
+pub mod broadcast;
+pub mod channels;
+pub mod member;
+pub mod read;
+pub mod request;
+mod stale;
+
+pub use broadcast::broadcast;
+pub use read::read;
+pub use stale::with_placement;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -86,7 +100,7 @@ async fn on_primary<T, F, Fut>(
     mut call: F,
 ) -> Result<T, CommandError>
 where
-    F: FnMut(Arc<crate::shard_client::ShardPool>) -> Fut,
+    F: FnMut(Arc<crate::exec::call::channels::ShardPool>) -> Fut,
     Fut: Future<Output = Result<T, CommandError>>,
 {
     let started = Instant::now();
@@ -120,7 +134,7 @@ where
 
 /// Whether `req` may run twice without harm: the shard deduplicates writes with a `txnNumber`.
 fn idempotent(req: &CommandRequest) -> bool {
-    bson::RawDocument::from_bytes(&req.body).is_ok_and(super::retryable::has_txn_number)
+    bson::RawDocument::from_bytes(&req.body).is_ok_and(crate::retryable::has_txn_number)
 }
 
 pub async fn write(
@@ -151,7 +165,7 @@ pub async fn write(
 
 /// One `find` (`aggregate: false`) or `aggregate` call on `pool`'s member: its first batch.
 pub async fn open_cursor(
-    pool: Arc<crate::shard_client::ShardPool>,
+    pool: Arc<crate::exec::call::channels::ShardPool>,
     req: CommandRequest,
     aggregate: bool,
 ) -> Result<CursorReply, CommandError> {
@@ -167,7 +181,7 @@ pub async fn open_cursor(
 
 /// One `Command` call on `pool`'s member: the reply document and its `writeConcernError`.
 pub async fn one_command(
-    pool: Arc<crate::shard_client::ShardPool>,
+    pool: Arc<crate::exec::call::channels::ShardPool>,
     req: CommandRequest,
 ) -> Result<(bson::Document, Option<CommandError>), CommandError> {
     let reply = pool.client().command(req).await.map_err(|s| pool.status_error(&s))?.into_inner();
@@ -212,7 +226,7 @@ pub async fn drain(
     first: CursorReply,
     served: Option<&str>,
 ) -> Result<Vec<Bytes>, CommandError> {
-    let pool = crate::cmd::shard_read::cursor_pool(state, shard, served).await?;
+    let pool = crate::exec::call::member::cursor_pool(state, shard, served).await?;
     let mut docs = first.documents;
     let mut bytes: usize = docs.iter().map(Bytes::len).sum();
     let mut cursor_id = first.cursor_id;

@@ -1,5 +1,5 @@
 //! Reads sent where the client's `$readPreference` says: the mode is parsed again here from the
-//! forwarded body (so every read path honours it); `primary` goes through `shard_call`'s primary
+//! forwarded body (so every read path honours it); `primary` goes through `exec::call`'s primary
 //! loop as before, any other mode asks `routing::members` for a member and sends the request there
 //! with `secondary_ok`. The member that served a cursor comes back ([`Served`]) so its `getMore`s
 //! and `killCursors` go to the same member. A member that fails a read (or stops heartbeating
@@ -16,11 +16,11 @@ use std::time::Instant;
 use shoal_proto::ErrorCode;
 use shoal_proto::shard::{CommandRequest, CursorReply};
 
-use crate::cmd::shard_call::{self, FAILOVER_WAIT_MAX};
 use crate::error::CommandError;
+use crate::exec::call::channels::ShardPool;
+use crate::exec::call::{self, FAILOVER_WAIT_MAX};
 use crate::routing;
 use crate::routing::read_pref::{Choice, Mode, ReadPreference};
-use crate::shard_client::ShardPool;
 use crate::state::RouterState;
 
 /// The member a cursor lives on: `None` for the primary (reached through the shard's channels,
@@ -30,7 +30,7 @@ pub type Served = Option<String>;
 /// Errors after which a read is sent again (to another member, or the same one later): it changes
 /// nothing, so running it twice is harmless.
 fn retryable(e: &CommandError) -> bool {
-    shard_call::resendable_after(e) || e.is(ErrorCode::FailedToSatisfyReadPreference)
+    call::resendable_after(e) || e.is(ErrorCode::FailedToSatisfyReadPreference)
 }
 
 /// A read command whose reply is one document (`count`, `distinct`, database-level reads), with
@@ -42,12 +42,12 @@ pub async fn command_with_wc(
 ) -> Result<(bson::Document, Option<CommandError>), CommandError> {
     let pref = read_preference(&req, false)?;
     if pref.mode == Mode::Primary {
-        return shard_call::command_with_wc(state, shard, req, true).await;
+        return call::command_with_wc(state, shard, req, true).await;
     }
     let call = |pool: Arc<ShardPool>| {
         let mut req = req.clone();
         req.secondary_ok = true;
-        shard_call::one_command(pool, req)
+        call::one_command(pool, req)
     };
     on_member(state, shard, &pref, call).await.map(|(v, _)| v)
 }
@@ -77,7 +77,7 @@ fn read_preference(req: &CommandRequest, aggregate: bool) -> Result<ReadPreferen
 }
 
 /// Runs the read `call` on a member of `shard` chosen by `pref` (not `primary`: those go through
-/// `shard_call`), with `secondary_ok`, choosing again after a member failed it.
+/// `exec::call`), with `secondary_ok`, choosing again after a member failed it.
 async fn on_member<T, F, Fut>(
     state: &RouterState,
     shard: &str,
@@ -91,7 +91,7 @@ where
     // A client's `maxTimeMS` also bounds the wait for a member that fits (as mongos does).
     let limit = pref.max_time.map_or(FAILOVER_WAIT_MAX, |t| t.min(FAILOVER_WAIT_MAX));
     let started = Instant::now();
-    let mut pause = shard_call::FAILOVER_PAUSE_MIN;
+    let mut pause = call::FAILOVER_PAUSE_MIN;
     loop {
         let (result, served) = match state.members.choose(state, shard, pref).await {
             Choice::Primary => match routing::pool(state, shard).await {
@@ -123,7 +123,7 @@ where
         tracing::debug!(%shard, member = ?served, code = e.code, error = %e.errmsg, "read member unavailable; choosing again");
         state.members.invalidate(shard);
         tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(shard_call::FAILOVER_PAUSE_MAX);
+        pause = (pause * 2).min(call::FAILOVER_PAUSE_MAX);
         if served.is_none()
             && state.catalog.is_configured()
             && let Err(err) = routing::refresh_shards(state).await
@@ -173,12 +173,12 @@ pub async fn read_cursor(
 ) -> Result<(CursorReply, Served), CommandError> {
     let pref = read_preference(&req, aggregate)?;
     if pref.mode == Mode::Primary {
-        return shard_call::cursor(state, shard, req, aggregate).await.map(|reply| (reply, None));
+        return call::cursor(state, shard, req, aggregate).await.map(|reply| (reply, None));
     }
     on_member(state, shard, &pref, |pool| {
         let mut req = req.clone();
         req.secondary_ok = true;
-        shard_call::open_cursor(pool, req, aggregate)
+        call::open_cursor(pool, req, aggregate)
     })
     .await
 }

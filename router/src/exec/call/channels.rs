@@ -4,6 +4,8 @@
 //! themselves; each call carries a timeout. Several channels are used round-robin because one
 //! HTTP/2 connection serialises its frames, and a busy router has thousands of client
 //! connections multiplexed onto them.
+//!
+//! Must not: choose shards or members, or retry (the callers in `exec::call` do).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -1,15 +1,19 @@
-//! Router settings.
+//! The router process's settings ([`RouterSettings`], from its command line): called settings so
+//! "config" is left to the `config` database (`cmd::config_db`) and the config servers (the
+//! cluster catalog's service, reached through `catalog::ClusterCatalogClient`).
+//!
+//! Must not: hold state that changes while the router runs.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-pub use crate::balancer::runtime::BalancerConfig;
+pub use crate::balancer::runtime::BalancerSettings;
 
 /// Default wait before answering a failed authentication.
 pub const AUTH_FAILED_DELAY_DEFAULT: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone)]
-pub struct RouterConfig {
+pub struct RouterSettings {
     /// Where the wire-protocol server listens (loopback in every default).
     pub listen: SocketAddr,
     /// gRPC endpoint of the one shard this router forwards to when it has no config servers
@@ -25,14 +29,14 @@ pub struct RouterConfig {
     /// Config servers (`host:port`) holding the catalog; empty: no sharding admin commands.
     pub config_servers: Vec<String>,
     /// The balancer this router runs with config servers (only the lease holder acts).
-    pub balancer: BalancerConfig,
+    pub balancer: BalancerSettings,
     /// `security.authorization`: every command checks the privileges of the connection's user.
     pub authorization: bool,
     /// How long a failed authentication waits before it answers.
     pub auth_failed_delay: Duration,
 }
 
-impl RouterConfig {
+impl RouterSettings {
     pub fn new(listen: SocketAddr, shard_endpoint: impl Into<String>) -> Self {
         Self {
             listen,
@@ -41,7 +45,7 @@ impl RouterConfig {
             shard_rpc_timeout: Duration::from_secs(120),
             cursor_idle_timeout: Duration::from_secs(600),
             config_servers: Vec::new(),
-            balancer: BalancerConfig::default(),
+            balancer: BalancerSettings::default(),
             authorization: false,
             auth_failed_delay: AUTH_FAILED_DELAY_DEFAULT,
         }

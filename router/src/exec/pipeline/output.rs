@@ -14,9 +14,9 @@ use shoal_proto::ErrorCode;
 use shoal_query::aggregate::output::{MergeWrite, Output};
 
 use crate::cmd::crud;
-use crate::cmd::shard_call::WriteKind;
 use crate::command::Command;
 use crate::error::CommandError;
+use crate::exec::call::WriteKind;
 use crate::routing::{self, Placement};
 use crate::state::RouterState;
 

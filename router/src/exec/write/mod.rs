@@ -1,9 +1,14 @@
-//! Writes on sharded collections: inserts split per shard by each document's shard key, update
-//! and delete statements targeted one by one from their filters, replies merged with the
-//! client's indexes. StaleConfig from a shard refreshes the routing and re-targets only what that
-//! shard did not apply (shards refuse a stale request before changing anything).
+//! Writes, the call step: the client's bytes to the one shard of an unsharded namespace
+//! ([`call`]), or, on a sharded collection, inserts split per shard by each document's shard
+//! key ([`insert`]) and update and delete statements targeted one by one from their filters
+//! ([`update_or_delete`], with the write without shard key in [`without_key`]), replies merged
+//! with the client's indexes. StaleConfig from a shard on a sharded collection refreshes the
+//! routing and re-targets only what that shard did not apply (shards refuse a stale request
+//! before changing anything); on an unsharded one the caller's `with_placement` retries.
 //!
-//! Must not: handle unsharded namespaces (`crud.rs` passes those through unchanged).
+//! Must not: shape the client's reply (`exec::reply::write_reply` does).
+
+pub mod without_key;
 
 use std::collections::BTreeMap;
 
@@ -13,12 +18,35 @@ use shoal_proto::ErrorCode;
 use shoal_proto::shard::{CommandRequest, WriteError, WriteReply};
 use shoal_query::shard_key::{self, Missing};
 
-use crate::cmd::retryable;
-use crate::cmd::shard_call::{self, WriteKind};
 use crate::command::Command;
 use crate::error::CommandError;
-use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX, target};
+use crate::exec::call::request::forwarded;
+use crate::exec::call::{self, WriteKind};
+use crate::exec::target::{self, WriteRoute};
+use crate::retryable;
+use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX};
 use crate::state::RouterState;
+use without_key::{one_match, probe_template};
+
+/// Calls the shards for the write `kind` as `route` says under `placement`.
+pub async fn call(
+    state: &RouterState,
+    cmd: &Command,
+    coll: &str,
+    kind: WriteKind,
+    placement: Placement,
+    route: WriteRoute,
+) -> Result<WriteReply, CommandError> {
+    match (route, kind) {
+        (WriteRoute::One(shard), _) => {
+            state.targeting.record([&shard]);
+            let req = routing::versioned(forwarded(cmd)?, &placement, &shard);
+            call::write(state, &shard, kind, req).await
+        }
+        (WriteRoute::ByShardKey, WriteKind::Insert) => insert(state, cmd, coll, placement).await,
+        (WriteRoute::ByShardKey, _) => update_or_delete(state, cmd, coll, kind, placement).await,
+    }
+}
 
 /// The documents of the command's array field `field` (`documents`, `updates`, `deletes`), from
 /// its kind-1 sequence or its body, and the body without that field.
@@ -89,14 +117,6 @@ fn item_error(index: usize, e: &CommandError) -> WriteError {
         errmsg: e.errmsg.clone(),
         err_info: Bytes::new(),
     }
-}
-
-/// `template` asking the shard whether the statement already ran there (answered from its
-/// retryable-write record, never run; see the shard's `exec::retry::PROBE_FIELD`).
-fn probe_template(template: &bson::RawDocument) -> RawDocumentBuf {
-    let mut probe = template.to_owned();
-    probe.append(bson::cstr!("$shoalRetryProbe"), true);
-    probe
 }
 
 /// Folds a shard's reply for items `indexes` (client indexes, in the order sent) into `out`.
@@ -179,7 +199,7 @@ pub async fn insert(
         let calls = groups.iter().map(|(shard, idx)| {
             let items = idx.iter().map(|i| docs[*i].clone()).collect();
             let req = routing::versioned(request(cmd, &template, "documents", idx, items), &placement, shard);
-            shard_call::write(state, shard, WriteKind::Insert, req)
+            call::write(state, shard, WriteKind::Insert, req)
         });
         let replies = futures::future::join_all(calls).await;
         let mut retry: Vec<usize> = Vec::new();
@@ -263,7 +283,7 @@ pub async fn update_or_delete(
         let mut failed = false;
         loop {
             let targets: Vec<String> =
-                placement.targets(&target_filter).into_iter().filter(|s| !done.contains(s)).collect();
+                target::shards(&placement, &target_filter).into_iter().filter(|s| !done.contains(s)).collect();
             if let Placement::Sharded(t) = &placement {
                 let exact = target::is_exact_key(t, &filter);
                 if matches!(kind, WriteKind::Update) && stmt.get_bool("upsert").unwrap_or(false) && !exact {
@@ -288,7 +308,7 @@ pub async fn update_or_delete(
                 for shard in &targets {
                     let req =
                         routing::versioned(request(cmd, &probe, field, &[i], vec![raw.clone()]), &placement, shard);
-                    match shard_call::write(state, shard, kind, req).await {
+                    match call::write(state, shard, kind, req).await {
                         Ok(r) => {
                             ran = Some(r);
                             break;
@@ -335,7 +355,7 @@ pub async fn update_or_delete(
                     &placement,
                     shard,
                 );
-                shard_call::write(state, shard, kind, req)
+                call::write(state, shard, kind, req)
             });
             let replies = futures::future::join_all(calls).await;
             let mut stale = false;
@@ -365,105 +385,4 @@ pub async fn update_or_delete(
         }
     }
     Ok(out)
-}
-
-/// The shard and `_id` of one document matching `filter` among `targets` (first shard first).
-#[allow(clippy::too_many_arguments)]
-pub async fn one_match(
-    state: &RouterState,
-    cmd: &Command,
-    stmt: Option<&Document>,
-    coll: &str,
-    placement: &Placement,
-    targets: &[String],
-    filter: &Document,
-) -> Result<Option<(String, Bson)>, CommandError> {
-    let mut find =
-        doc! { "find": coll, "filter": filter.clone(), "projection": { "_id": 1 }, "limit": 1, "singleBatch": true };
-    // The filter may use the command's `let` variables (`$expr`) and the collation of the
-    // statement (update, delete) or of the command (findAndModify).
-    let body = Document::try_from(cmd.body.as_ref())?;
-    let collation = match stmt {
-        Some(s) => s.get("collation"),
-        None => body.get("collation"),
-    };
-    for (field, value) in [("let", body.get("let")), ("collation", collation)] {
-        if let Some(v) = value {
-            find.insert(field, v.clone());
-        }
-    }
-    for shard in targets {
-        let req = CommandRequest {
-            request_id: cmd.request_id.to_string(),
-            db: cmd.db.clone(),
-            body: Bytes::from(find.to_vec()?),
-            sequence_id: String::new(),
-            sequence: Vec::new(),
-            shard_version: None,
-            database_version: None,
-            secondary_ok: false,
-        };
-        let reply = shard_call::cursor(state, shard, routing::versioned(req, placement, shard), false).await?;
-        if let Some(first) = reply.documents.first() {
-            let d = Document::from_reader(&mut first.as_ref())?;
-            if let Some(id) = d.get("_id") {
-                return Ok(Some((shard.clone(), id.clone())));
-            }
-        }
-    }
-    Ok(None)
-}
-
-/// findAndModify whose query does not pin one shard: the write without shard key, as for
-/// single-document updates (no `sort` across shards: MongoDB applies it per shard too).
-pub async fn find_and_modify_without_key(
-    state: &RouterState,
-    cmd: &Command,
-    coll: &str,
-    placement: &Placement,
-    targets: &[String],
-) -> Result<RawDocumentBuf, CommandError> {
-    let mut body = Document::try_from(cmd.body.as_ref())?;
-    let query = body.get_document("query").cloned().unwrap_or_default();
-    if body.get_bool("upsert").unwrap_or(false) {
-        return Err(CommandError::new(
-            ErrorCode::ShardKeyNotFound,
-            "Query for sharded findAndModify with upsert must contain the shard key",
-        ));
-    }
-    if retryable::has_txn_number(&cmd.body) {
-        // A resend must not pick a second document: first ask whether it ran somewhere.
-        let probe = probe_template(&cmd.body);
-        for shard in targets {
-            let req = CommandRequest {
-                request_id: cmd.request_id.to_string(),
-                db: cmd.db.clone(),
-                body: Bytes::copy_from_slice(probe.as_bytes()),
-                ..Default::default()
-            };
-            match shard_call::command(state, shard, routing::versioned(req, placement, shard)).await {
-                Ok(reply) => return RawDocumentBuf::try_from(&reply).map_err(CommandError::from),
-                Err(e) if e.is(ErrorCode::NoSuchTransaction) => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    let Some((shard, id)) = one_match(state, cmd, None, coll, placement, targets, &query).await? else {
-        let none = doc! { "lastErrorObject": { "n": 0, "updatedExisting": false }, "value": Bson::Null };
-        return RawDocumentBuf::try_from(&none).map_err(CommandError::from);
-    };
-    body.insert("query", doc! { "$and": [query, { "_id": id }] });
-    let req = CommandRequest {
-        request_id: cmd.request_id.to_string(),
-        db: cmd.db.clone(),
-        body: Bytes::from(body.to_vec()?),
-        sequence_id: String::new(),
-        sequence: Vec::new(),
-        shard_version: None,
-        database_version: None,
-        secondary_ok: false,
-    };
-    state.targeting.record([&shard]);
-    let reply = shard_call::command(state, &shard, routing::versioned(req, placement, &shard)).await?;
-    RawDocumentBuf::try_from(&reply).map_err(CommandError::from)
 }

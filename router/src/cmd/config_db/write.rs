@@ -10,15 +10,17 @@
 //! Replacement documents (`{_id, value}` upserts) work like `$set` of their fields. Everything
 //! else (inserts, deletes, findAndModify, other collections or fields) is refused with
 //! IllegalOperation (20): the catalog is changed by the config servers' commands, not by writes.
+//!
+//! Must not: write anything but through a catalog command.
 
 use bson::{Bson, Document, RawDocumentBuf, cstr};
 use shoal_proto::ErrorCode;
 use shoal_proto::catalog::{ActiveWindow, BalancerMode, Command, SettingsUpdate, WindowChange};
 
-use crate::cmd::forward;
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
+use crate::exec::reply;
 use crate::state::RouterState;
 
 /// The error for a write the router does not turn into a catalog command.
@@ -60,8 +62,8 @@ pub async fn update(state: &RouterState, cmd: &ClientCommand, coll: &str) -> Han
         modified += applied.modified;
     }
     let mut out = RawDocumentBuf::new();
-    forward::append_count(&mut out, cstr!("n"), n);
-    forward::append_count(&mut out, cstr!("nModified"), modified);
+    reply::append_count(&mut out, cstr!("n"), n);
+    reply::append_count(&mut out, cstr!("nModified"), modified);
     Ok(out)
 }
 

@@ -1,5 +1,7 @@
-//! Targeting: which chunks (and so which shards) a filter or a document can touch, from the
-//! collection's routing table. Pure functions, no I/O.
+//! Target, the second step: which shards a command goes to, from the collection's routing table
+//! (its [`Placement`]) and the command's filter ([`read`], [`write`], [`primary`]); below them
+//! the pure chunk targeting they rest on: which chunks (and so which shards) a filter or a
+//! document can touch.
 //!
 //! Rules (conservative: a target set always contains every shard holding a matching document):
 //! - equality (`v`, `$eq`, `$in` of plain values) on every shard-key field → those keys' chunks
@@ -9,8 +11,8 @@
 //!   key beginning with a value in range);
 //! - anything else → every shard owning a chunk.
 //!
-//! Must not: evaluate filters against documents or contact shards.
-
+//! Must not: evaluate filters against documents, read the catalog or contact shards (the
+//! placement is looked up by the caller, see `call::with_placement`).
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
@@ -19,6 +21,10 @@ use shoal_proto::catalog::{Chunk, ChunkBound, KeyFieldKind, KeyPattern, RoutingT
 use shoal_query::filter::{field_equalities, field_range};
 use shoal_query::shard_key;
 use shoal_query::{hash, keystring};
+
+use crate::error::CommandError;
+use crate::exec::parse::{Read, ReadKind};
+use crate::routing::Placement;
 
 /// Above this many key combinations an equality target is treated as a scatter.
 pub const POINTS_MAX: usize = 1024;
@@ -138,6 +144,73 @@ pub fn shards_for(chunks: &[Chunk], space: &KeySpace) -> BTreeSet<ShardId> {
             .map(|c| c.shard.clone())
             .collect(),
         KeySpace::All => chunks.iter().map(|c| c.shard.clone()).collect(),
+    }
+}
+
+/// Where a read goes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Route {
+    /// No shard: the database does not exist, or no chunk can match. The answer is empty.
+    Nowhere,
+    /// One shard, sent the client's bytes as they are.
+    One(ShardId),
+    /// Several shards whose answers the router combines (or one, for a pipeline with a stage only
+    /// the router runs).
+    Many(BTreeSet<ShardId>),
+}
+
+/// Where `read` goes under `placement`.
+pub fn read(read: &Read<'_>, placement: &Placement) -> Result<Route, CommandError> {
+    let mut targets = match placement {
+        Placement::NoDatabase => return Ok(Route::Nowhere),
+        // Decoded only for sharded collections: elsewhere the bytes are forwarded untouched.
+        Placement::Sharded(_) => shards(placement, &read.filter()?),
+        unsharded => unsharded.all_shards(),
+    };
+    // `$lookup`, `$out` and `$merge` touch other collections: the router runs them, even over
+    // one shard.
+    if targets.len() == 1
+        && !(read.kind == ReadKind::Aggregate && read.has_router_stage())
+        && let Some(one) = targets.pop_first()
+    {
+        return Ok(Route::One(one));
+    }
+    Ok(if targets.is_empty() { Route::Nowhere } else { Route::Many(targets) })
+}
+
+/// Where a write goes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WriteRoute {
+    /// The one shard of an unsharded namespace, sent the client's bytes as they are.
+    One(ShardId),
+    /// A sharded collection: each document or statement is targeted by its shard key.
+    ByShardKey,
+}
+
+/// Where a write goes under `placement` (a write's placement creates its database).
+pub fn write(placement: &Placement) -> Result<WriteRoute, CommandError> {
+    match placement {
+        Placement::Unsharded { shard, .. } => Ok(WriteRoute::One(shard.clone())),
+        Placement::Sharded(_) => Ok(WriteRoute::ByShardKey),
+        Placement::NoDatabase => {
+            Err(CommandError::new(shoal_proto::ErrorCode::NamespaceNotFound, "database not found"))
+        }
+    }
+}
+
+/// The database's primary shard, for commands one shard answers for the whole database.
+pub fn primary(placement: &Placement) -> Result<ShardId, CommandError> {
+    match placement {
+        Placement::Unsharded { shard, .. } => Ok(shard.clone()),
+        _ => Err(CommandError::new(shoal_proto::ErrorCode::NamespaceNotFound, "database not found")),
+    }
+}
+
+/// The shards a query with `filter` must visit under `placement`.
+pub fn shards(placement: &Placement, filter: &Document) -> BTreeSet<ShardId> {
+    match placement {
+        Placement::Sharded(t) => target(t, filter),
+        other => other.all_shards(),
     }
 }
 

@@ -20,7 +20,7 @@ use crate::state::RouterState;
 /// One shard's stream.
 pub struct Source {
     pub shard: String,
-    /// The member holding the shard cursor (`None`: the primary), see `shard_read::Served`.
+    /// The member holding the shard cursor (`None`: the primary), see `member::Served`.
     pub member: Option<String>,
     /// 0 once the shard's cursor is exhausted.
     pub cursor_id: i64,
@@ -52,7 +52,7 @@ impl MergeCursor {
             let ns = ns.clone();
             let rid = rid.clone();
             async move {
-                let pool = crate::cmd::shard_read::cursor_pool(state, &s.shard, s.member.as_deref()).await?;
+                let pool = crate::exec::call::member::cursor_pool(state, &s.shard, s.member.as_deref()).await?;
                 let req = GetMoreRequest { request_id: rid, cursor_id: s.cursor_id, batch_size: 0, ns };
                 let reply = pool.client().get_more(req).await.map_err(|st| pool.status_error(&st))?.into_inner();
                 if let Some(e) = reply.error {
@@ -109,18 +109,23 @@ impl MergeCursor {
 
     /// Kills the shard cursors still open (best effort: shards reap idle cursors anyway).
     pub async fn kill(&mut self, state: &RouterState) {
-        for s in self.sources.iter_mut().filter(|s| s.cursor_id != 0) {
-            let pool = match &s.member {
-                Some(addr) => state.members.pool(addr).ok(),
-                None => state.shards.get(&s.shard),
-            };
-            if let Some(pool) = pool {
-                let req = KillCursorsRequest { request_id: self.request_id.clone(), cursor_ids: vec![s.cursor_id] };
-                if let Err(status) = pool.client().kill_cursors(req).await {
-                    pool.status_error(&status);
-                }
+        kill_all(state, &self.request_id, &mut self.sources).await;
+    }
+}
+
+/// Kills the shard cursors of `sources` still open (best effort: shards reap idle cursors anyway).
+pub async fn kill_all(state: &RouterState, request_id: &str, sources: &mut [Source]) {
+    for s in sources.iter_mut().filter(|s| s.cursor_id != 0) {
+        let pool = match &s.member {
+            Some(addr) => state.members.pool(addr).ok(),
+            None => state.shards.get(&s.shard),
+        };
+        if let Some(pool) = pool {
+            let req = KillCursorsRequest { request_id: request_id.to_owned(), cursor_ids: vec![s.cursor_id] };
+            if let Err(status) = pool.client().kill_cursors(req).await {
+                pool.status_error(&status);
             }
-            s.cursor_id = 0;
         }
+        s.cursor_id = 0;
     }
 }

@@ -1,0 +1,104 @@
+//! MongoDB 7's write without shard key: a single-document write (update, delete,
+//! findAndModify) whose filter does not pin one shard finds one matching `_id` on the targets
+//! ([`one_match`]), then writes that document on its shard with `{$and: [filter, {_id: id}]}`.
+//! A retryable one first asks every target whether it already ran ([`probe_template`]), so a
+//! resend cannot pick a second document.
+//!
+//! Must not: write more than one document, or run an upsert (it needs the shard key).
+
+use bson::{Bson, Document, RawDocumentBuf, doc};
+use bytes::Bytes;
+use shoal_proto::ErrorCode;
+
+use crate::command::Command;
+use crate::error::CommandError;
+use crate::exec::call::{self, request};
+use crate::retryable;
+use crate::routing::{self, Placement};
+use crate::state::RouterState;
+
+/// `template` asking the shard whether the statement already ran there (answered from its
+/// retryable-write record, never run; see the shard's `exec::retry::PROBE_FIELD`).
+pub fn probe_template(template: &bson::RawDocument) -> RawDocumentBuf {
+    let mut probe = template.to_owned();
+    probe.append(bson::cstr!("$shoalRetryProbe"), true);
+    probe
+}
+
+/// The shard and `_id` of one document matching `filter` among `targets` (first shard first).
+#[allow(clippy::too_many_arguments)]
+pub async fn one_match(
+    state: &RouterState,
+    cmd: &Command,
+    stmt: Option<&Document>,
+    coll: &str,
+    placement: &Placement,
+    targets: &[String],
+    filter: &Document,
+) -> Result<Option<(String, Bson)>, CommandError> {
+    let mut find =
+        doc! { "find": coll, "filter": filter.clone(), "projection": { "_id": 1 }, "limit": 1, "singleBatch": true };
+    // The filter may use the command's `let` variables (`$expr`) and the collation of the
+    // statement (update, delete) or of the command (findAndModify).
+    let body = Document::try_from(cmd.body.as_ref())?;
+    let collation = match stmt {
+        Some(s) => s.get("collation"),
+        None => body.get("collation"),
+    };
+    for (field, value) in [("let", body.get("let")), ("collation", collation)] {
+        if let Some(v) = value {
+            find.insert(field, v.clone());
+        }
+    }
+    for shard in targets {
+        let req = request::with_body(cmd, &find)?;
+        let reply = call::cursor(state, shard, routing::versioned(req, placement, shard), false).await?;
+        if let Some(first) = reply.documents.first() {
+            let d = Document::from_reader(&mut first.as_ref())?;
+            if let Some(id) = d.get("_id") {
+                return Ok(Some((shard.clone(), id.clone())));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// findAndModify whose query does not pin one shard: the write without shard key, as for
+/// single-document updates (no `sort` across shards: MongoDB applies it per shard too).
+pub async fn find_and_modify(
+    state: &RouterState,
+    cmd: &Command,
+    coll: &str,
+    placement: &Placement,
+    targets: &[String],
+) -> Result<RawDocumentBuf, CommandError> {
+    let mut body = Document::try_from(cmd.body.as_ref())?;
+    let query = body.get_document("query").cloned().unwrap_or_default();
+    if body.get_bool("upsert").unwrap_or(false) {
+        return Err(CommandError::new(
+            ErrorCode::ShardKeyNotFound,
+            "Query for sharded findAndModify with upsert must contain the shard key",
+        ));
+    }
+    if retryable::has_txn_number(&cmd.body) {
+        // A resend must not pick a second document: first ask whether it ran somewhere.
+        let probe = probe_template(&cmd.body);
+        for shard in targets {
+            let req = request::with_bytes(cmd, Bytes::copy_from_slice(probe.as_bytes()));
+            match call::command(state, shard, routing::versioned(req, placement, shard)).await {
+                Ok(reply) => return RawDocumentBuf::try_from(&reply).map_err(CommandError::from),
+                Err(e) if e.is(ErrorCode::NoSuchTransaction) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let Some((shard, id)) = one_match(state, cmd, None, coll, placement, targets, &query).await? else {
+        let none = doc! { "lastErrorObject": { "n": 0, "updatedExisting": false }, "value": Bson::Null };
+        return RawDocumentBuf::try_from(&none).map_err(CommandError::from);
+    };
+    body.insert("query", doc! { "$and": [query, { "_id": id }] });
+    let req = request::with_body(cmd, &body)?;
+    state.targeting.record([&shard]);
+    let reply = call::command(state, &shard, routing::versioned(req, placement, &shard)).await?;
+    RawDocumentBuf::try_from(&reply).map_err(CommandError::from)
+}
