@@ -146,12 +146,8 @@ pub struct Migrations {
 /// [`crate::repl::wait::MIGRATION_MAJORITY_WAIT`]): migration records and received data count
 /// only then, so a failover cannot lose them.
 pub async fn majority_committed(node: &Node) -> Result<(), MigrationError> {
-    crate::repl::wait::newest_majority_committed(
-        &node.repl,
-        &node.store,
-        crate::repl::wait::MIGRATION_MAJORITY_WAIT,
-    )
-    .await?;
+    crate::repl::wait::newest_majority_committed(&node.repl, &node.store, crate::repl::wait::MIGRATION_MAJORITY_WAIT)
+        .await?;
     Ok(())
 }
 

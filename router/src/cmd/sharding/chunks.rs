@@ -281,11 +281,11 @@ pub(crate) fn donor_endpoint(shard: &Shard) -> Result<String, CommandError> {
 
 pub(crate) async fn call_move_range(endpoint: &str, request: MoveRangeRequest) -> Result<i64, CommandError> {
     let unreachable = |e: String| CommandError::new(ErrorCode::HostUnreachable, format!("donor {endpoint}: {e}"));
-    let channel = Endpoint::from_shared(endpoint.to_owned())
+    let endpoint = Endpoint::from_shared(endpoint.to_owned())
         .map_err(|e| unreachable(e.to_string()))?
         .connect_timeout(Duration::from_secs(5))
-        .timeout(MOVE_RANGE_TIMEOUT)
-        .connect_lazy();
+        .timeout(MOVE_RANGE_TIMEOUT);
+    let channel = shoal_cluster::net::channel(&endpoint);
     let mut client = MigrationClient::new(channel);
     let reply = client.move_range(request).await.map_err(|s| unreachable(s.message().to_owned()))?.into_inner();
     match reply.error {

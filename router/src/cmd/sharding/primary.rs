@@ -94,11 +94,11 @@ pub async fn move_primary(state: &RouterState, _conn: &ConnContext, cmd: &Client
 
 async fn call(endpoint: &str, request: MovePrimaryRequest) -> Result<(), CommandError> {
     let unreachable = |e: String| CommandError::new(ErrorCode::HostUnreachable, format!("primary {endpoint}: {e}"));
-    let channel = Endpoint::from_shared(endpoint.to_owned())
+    let endpoint = Endpoint::from_shared(endpoint.to_owned())
         .map_err(|e| unreachable(e.to_string()))?
         .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(MOVE_PRIMARY_TIMEOUT)
-        .connect_lazy();
+        .timeout(MOVE_PRIMARY_TIMEOUT);
+    let channel = shoal_cluster::net::channel(&endpoint);
     let reply =
         MigrationClient::new(channel).move_primary(request).await.map_err(|s| unreachable(s.message().to_owned()))?;
     match reply.into_inner().error {

@@ -49,7 +49,7 @@ impl ShardPool {
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(30))
             .keep_alive_timeout(Duration::from_secs(20));
-        let channels = (0..CHANNELS_PER_SHARD).map(|_| ep.connect_lazy()).collect();
+        let channels = (0..CHANNELS_PER_SHARD).map(|_| shoal_cluster::net::channel(&ep)).collect();
         Ok(Self { endpoint: endpoint.to_owned(), channels, next: AtomicUsize::new(0) })
     }
 
