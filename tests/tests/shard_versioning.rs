@@ -4,6 +4,8 @@
 //! as orphans on the real shard. The test then calls the shard's gRPC service itself, as a router
 //! would, with stale, current and missing shard versions.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::time::Duration;
 
 use bson::{Document, doc};
