@@ -44,7 +44,7 @@ pub(crate) async fn routed_write(state: &RouterState, cmd: &Command, coll: &str,
         let req = routing::versioned(forward::request(cmd)?, &placement, &shard);
         match shard_call::write(state, &shard, kind, req).await {
             Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
-                routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
+                routing::on_stale(state, &cmd.db, coll, &placement, &e, attempt).await;
                 attempt += 1;
             }
             Err(e) => return Err(e),
@@ -166,7 +166,7 @@ async fn routed_read(state: &RouterState, cmd: &Command, coll: &str, kind: ReadK
         };
         match result {
             Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
-                routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
+                routing::on_stale(state, &cmd.db, coll, &placement, &e, attempt).await;
                 attempt += 1;
             }
             other => return other,
@@ -203,7 +203,7 @@ async fn single(
             };
             let mut out = RawDocumentBuf::try_from(&doc).map_err(CommandError::from)?;
             if let Some(e) = wce {
-                let wire = shoal_proto::shard::CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg };
+                let wire = e.to_wire();
                 out.append(bson::cstr!("writeConcernError"), forward::write_concern_error(&wire));
             }
             Ok(out)
@@ -268,7 +268,7 @@ pub async fn single_reply(state: &RouterState, cmd: &Command) -> HandlerResult {
         match single(state, cmd, ReadKind::Count, &placement, &shard).await {
             // The primary moved (StaleDbVersion): ask the new one.
             Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
-                routing::on_stale(state, &cmd.db, "", &placement, attempt).await;
+                routing::on_stale(state, &cmd.db, "", &placement, &e, attempt).await;
                 attempt += 1;
             }
             other => return other,

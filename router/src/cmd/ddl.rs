@@ -38,7 +38,7 @@ pub(crate) async fn broadcast(
         let req = routing::versioned(forward::request(cmd)?, placement, shard);
         let (mut doc, wce) = shard_call::command_with_wc(state, shard, req, false).await?;
         if let Some(e) = wce {
-            let wire = shoal_proto::shard::CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg };
+            let wire = e.to_wire();
             doc.insert("writeConcernError", Document::try_from(forward::write_concern_error(&wire).as_ref())?);
         }
         Ok(doc)

@@ -119,24 +119,22 @@ fn check_client_metadata(value: RawBsonRef<'_>) -> Result<(), CommandError> {
         return Err(CommandError::type_mismatch("The client metadata document must be a document"));
     };
     if client.as_bytes().len() > CLIENT_METADATA_MAX_BYTES {
-        return Err(CommandError {
-            code: 185,
-            code_name: "ClientMetadataDocumentTooLarge".into(),
-            errmsg: format!(
-                "The client metadata document must be less then or equal to {CLIENT_METADATA_MAX_BYTES} bytes"
-            ),
-        });
+        return Err(CommandError::with_code(
+            185,
+            "ClientMetadataDocumentTooLarge",
+            format!("The client metadata document must be less then or equal to {CLIENT_METADATA_MAX_BYTES} bytes"),
+        ));
     }
     if let Some(RawBsonRef::Document(app)) = client.get("application")? {
         match app.get("name")? {
             Some(RawBsonRef::String(name)) if name.len() > APP_NAME_MAX_BYTES => {
-                return Err(CommandError {
-                    code: 184,
-                    code_name: "ClientMetadataAppNameTooLarge".into(),
-                    errmsg: format!(
+                return Err(CommandError::with_code(
+                    184,
+                    "ClientMetadataAppNameTooLarge",
+                    format!(
                         "The 'application.name' field must be less then or equal to {APP_NAME_MAX_BYTES} bytes in the client metadata document"
                     ),
-                });
+                ));
             }
             Some(RawBsonRef::String(_)) | None => {}
             Some(_) => {
@@ -150,7 +148,7 @@ fn check_client_metadata(value: RawBsonRef<'_>) -> Result<(), CommandError> {
 }
 
 fn location51760(errmsg: &str) -> CommandError {
-    CommandError { code: 51760, code_name: "Location51760".into(), errmsg: errmsg.into() }
+    CommandError::with_code(51760, "Location51760", errmsg)
 }
 
 #[cfg(test)]

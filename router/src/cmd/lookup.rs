@@ -140,7 +140,7 @@ async fn fetch(
         };
         match routed_read::gather(state, cmd, &placement, &targets, &body, false).await {
             Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
-                routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
+                routing::on_stale(state, &cmd.db, coll, &placement, &e, attempt).await;
                 attempt += 1;
             }
             Err(e) => return Err(e),
