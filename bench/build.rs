@@ -3,10 +3,14 @@
 //! The `etcd-client` crate would need a system `protoc` in its own build script.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let protoc = protoc_bin_vendored::protoc_bin_path()?;
-    // SAFETY: build scripts are single-threaded; nothing else reads the environment concurrently.
-    unsafe { std::env::set_var("PROTOC", protoc) };
-    tonic_prost_build::configure().build_server(false).compile_protos(&["proto/etcd_kv.proto"], &["proto"])?;
+    let mut config = prost_build::Config::new();
+    // Given to prost-build directly rather than through $PROTOC: setting the environment is unsafe.
+    config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
+    tonic_prost_build::configure().build_server(false).compile_with_config(
+        config,
+        &["proto/etcd_kv.proto"],
+        &["proto"],
+    )?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())
 }

@@ -2,10 +2,9 @@
 //! needs no system protobuf compiler.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let protoc = protoc_bin_vendored::protoc_bin_path()?;
-    // SAFETY: build scripts are single-threaded; nothing else reads the environment concurrently.
-    unsafe { std::env::set_var("PROTOC", protoc) };
     let mut config = prost_build::Config::new();
+    // Given to prost-build directly rather than through $PROTOC: setting the environment is unsafe.
+    config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
     // BSON payloads decode to `Bytes` views of the received frame: no copy on the hot path.
     config.bytes(["."]);
     tonic_prost_build::configure().compile_with_config(

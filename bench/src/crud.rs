@@ -84,7 +84,7 @@ pub async fn run(opts: &CrudOptions) -> anyhow::Result<Vec<LayerResult>> {
 
 async fn engine_layer(opts: &CrudOptions, dir: &std::path::Path) -> anyhow::Result<LayerResult> {
     let engine = Arc::new(FjallEngine::open(dir, 256 << 20)?);
-    let group = Arc::new(GroupCommit::start(Arc::clone(&engine)));
+    let group = Arc::new(GroupCommit::start(Arc::clone(&engine))?);
     let field_bytes = opts.field_bytes;
     let key = |i: usize| (i as u64).to_be_bytes().to_vec();
     let (e, g) = (Arc::clone(&engine), Arc::clone(&group));

@@ -38,8 +38,8 @@ pub async fn eighty_twenty<T>(
     for _ in 0..threads.max(1) {
         let coll = coll.clone();
         let (stop, errors) = (Arc::clone(&stop), Arc::clone(&errors));
+        let mut hist = latency_histogram()?;
         tasks.push(tokio::spawn(async move {
-            let mut hist = latency_histogram();
             while !stop.load(Ordering::Relaxed) {
                 let (k, read) = {
                     let mut rng = rand::rng();
@@ -64,7 +64,7 @@ pub async fn eighty_twenty<T>(
     let started = Instant::now();
     let outcome = during.await;
     stop.store(true, Ordering::Relaxed);
-    let mut hist = latency_histogram();
+    let mut hist = latency_histogram()?;
     for t in tasks {
         // Histograms with the same bounds always merge.
         let _ = hist.add(t.await?);
@@ -113,16 +113,16 @@ pub async fn fresh_sharded(client: &mongodb::Client, db: &str, coll: &str) -> an
 /// Latencies in microseconds, 1 µs to an hour, 3 significant digits. Fixed bounds, because an
 /// auto-resizing histogram does not grow on `saturating_record`: it would clamp at its initial
 /// top (2047 µs).
-fn latency_histogram() -> Histogram<u64> {
-    // Constant, valid bounds (low >= 1, high >= 2 * low, sigfig <= 5): this cannot fail.
-    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+fn latency_histogram() -> anyhow::Result<Histogram<u64>> {
+    // Constant, valid bounds (low >= 1, high >= 2 * low, sigfig <= 5): this does not fail.
+    Ok(Histogram::new_with_bounds(1, 3_600_000_000, 3)?)
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn latencies_above_two_milliseconds_are_not_clamped() {
-        let mut h = super::latency_histogram();
+        let mut h = super::latency_histogram().unwrap();
         h.saturating_record(150_000);
         h.saturating_record(1_000);
         assert!(h.max() >= 149_000, "max {}", h.max());

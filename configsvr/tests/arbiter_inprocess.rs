@@ -6,6 +6,8 @@
 //! committed before the deposed primary's lease has run out), or against a lease far longer than
 //! any scheduling delay.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 mod raft_common;
 
 use std::sync::{Arc, Mutex};

@@ -9,6 +9,8 @@
 //! - keep an incrementally refreshed routing table equal to the full one;
 //! - replay to the same catalog, which survives a JSON round trip (the Raft codec).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use proptest::prelude::*;
 use shoal_configsvr::catalog::invariants::{check_collection, check_versions_grew};
 use shoal_configsvr::catalog::{

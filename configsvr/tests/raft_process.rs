@@ -2,6 +2,8 @@
 //! of everyone, a follower that misses thousands of entries, membership change under load, and a
 //! lost quorum. Needs the `shoal` binary (`cargo build -p shoal`, or `SHOAL_BIN`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 mod raft_common;
 
 use std::collections::BTreeSet;

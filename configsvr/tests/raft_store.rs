@@ -1,6 +1,8 @@
 //! The fjall log store and catalog state machine against openraft's own storage test suite, plus
 //! what the suite does not cover: surviving a reopen of the store.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::sync::Arc;
 
 use openraft::entry::RaftEntry;

@@ -150,19 +150,24 @@ fn compare_arrays(a: &[Bson], b: &[Bson]) -> Ordering {
 /// The namespace bytes and ObjectId of a DBPointer. The bson crate keeps both fields private, so
 /// read them back from the value's own BSON encoding.
 pub(crate) fn db_pointer_parts(p: &DbPointer) -> (Vec<u8>, [u8; 12]) {
+    #[allow(clippy::expect_used, reason = "the bson crate writes every DBPointer in the layout read back")]
+    encoded_db_pointer_parts(p).expect("a one-field document holding a DBPointer has the BSON spec's layout")
+}
+
+fn encoded_db_pointer_parts(p: &DbPointer) -> Option<(Vec<u8>, [u8; 12])> {
     let mut d = Document::new();
     d.insert("", Bson::DbPointer(p.clone()));
-    let raw = d.to_vec().expect("a one-field document with an empty key always serializes");
+    let raw = d.to_vec().ok()?;
     // Layout: i32 total length, type byte 0x0C, key "" (one NUL), i32 string length (with
     // its NUL), namespace bytes, NUL, 12 ObjectId bytes, document NUL.
     let len_at = 6;
-    let str_len = i32::from_le_bytes(raw[len_at..len_at + 4].try_into().expect("slice of four bytes"));
-    let ns_len = usize::try_from(str_len - 1).expect("serialized string length is positive");
+    let str_len = i32::from_le_bytes(raw.get(len_at..len_at + 4)?.try_into().ok()?);
+    let ns_len = usize::try_from(str_len.checked_sub(1)?).ok()?;
     let ns_start = len_at + 4;
-    let ns = raw[ns_start..ns_start + ns_len].to_vec();
+    let ns = raw.get(ns_start..ns_start + ns_len)?.to_vec();
     let oid_start = ns_start + ns_len + 1;
-    let oid: [u8; 12] = raw[oid_start..oid_start + 12].try_into().expect("twelve ObjectId bytes");
-    (ns, oid)
+    let oid: [u8; 12] = raw.get(oid_start..oid_start + 12)?.try_into().ok()?;
+    Some((ns, oid))
 }
 
 /// A number as MongoDB sees it for ordering.
@@ -220,7 +225,8 @@ fn compare_numbers(a: &Bson, b: &Bson) -> Ordering {
     }
     match (x, y) {
         (Num::Int(i), Num::Int(j)) => i.cmp(&j),
-        (Num::Double(f), Num::Double(g)) => f.partial_cmp(&g).expect("finite doubles are ordered"),
+        // Finite (NaN and infinities were classed above): always ordered.
+        (Num::Double(f), Num::Double(g)) => f.partial_cmp(&g).unwrap_or(Ordering::Equal),
         (Num::Int(i), Num::Double(f)) => compare_int_double(i, f),
         (Num::Double(f), Num::Int(i)) => compare_int_double(i, f).reverse(),
         _ => Exact::of(x).cmp(&Exact::of(y)),
@@ -317,8 +323,9 @@ fn compare_magnitudes(a: &Exact, b: &Exact) -> Ordering {
     let min10 = a.pow10.min(b.pow10);
     let scaled = |e: &Exact| {
         let mut n = BigUint::from_u128(e.magnitude);
-        n.shl(u64::try_from(e.pow2 - min2).expect("difference from the minimum is nonnegative"));
-        n.mul_pow10(u32::try_from(e.pow10 - min10).expect("difference from the minimum is nonnegative"));
+        // Both at least the minimum: the distances are the shifts.
+        n.shl(u64::from(e.pow2.abs_diff(min2)));
+        n.mul_pow10(e.pow10.abs_diff(min10));
         n
     };
     scaled(a).cmp(&scaled(b))

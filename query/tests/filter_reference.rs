@@ -2,6 +2,8 @@
 //! filters (`$eq $ne $gt $gte $lt $lte $in $nin $exists`, implicit equality) on random
 //! documents with arrays, nested documents, nulls and missing fields.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::cmp::Ordering;
 
 use bson::{Bson, Document, doc};

@@ -1,6 +1,8 @@
 //! The key encoding's one invariant: byte order equals MongoDB's value order, Equal included,
 //! for values of every BSON type, and compound keys order as tuples under their directions.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::cmp::Ordering;
 
 use bson::spec::BinarySubtype;

@@ -138,7 +138,7 @@ impl RoutingSource for ClusterCatalogClient {
 pub(crate) fn client_error(e: ClientError) -> CommandError {
     match &e {
         ClientError::Service { code, code_name, errmsg } => {
-            CommandError { code: *code, code_name: code_name.clone(), errmsg: errmsg.clone() }
+            CommandError::with_code(*code, code_name.clone(), errmsg.clone())
         }
         ClientError::Exhausted { .. } => {
             CommandError::new(ErrorCode::ExceededTimeLimit, format!("config servers: {e}"))

@@ -1,7 +1,7 @@
 //! The shard's one error type for command execution, carrying the MongoDB code it maps to.
 //! Mapped to the wire (`shard::CommandError`) once, in [`crate::service`].
 
-use shoal_proto::ErrorCode;
+use shoal_proto::{ErrorCode, StaleConfig};
 use shoal_query::QueryError;
 
 use crate::storage::StorageError;
@@ -11,11 +11,16 @@ use crate::storage::StorageError;
 pub struct ExecError {
     pub code: ErrorCode,
     pub message: String,
+    /// The versions of a StaleConfig from the shard-version check, sent along for the router.
+    pub stale_config: Option<Box<StaleConfig>>,
 }
 
 impl ExecError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self { code, message: message.into(), stale_config: None }
+    }
+    pub fn stale_config(stale: StaleConfig) -> Self {
+        Self { message: stale.to_string(), code: ErrorCode::StaleConfig, stale_config: Some(Box::new(stale)) }
     }
     pub fn bad_value(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::BadValue, message)
@@ -24,13 +29,16 @@ impl ExecError {
         Self::new(ErrorCode::TypeMismatch, message)
     }
     pub fn to_wire(&self) -> shoal_proto::shard::CommandError {
-        shoal_proto::shard::CommandError::new(self.code, self.message.clone())
+        match &self.stale_config {
+            Some(stale) => shoal_proto::shard::CommandError::stale_config(stale),
+            None => shoal_proto::shard::CommandError::new(self.code, self.message.clone()),
+        }
     }
 }
 
 impl From<QueryError> for ExecError {
     fn from(e: QueryError) -> Self {
-        Self { code: e.code, message: e.message }
+        Self::new(e.code, e.message)
     }
 }
 

@@ -139,6 +139,7 @@ impl Drop for TestContext {
 /// Statics are never dropped, so the shared cluster's processes and temp dir are cleaned up by an
 /// `atexit` hook (libtest leaves through `exit`, on success and on failure alike).
 fn clean_up_shared_cluster_at_exit() {
+    #[allow(unsafe_code, reason = "declares libc's atexit, called below")]
     unsafe extern "C" {
         fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
     }
@@ -148,6 +149,7 @@ fn clean_up_shared_cluster_at_exit() {
         }
     }
     // SAFETY: registers a plain function that neither unwinds nor blocks.
+    #[allow(unsafe_code, reason = "libtest leaves through exit(3): atexit is the only hook that still runs")]
     unsafe {
         atexit(cleanup);
     }

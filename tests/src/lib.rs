@@ -15,6 +15,11 @@
 //! OP_MSG), [`up`] (a whole `shoal up` cluster from a spec), [`ports`] (loopback ports outside
 //! the kernel's ephemeral range, claimed per test process).
 
+// A harness that cannot start or drive a cluster has nothing better to do than fail the test that
+// asked: its panics are test failures with a message, not server crashes. Replies from the server
+// under test are parsed with errors, though (`wire`).
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test harness: a panic fails the calling test")]
+
 pub mod balance;
 pub mod catalog_cluster;
 pub mod cluster;

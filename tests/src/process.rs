@@ -100,6 +100,7 @@ impl Process {
             .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()))
             .env("RUST_BACKTRACE", "1");
         // SAFETY: prctl(2) is async-signal-safe and touches no memory of the parent.
+        #[allow(unsafe_code, reason = "pre_exec is the only way to have a child die with the test process")]
         unsafe {
             cmd.pre_exec(|| nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from));
         }

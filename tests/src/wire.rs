@@ -119,8 +119,8 @@ impl WireConn {
             Err(e) if is_closed(&e) => return Ok(None),
             Err(e) => return Err(e.into()),
         }
-        let field = |i: usize| i32::from_le_bytes(header[i..i + 4].try_into().expect("4 bytes"));
-        let len = usize::try_from(field(0)).unwrap_or(0);
+        let field = |i: usize| -> anyhow::Result<i32> { Ok(i32::from_le_bytes(header[i..i + 4].try_into()?)) };
+        let len = usize::try_from(field(0)?).unwrap_or(0);
         if !(HEADER_LEN..=REPLY_LEN_MAX).contains(&len) {
             bail!("reply with bad messageLength {len}");
         }
@@ -130,7 +130,7 @@ impl WireConn {
             Err(e) if is_closed(&e) => bail!("connection closed in the middle of a reply"),
             Err(e) => return Err(e.into()),
         }
-        Ok(Some(RawMessage { request_id: field(4), response_to: field(8), op_code: field(12), payload }))
+        Ok(Some(RawMessage { request_id: field(4)?, response_to: field(8)?, op_code: field(12)?, payload }))
     }
 
     async fn read_outcome(&mut self) -> anyhow::Result<Outcome> {
@@ -161,7 +161,7 @@ pub fn parse_op_msg_reply(payload: &[u8]) -> anyhow::Result<Document> {
     if payload.len() < 5 + 5 {
         bail!("OP_MSG reply of {} bytes is too short", payload.len());
     }
-    let flags = u32::from_le_bytes(payload[0..4].try_into().expect("4 bytes"));
+    let flags = u32::from_le_bytes(payload[0..4].try_into()?);
     if flags & !MORE_TO_COME != 0 {
         bail!("reply with flagBits {flags:#x}: only moreToCome is allowed");
     }
@@ -169,7 +169,7 @@ pub fn parse_op_msg_reply(payload: &[u8]) -> anyhow::Result<Document> {
         bail!("reply's first section has kind {}, expected 0", payload[4]);
     }
     let body_bytes = &payload[5..];
-    let body_len = i32::from_le_bytes(body_bytes[0..4].try_into().expect("4 bytes"));
+    let body_len = i32::from_le_bytes(body_bytes[0..4].try_into()?);
     if usize::try_from(body_len).ok() != Some(body_bytes.len()) {
         bail!(
             "reply body is {body_len} bytes but the message holds {} after it: \
@@ -186,8 +186,8 @@ pub fn parse_op_reply(payload: &[u8]) -> anyhow::Result<(i32, Vec<Document>)> {
     if payload.len() < 20 {
         bail!("OP_REPLY of {} bytes is too short", payload.len());
     }
-    let flags = i32::from_le_bytes(payload[0..4].try_into().expect("4 bytes"));
-    let returned = i32::from_le_bytes(payload[16..20].try_into().expect("4 bytes"));
+    let flags = i32::from_le_bytes(payload[0..4].try_into()?);
+    let returned = i32::from_le_bytes(payload[16..20].try_into()?);
     let mut docs = Vec::new();
     let mut rest = &payload[20..];
     while !rest.is_empty() {

@@ -23,7 +23,10 @@ async fn run(c: &Collection<Document>, pipeline: &[Document], allow_disk_use: bo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocking_stages_and_router_input_are_bounded() {
     // SAFETY: this binary's only test sets it before starting any thread that reads the env.
-    unsafe { std::env::set_var(shoal_query::aggregate::MEMORY_LIMIT_ENV, LIMIT_BYTES.to_string()) };
+    #[allow(unsafe_code, reason = "the cluster's processes inherit the limit from this environment")]
+    unsafe {
+        std::env::set_var(shoal_query::aggregate::MEMORY_LIMIT_ENV, LIMIT_BYTES.to_string())
+    };
     let cluster = ShardedCluster::start().await.expect("cluster starts");
     cluster.shard_in_two("aggmem", "c", DOCS / 2).await.expect("on both shards");
     let c = cluster.client().await.expect("client").database("aggmem").collection::<Document>("c");

@@ -7,6 +7,8 @@
 //! Where MongoDB leaves an order unspecified (`$push` without a `$sort` before the `$group`), the
 //! arrays are compared as multisets; numbers are compared by value (doubles within 1e-9).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use bson::{Bson, Document, doc};
 use futures::TryStreamExt;
 use mongodb::Collection;

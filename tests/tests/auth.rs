@@ -3,6 +3,8 @@
 //! and user-defined roles, grants and drops reaching open connections, cursor ownership, and a
 //! second router seeing the first one's changes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use bson::{Document, doc};
 use mongodb::Client;
 use mongodb::options::{AuthMechanism, ClientOptions, Credential};

@@ -12,6 +12,8 @@
 //! Routers run the balancer every few hundred milliseconds and the chunk size is 1 MiB, so the
 //! tests take seconds of balancing rather than MongoDB's minutes; every wait is bounded.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

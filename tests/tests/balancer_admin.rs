@@ -2,6 +2,8 @@
 //! and their errors, balancerCollectionStatus, configureCollectionBalancing, and the rounds the
 //! balancer records in `config.actionlog`. Two shards, three config servers, real processes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::time::{Duration, Instant};
 
 use bson::{Bson, Document, doc};

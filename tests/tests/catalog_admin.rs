@@ -1,6 +1,8 @@
 //! Sharding admin commands and the `config` database through the router, backed by a real
 //! 3-node config-server group (separate processes).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use bson::{Document, doc};
 use shoal_tests::catalog_cluster::CatalogCluster;
 use shoal_tests::cluster::Cluster;

@@ -3,6 +3,8 @@
 //! split key inside a hot key range, none (with an imbalance reason) for a single hot key; and
 //! the donor's fencing: a MoveRange with a stale balancer token changes nothing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::time::Duration;
 
 use bson::{Bson, Document, doc};

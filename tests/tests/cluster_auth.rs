@@ -3,6 +3,8 @@
 //! refused by the config servers and the shards before it can send one request (and cannot
 //! impersonate a server either).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;

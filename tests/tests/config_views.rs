@@ -4,6 +4,8 @@
 //! filters, sorts, projections, counts and pipelines; the writes mongosh's helpers make
 //! (`config.settings`, `noBalance`) land in the catalog; other writes are refused.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use bson::{Bson, Document, doc};
 use futures::TryStreamExt;
 use mongodb::Client;

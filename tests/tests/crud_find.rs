@@ -3,6 +3,8 @@
 //! many batches, the raw cursor commands (`find`/`getMore`/`killCursors`, CursorNotFound 43), and
 //! results larger than one gRPC message.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use bson::{Bson, DateTime, Document, doc, oid::ObjectId};
 use futures::TryStreamExt;
 use mongodb::Collection;

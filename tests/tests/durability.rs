@@ -12,6 +12,8 @@
 //! The kill point is a count of acknowledgements, not a time, so the test is deterministic in
 //! what it checks; which in-flight writes survive is up to the shard.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -4,6 +4,8 @@
 //! paths (40), changing `_id` (66), paths through scalars (28), an array `_id` (53), a 17 MiB
 //! document (refused by the driver, then sent by hand as an OP_MSG), unknown cursor ids (43).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use bson::{doc, spec::BinarySubtype};
 use mongodb::error::ErrorKind;
 use shoal_tests::TestContext;

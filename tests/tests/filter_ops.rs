@@ -4,6 +4,8 @@
 //!
 //! Each test seeds a small collection with integer `_id`s and asserts the exact `_id`s returned.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use bson::{Bson, DateTime, Document, doc, oid::ObjectId};
 use shoal_tests::TestContext;
 use shoal_tests::fixtures::{ids, seed};

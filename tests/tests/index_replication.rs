@@ -3,6 +3,8 @@
 //! back with the index, a new primary after kill -9 enforces the unique index, and a drop reaches
 //! every member.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::time::Duration;
 
 use bson::{Document, doc};

@@ -3,6 +3,8 @@
 //! and COLLSCAN where none does, unique violations are 11000 with the key, TTL deletes, builds
 //! run while writes continue, and chunks moved to a shard arrive with their indexes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::time::{Duration, Instant};
 
 use bson::{Bson, DateTime, Document, doc};

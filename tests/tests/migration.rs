@@ -6,6 +6,8 @@
 //! `route`), so documents are written to the owning shard and read back over the shards' gRPC
 //! service directly, unversioned (orphans included).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use shoal_proto::catalog::Parts;
 use std::collections::BTreeSet;
 use std::time::Duration;

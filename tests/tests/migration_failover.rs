@@ -6,6 +6,8 @@
 //! donated range) and finishes a range deletion its predecessor had pending. In the end every
 //! document is on exactly one shard, the one the catalog names, on every member.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::time::Duration;
 
 use bson::{Document, doc};

@@ -4,6 +4,8 @@
 //! shards the catalog names hold exactly the documents (and values) the writers' acknowledged
 //! writes produced, each once, and no orphan remains.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -3,6 +3,8 @@
 //! primary with nothing lost, and a shard drains (removeShard started → ongoing → completed)
 //! once its database and chunks are moved off by hand. Bad input gets MongoDB's error codes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use shoal_proto::catalog::Parts;
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -3,6 +3,8 @@
 //! delete, findAndModify and aggregate, `$jsonSchema`, `collation` and `comment` on every
 //! command.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use bson::{Bson, Document, doc};
 use futures::TryStreamExt;
 use mongodb::Database;

@@ -11,6 +11,8 @@
 //! replaced — while a `local` read on that primary sees it; a secondary asked with a shard version
 //! loads the collection's metadata itself, hides orphans and answers StaleConfig like a primary.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::time::Duration;
 
 use bson::{Document, doc};

@@ -5,6 +5,8 @@
 //! (through this router and a router that still cached the old key), and writes by the new key
 //! route right; zone ranges gain the suffix too. Bad input gets MongoDB's codes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use bson::{Bson, Document, doc};
 use futures::TryStreamExt;
 use mongodb::{Client, Collection};

@@ -4,6 +4,8 @@
 //! checked through `getShardVersion` and by reading the catalog with the config-server client.
 //! One cluster serves every check, to keep the file's wall time low.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use bson::{Bson, Document, doc};
 use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 use shoal_configsvr::catalog::{ChunkBound, ClusterCatalogView, KeyPattern, Parts};

@@ -4,6 +4,8 @@
 //! as orphans on the real shard. The test then calls the shard's gRPC service itself, as a router
 //! would, with stale, current and missing shard versions.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::time::Duration;
 
 use bson::{Document, doc};
@@ -12,6 +14,7 @@ use shoal_configsvr::catalog::api::RoutingAnswer;
 use shoal_configsvr::catalog::{ChunkBound, Command, PlacementVersion, RoutingTable};
 use shoal_proto::shard::shard_client::ShardClient;
 use shoal_proto::shard::{CommandRequest, ShardVersion};
+use shoal_proto::stale_config::{CollectionVersion, StaleConfig};
 use shoal_tests::catalog_cluster::CatalogCluster;
 use tonic::transport::Channel;
 
@@ -114,7 +117,14 @@ async fn shards_check_versions_and_hide_orphans() {
     assert_eq!(find(&mut shard, Some(wire(&old))).await, Err(13388));
     let update = doc! { "update": "users", "updates": [{"q": {}, "u": {"$set": {"x": 1}}, "multi": true}] };
     let reply = shard.update(request(update.clone(), Some(wire(&old)))).await.expect("rpc").into_inner();
-    assert_eq!(reply.error.map(|e| e.code), Some(13388));
+    let error = reply.error.expect("a stale router's update fails");
+    assert_eq!(error.code, 13388);
+    // The error names both versions for the router to refresh from, in MongoDB's shape.
+    let info = error.stale_config.as_ref().expect("StaleConfig carries its versions");
+    let stale = StaleConfig::from_wire(info).expect("well-formed StaleConfig info");
+    assert_eq!((stale.ns.as_str(), stale.shard.as_str()), (NS, "shard0"));
+    assert_eq!(stale.received, CollectionVersion::Sharded(old));
+    assert_eq!(stale.wanted, Some(CollectionVersion::Sharded(new)));
     assert!(reply.write_errors.is_empty());
     // Asked of the shard itself: the router now routes by chunk, and shard1 has no process.
     let changed = doc! { "count": "users", "query": {"x": 1} };

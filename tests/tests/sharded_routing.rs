@@ -3,6 +3,8 @@
 //! migration directly in the catalog while the collection is still EMPTY (data migration is not
 //! what is tested here). Where documents land is checked on each shard directly over gRPC.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use shoal_proto::catalog::Parts;
 use std::time::Duration;
 

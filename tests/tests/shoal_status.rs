@@ -2,6 +2,8 @@
 //! with its state, health and optime as `replSetGetStatus {shard}` reports them, and shows a
 //! killed member as unreachable.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::time::Duration;
 
 use shoal_tests::process::shoal_bin;

@@ -8,6 +8,8 @@
 //! Also the well-formed corners drivers rely on: kind-1 document sequences, `moreToCome` (no
 //! reply), OP_QUERY `isMaster` answered with OP_REPLY.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use bson::{Document, doc};
 use shoal_tests::TestContext;
 use shoal_tests::wire::{

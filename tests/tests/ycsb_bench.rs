@@ -2,6 +2,8 @@
 //! with every operation OK, the records have YCSB's shape, the report has YCSB's lines, JSON and
 //! charts are written; bad arguments and an unreachable target fail with one clear message.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;

@@ -6,6 +6,7 @@
 //! exit by themselves when this process dies (their stdin pipe closes: `--exit-on-stdin-eof`).
 
 #![allow(dead_code)] // each test file uses a different part of the harness
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test harness: a panic fails the calling test")]
 
 pub mod process;
 

@@ -47,11 +47,11 @@ pub(crate) fn parse_filter(filter: &Document, depth: usize) -> Result<Expr, Quer
 }
 
 fn and(mut children: Vec<Expr>) -> Expr {
-    match children.len() {
-        0 => Expr::Const(true),
-        1 => children.pop().expect("one child"),
-        _ => Expr::And(children),
+    if children.len() > 1 {
+        return Expr::And(children);
     }
+    // One child stands alone; none is always true.
+    children.pop().unwrap_or(Expr::Const(true))
 }
 
 /// A top-level `$` key; `None` for keys that do not constrain (`$comment`).
@@ -313,18 +313,25 @@ fn parse_all(arg: &Bson, depth: usize) -> Result<Clause, QueryError> {
     let Bson::Array(items) = arg else {
         return Err(QueryError::bad_value("$all needs an array"));
     };
-    let is_elem_match =
-        |v: &Bson| matches!(v, Bson::Document(d) if d.keys().next().map(String::as_str) == Some("$elemMatch"));
-    let elem_match_form = items.first().is_some_and(is_elem_match);
+    /// The argument of an item `{$elemMatch: arg, ...}` (the operator first).
+    fn elem_match_arg(v: &Bson) -> Option<&Bson> {
+        match v {
+            Bson::Document(d) => d.iter().next().filter(|(k, _)| *k == "$elemMatch").map(|(_, arg)| arg),
+            _ => None,
+        }
+    }
+    let elem_match_form = items.first().and_then(elem_match_arg).is_some();
     let mut tests = Vec::with_capacity(items.len());
     for item in items {
-        if elem_match_form != is_elem_match(item) {
+        let elem_match = elem_match_arg(item);
+        if elem_match_form != elem_match.is_some() {
             return Err(QueryError::bad_value("$all/$elemMatch has to be consistent"));
         }
+        if let Some(arg) = elem_match {
+            tests.push(parse_elem_match(arg, depth)?);
+            continue;
+        }
         let test = match item {
-            Bson::Document(d) if elem_match_form => {
-                parse_elem_match(d.get("$elemMatch").expect("checked by is_elem_match"), depth)?
-            }
             Bson::Document(d) if is_operator_document(d) => {
                 return Err(QueryError::bad_value("no $ expressions in $all"));
             }

@@ -37,7 +37,8 @@ pub(crate) fn decode(value: &Decimal128) -> Decimal {
         ((bits >> 113) & 0x3FFF, bits & ((1u128 << 113) - 1))
     };
     let coefficient = if coefficient > MAX_COEFFICIENT { 0 } else { coefficient };
-    let exponent = i32::try_from(exponent_bits).expect("14-bit exponent fits in i32") - EXPONENT_BIAS;
+    // Masked to 14 bits above: the cast is exact.
+    let exponent = exponent_bits as i32 - EXPONENT_BIAS;
     Decimal::Finite { neg, coefficient, exponent }
 }
 

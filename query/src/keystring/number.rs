@@ -110,8 +110,12 @@ fn decimal_magnitude(coefficient: u128, exponent: i32) -> Option<Magnitude> {
         let mut n = BigUint::from_u128(c);
         n.mul_pow10(e);
         let bits = n.bit_len();
-        let low = n.trailing_zeros().expect("a nonzero product has a set bit");
-        let exponent = i32::try_from(bits - 1).expect("decimal magnitudes stay below 2^20500");
+        // c is nonzero, and decimal128's exponent range bounds the product.
+        #[allow(clippy::expect_used, reason = "invariants of a nonzero decimal128, stated in the messages")]
+        let (low, exponent) = (
+            n.trailing_zeros().expect("a nonzero product has a set bit"),
+            i32::try_from(bits - 1).expect("decimal magnitudes stay below 2^20500"),
+        );
         return Some(Magnitude::Big { exponent, n, low });
     }
     let k = e.unsigned_abs();
@@ -125,12 +129,14 @@ fn decimal_magnitude(coefficient: u128, exponent: i32) -> Option<Magnitude> {
     den.mul_pow10(k);
     let e0 = (128 - c.leading_zeros() as i64) - den.bit_len() as i64;
     // c / 10^k lies in [2^(e0-1), 2^(e0+1)); scale it so the quotient has 113 or 114 bits.
+    #[allow(clippy::expect_used, reason = "c < 2^113 and 10^k > 1 bound e0 below 114")]
     let shift = u64::try_from(i64::from(INEXACT_FRACTION_BITS as i32) + 1 - e0)
         .expect("a non-dyadic decimal is below 2^113, so the shift is positive");
     let mut num = BigUint::from_u128(c);
     num.shl(shift);
     let (q, _) = num.div_small_quotient(&den);
     let (exp2, top) = if q >> (INEXACT_FRACTION_BITS + 1) != 0 { (e0, q >> 1) } else { (e0 - 1, q) };
+    #[allow(clippy::expect_used, reason = "decimal128's exponent range bounds exp2")]
     let exponent = i32::try_from(exp2).expect("decimal magnitudes stay above 2^-20600");
     Some(Magnitude::Inexact { exponent, top, coefficient: c, decimal_exponent: e })
 }
@@ -189,6 +195,8 @@ fn push_magnitude(mag: &Magnitude, out: &mut Vec<u8>) {
 
 fn push_exponent(exponent: i32, out: &mut Vec<u8>) {
     let wide = |marker: u8, out: &mut Vec<u8>| {
+        // A silently wrapped exponent would misorder keys: better to stop.
+        #[allow(clippy::expect_used, reason = "doubles and decimal128 have binary exponents within ±2^15")]
         let biased = u16::try_from(exponent + 0x8000).expect("binary exponents stay within ±2^15");
         out.push(marker);
         out.extend_from_slice(&biased.to_be_bytes());
@@ -205,6 +213,7 @@ fn push_exponent(exponent: i32, out: &mut Vec<u8>) {
 fn push_decimal(coefficient: u128, exponent: i32, out: &mut Vec<u8>) {
     let digits = coefficient.to_string();
     let adjusted = exponent + digits.len() as i32 - 1;
+    #[allow(clippy::expect_used, reason = "decimal128's adjusted exponents are within ±6200")]
     let biased = u16::try_from(adjusted + 0x8000).expect("decimal exponents stay within ±6200");
     out.extend_from_slice(&biased.to_be_bytes());
     for pair in digits.as_bytes().chunks(2) {

@@ -83,7 +83,7 @@ async fn collection(
             && routing::is_stale(e)
             && attempt + 1 < STALE_ATTEMPTS_MAX
         {
-            routing::on_stale(state, db, coll, &placement, attempt).await;
+            routing::on_stale(state, db, coll, &placement, e, attempt).await;
             attempt += 1;
             continue;
         }

@@ -75,9 +75,11 @@ pub async fn explain(state: &RouterState, _conn: &ConnContext, cmd: &Command) ->
         let placement = routing::placement(state, &cmd.db, coll, false).await?;
         let targets: Vec<String> = target::shards(&placement, &filter).into_iter().collect();
         let replies = broadcast(state, cmd, &placement, &targets).await;
-        let stale = replies.iter().any(|r| matches!(r, Err(e) if routing::is_stale(e)));
-        if stale && attempt + 1 < STALE_ATTEMPTS_MAX {
-            routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
+        let stale = replies.iter().find_map(|r| r.as_ref().err().filter(|e| routing::is_stale(e)));
+        if let Some(e) = stale
+            && attempt + 1 < STALE_ATTEMPTS_MAX
+        {
+            routing::on_stale(state, &cmd.db, coll, &placement, e, attempt).await;
             attempt += 1;
             continue;
         }

@@ -62,7 +62,7 @@ fn empty(kind: ReadKind, ns: &str) -> Result<RawDocumentBuf, CommandError> {
 pub fn document(doc: &Document, wce: Option<CommandError>) -> Result<RawDocumentBuf, CommandError> {
     let mut out = RawDocumentBuf::try_from(doc).map_err(CommandError::from)?;
     if let Some(e) = wce {
-        let wire = shoal_proto::shard::CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg };
+        let wire = e.to_wire();
         out.append(cstr!("writeConcernError"), write_concern_error(&wire));
     }
     Ok(out)

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use shoal_cluster::routing::{self, RoutingSource};
 use shoal_cluster::single_flight::SingleFlight;
 use shoal_proto::catalog::{ChunkVersion, Database, RoutingTable};
+use shoal_proto::stale_config::{CollectionVersion, StaleConfig};
 
 use crate::error::CommandError;
 
@@ -63,27 +64,73 @@ impl RoutingCache {
         self.colls.get_or_load(ns, || fetch(catalog, ns, None)).await
     }
 
-    /// Brings `ns` up to date after a shard said the router's version `seen` is stale
-    /// (`None`: the router sent it as unsharded). Incremental when the cached table is still the
-    /// collection's generation; a refresh that someone else finished meanwhile (the cached version
-    /// is no longer `seen`) is reused.
+    /// Brings `ns` up to date after a shard answered a request for it stale, as [`step`] decides
+    /// from what the shard said. One refresh per namespace at a time: a caller that waited for
+    /// another's finds that refresh's table cached, and [`step`] keeps it if it is what the shard
+    /// wants.
     pub async fn refresh(
         &self,
         catalog: &impl RoutingSource,
         ns: &str,
-        seen: Option<ChunkVersion>,
+        stale: Stale<'_>,
     ) -> Result<CachedCollection, CommandError> {
         self.colls
             .refresh(ns, false, |cached| async move {
-                match cached {
-                    Some(CachedCollection::Sharded(t)) if seen.is_some_and(|s| s != t.version) => {
-                        Ok(CachedCollection::Sharded(t))
-                    }
-                    Some(CachedCollection::Sharded(t)) => fetch(catalog, ns, Some(&t)).await,
+                match (step(cached.as_ref(), &stale), cached) {
+                    (Step::Keep, Some(c)) => Ok(c),
+                    (Step::Incremental, Some(CachedCollection::Sharded(t))) => fetch(catalog, ns, Some(&t)).await,
                     _ => fetch(catalog, ns, None).await,
                 }
             })
             .await
+    }
+}
+
+/// What a shard's stale answer tells the routing cache.
+#[derive(Clone, Copy, Debug)]
+pub enum Stale<'a> {
+    /// A StaleConfig with its versions: `shard` has `wanted` of the namespace.
+    Config(&'a StaleConfig),
+    /// An answer without versions (StaleDbVersion, or a StaleConfig that names none): all the
+    /// router knows is the collection version it routed with (`None`: as unsharded).
+    Seen(Option<ChunkVersion>),
+}
+
+/// What a refresh after a stale answer does with the cached entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The cache already has what the shard wants (another request refreshed it): no catalog read.
+    Keep,
+    /// Same collection generation: ask the catalog for the chunks changed since the cached version.
+    Incremental,
+    /// No cached table of the shard's generation: load the collection whole.
+    Reload,
+}
+
+/// The refresh a stale answer calls for, given what is cached now. With the shard's versions the
+/// cache is kept only if it already holds exactly the version the shard compares against (same
+/// generation and major for that shard, or unsharded on both sides); anything else asks the
+/// catalog, incrementally when the generation is the cached one. A `wanted` the shard does not
+/// know leaves only the catalog to ask.
+pub fn step(cached: Option<&CachedCollection>, stale: &Stale<'_>) -> Step {
+    use CachedCollection::{Sharded, Unsharded};
+    let Some(cached) = cached else { return Step::Reload };
+    match (stale, cached) {
+        (Stale::Seen(seen), Sharded(t)) if seen.is_some_and(|s| s != t.version) => Step::Keep,
+        (Stale::Seen(_), Sharded(_)) => Step::Incremental,
+        (Stale::Seen(_), Unsharded) => Step::Reload,
+        (Stale::Config(s), cached) => {
+            match (s.wanted, cached) {
+                (Some(CollectionVersion::Unsharded), Unsharded) => Step::Keep,
+                (Some(CollectionVersion::Sharded(w)), Sharded(t))
+                    if t.epoch == w.epoch && t.timestamp == w.timestamp =>
+                {
+                    if t.shard_version(&s.shard).major == w.version.major { Step::Keep } else { Step::Incremental }
+                }
+                (None, Sharded(_)) => Step::Incremental,
+                _ => Step::Reload,
+            }
+        }
     }
 }
 
@@ -169,17 +216,78 @@ mod tests {
 
         // A shard said 1|0 is stale: the router asks for the changes since 1|0.
         let newer = Fake { major: 2, asked: Mutex::new(Vec::new()) };
-        let got = cache.refresh(&newer, "db.c", Some(ChunkVersion::new(1, 0))).await.unwrap();
+        let got = cache.refresh(&newer, "db.c", Stale::Seen(Some(ChunkVersion::new(1, 0)))).await.unwrap();
         assert_eq!(version_of(&got), Some(ChunkVersion::new(2, 0)));
         let since = newer.asked.lock().unwrap().clone();
         assert_eq!(since, vec![Some(RoutingSince { epoch: Epoch([1; 12]), version: ChunkVersion::new(1, 0) })]);
 
         // Another request that also saw 1|0 finds 2|0 cached and does not ask again.
-        let got = cache.refresh(&newer, "db.c", Some(ChunkVersion::new(1, 0))).await.unwrap();
+        let got = cache.refresh(&newer, "db.c", Stale::Seen(Some(ChunkVersion::new(1, 0)))).await.unwrap();
         assert_eq!(version_of(&got), Some(ChunkVersion::new(2, 0)));
         assert_eq!(newer.asked.lock().unwrap().len(), 1);
 
         cache.forget_database("db");
         assert!(cache.collection("db.c").is_none());
+    }
+
+    fn stale(shard: &str, wanted: Option<CollectionVersion>) -> StaleConfig {
+        StaleConfig { ns: "db.c".into(), received: CollectionVersion::Unsharded, wanted, shard: shard.into() }
+    }
+
+    fn wanted(epoch: u8, secs: u32, major: u32) -> Option<CollectionVersion> {
+        Some(CollectionVersion::Sharded(shoal_proto::catalog::PlacementVersion {
+            epoch: Epoch([epoch; 12]),
+            timestamp: Timestamp { secs, inc: 0 },
+            version: ChunkVersion::new(major, 0),
+        }))
+    }
+
+    #[test]
+    fn the_shards_wanted_version_decides_the_refresh() {
+        let sharded = CachedCollection::Sharded(Arc::new(table(3)));
+        let step_for = |cached: &CachedCollection, s: &StaleConfig| step(Some(cached), &Stale::Config(s));
+        // The cache already has what s0 wants (another request refreshed): no catalog read; any
+        // minor is the same to the shard.
+        assert_eq!(step_for(&sharded, &stale("s0", wanted(1, 1, 3))), Step::Keep);
+        // s0 is at another major of this generation: the changes since the cached version.
+        assert_eq!(step_for(&sharded, &stale("s0", wanted(1, 1, 4))), Step::Incremental);
+        // s1 owns nothing in the cached table (0|0) but has chunks now.
+        assert_eq!(step_for(&sharded, &stale("s1", wanted(1, 1, 4))), Step::Incremental);
+        // s0 gave its last chunk away (0|0) while the cache still places chunks there.
+        assert_eq!(step_for(&sharded, &stale("s0", wanted(1, 1, 0))), Step::Incremental);
+        // Another generation (dropped and sharded again), or unsharded since: load it whole.
+        assert_eq!(step_for(&sharded, &stale("s0", wanted(2, 9, 1))), Step::Reload);
+        assert_eq!(step_for(&sharded, &stale("s0", Some(CollectionVersion::Unsharded))), Step::Reload);
+        // The shard could not say: only the catalog can.
+        assert_eq!(step_for(&sharded, &stale("s0", None)), Step::Incremental);
+        let unsharded = CachedCollection::Unsharded;
+        assert_eq!(step_for(&unsharded, &stale("s0", wanted(1, 1, 1))), Step::Reload);
+        assert_eq!(step_for(&unsharded, &stale("s0", Some(CollectionVersion::Unsharded))), Step::Keep);
+        assert_eq!(step_for(&unsharded, &stale("s0", None)), Step::Reload);
+        assert_eq!(step(None, &Stale::Config(&stale("s0", wanted(1, 1, 3)))), Step::Reload);
+    }
+
+    #[test]
+    fn without_versions_the_version_routed_with_decides() {
+        let sharded = CachedCollection::Sharded(Arc::new(table(3)));
+        assert_eq!(step(Some(&sharded), &Stale::Seen(Some(ChunkVersion::new(2, 0)))), Step::Keep);
+        assert_eq!(step(Some(&sharded), &Stale::Seen(Some(ChunkVersion::new(3, 0)))), Step::Incremental);
+        assert_eq!(step(Some(&sharded), &Stale::Seen(None)), Step::Incremental);
+        assert_eq!(step(Some(&CachedCollection::Unsharded), &Stale::Seen(None)), Step::Reload);
+        assert_eq!(step(None, &Stale::Seen(None)), Step::Reload);
+    }
+
+    #[tokio::test]
+    async fn a_typed_stale_config_reads_the_catalog_only_when_the_cache_lacks_the_wanted_version() {
+        let cache = RoutingCache::default();
+        let fake = Fake { major: 1, asked: Mutex::new(Vec::new()) };
+        cache.load(&fake, "db.c").await.unwrap();
+        let newer = Fake { major: 2, asked: Mutex::new(Vec::new()) };
+        let got = cache.refresh(&newer, "db.c", Stale::Config(&stale("s0", wanted(1, 1, 2)))).await.unwrap();
+        assert_eq!(version_of(&got), Some(ChunkVersion::new(2, 0)));
+        // A second request refused by the same shard finds 2|0 cached: what s0 wants.
+        let got = cache.refresh(&newer, "db.c", Stale::Config(&stale("s0", wanted(1, 1, 2)))).await.unwrap();
+        assert_eq!(version_of(&got), Some(ChunkVersion::new(2, 0)));
+        assert_eq!(newer.asked.lock().unwrap().len(), 1, "one catalog read for both");
     }
 }

@@ -194,24 +194,38 @@ pub fn is_stale(e: &CommandError) -> bool {
     e.is(ErrorCode::StaleConfig) || e.is(ErrorCode::StaleDbVersion)
 }
 
-/// After a StaleConfig or StaleDbVersion from a request sent with `placement`: refresh the
-/// namespace and drop the database entry (re-read on the retry), then wait a little, longer on
-/// each `attempt`.
-pub async fn on_stale(state: &RouterState, db: &str, coll: &str, placement: &Placement, attempt: u32) {
+/// After a StaleConfig or StaleDbVersion `e` from a request sent with `placement`: refresh the
+/// namespace, then wait a little, longer on each `attempt`. A StaleConfig names the shard's
+/// versions and the refresh is decided from them ([`cache::step`]); the database entry is not in
+/// question then. Otherwise the database entry is dropped (re-read on the retry) and the refresh
+/// goes by the version the request was routed with.
+pub async fn on_stale(
+    state: &RouterState,
+    db: &str,
+    coll: &str,
+    placement: &Placement,
+    e: &CommandError,
+    attempt: u32,
+) {
     let ns = format!("{db}.{coll}");
-    let seen = match placement {
-        Placement::Sharded(t) => Some(t.version),
-        _ => None,
+    let stale = match e.stale_config.as_deref() {
+        Some(s) if s.ns == ns => cache::Stale::Config(s),
+        _ => {
+            state.routing.forget_database(db);
+            if !matches!(placement, Placement::Sharded(_)) {
+                state.routing.forget_collection(&ns);
+            }
+            cache::Stale::Seen(match placement {
+                Placement::Sharded(t) => Some(t.version),
+                _ => None,
+            })
+        }
     };
-    state.routing.forget_database(db);
-    if !matches!(placement, Placement::Sharded(_)) {
-        state.routing.forget_collection(&ns);
-    }
-    if let Err(e) = state.routing.refresh(&state.catalog, &ns, seen).await {
+    if let Err(e) = state.routing.refresh(&state.catalog, &ns, stale).await {
         tracing::warn!(%ns, error = %e, "routing refresh failed");
     }
     let backoff = STALE_BACKOFF.saturating_mul(1 << attempt.min(10)).min(STALE_BACKOFF_MAX);
-    tracing::info!(%ns, attempt, ?backoff, "shard answered stale: refreshed routing, retrying");
+    tracing::info!(%ns, attempt, ?backoff, error = %e.errmsg, "shard answered stale: refreshed routing, retrying");
     tokio::time::sleep(backoff).await;
 }
 

@@ -107,7 +107,7 @@ impl WireError {
 
 /// MongoDB's reply for a uassert without a named code: `code: N, codeName: "LocationN"`.
 fn location(code: i32, errmsg: String) -> CommandError {
-    CommandError { code, code_name: format!("Location{code}"), errmsg }
+    CommandError::with_code(code, format!("Location{code}"), errmsg)
 }
 
 pub type WireResult<T> = Result<T, WireError>;

@@ -90,7 +90,7 @@ pub fn duplicate_key(coll: &CollectionInfo, id: &Bson) -> StatementError {
         format!("E11000 duplicate key error collection: {} index: _id_ dup key: {{ _id: {id} }}", coll.full_name());
     StatementError::Exec(
         ExecError::new(ErrorCode::DuplicateKey, msg),
-        Some(doc! { "keyPattern": { "_id": 1 }, "keyValue": { "_id": id.clone() } }),
+        Some(Box::new(doc! { "keyPattern": { "_id": 1 }, "keyValue": { "_id": id.clone() } })),
     )
 }
 

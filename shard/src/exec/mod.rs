@@ -100,9 +100,9 @@ pub struct WriteOutcome {
 }
 
 /// A write statement's failure: its own (reported in `writeErrors`, others may go on; the
-/// document holds extra reply fields), or the store's (the command fails).
+/// document holds extra reply fields, boxed as rare), or the store's (the command fails).
 pub enum StatementError {
-    Exec(ExecError, Option<Document>),
+    Exec(ExecError, Option<Box<Document>>),
     Storage(crate::storage::StorageError),
 }
 
@@ -128,7 +128,7 @@ pub fn record(
     match result {
         Ok(()) => Ok(std::ops::ControlFlow::Continue(())),
         Err(StatementError::Exec(e, extra)) => {
-            out.write_errors.push(write_error(index, &e, extra));
+            out.write_errors.push(write_error(index, &e, extra.map(|d| *d)));
             Ok(if ordered { std::ops::ControlFlow::Break(()) } else { std::ops::ControlFlow::Continue(()) })
         }
         Err(StatementError::Storage(crate::storage::StorageError::Rejected { code, message, info })) => {

@@ -36,6 +36,7 @@ use std::sync::Arc;
 use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 use shoal_proto::catalog::ChunkBound;
 use shoal_proto::shard::ShardVersion;
+use shoal_proto::stale_config::{CollectionVersion, StaleConfig};
 
 use crate::cursors::CursorManager;
 use crate::error::ExecResult;
@@ -45,7 +46,7 @@ pub use error::ShardingError;
 pub use metadata::{CollectionMetadata, ShardedMetadata};
 pub use ownership::Ownership;
 pub use range_deleter::{RangeDeleter, RangeDeletion};
-use version::{Decision, Shown};
+use version::Decision;
 
 pub struct ShardingState {
     shard_id: String,
@@ -108,15 +109,17 @@ impl ShardingState {
                     refreshed = true;
                 }
                 Decision::Stale => {
-                    let wanted = match &known {
-                        version::Known::Sharded(w) => Some(*w),
-                        _ => None,
+                    let wanted = match known {
+                        version::Known::Unknown => None,
+                        version::Known::Unsharded => Some(CollectionVersion::Unsharded),
+                        version::Known::Sharded(w) => Some(CollectionVersion::Sharded(w)),
                     };
-                    let e = ShardingError::StaleConfig {
+                    let e = ShardingError::StaleConfig(Box::new(StaleConfig {
                         ns: ns.to_owned(),
-                        received: Shown(received.as_ref()).to_string(),
-                        wanted: Shown(wanted.as_ref()).to_string(),
-                    };
+                        received: received.into(),
+                        wanted,
+                        shard: self.shard_id.clone(),
+                    }));
                     tracing::debug!(error = %e, "stale shard version");
                     return Err(e.into());
                 }

@@ -17,10 +17,9 @@
 //! ```
 //! "Refresh" becomes "Stale" when the metadata was just refreshed.
 
-use std::fmt;
-
-use shoal_proto::catalog::{ChunkVersion, Epoch, PlacementVersion, Timestamp};
+use shoal_proto::catalog::PlacementVersion;
 use shoal_proto::shard::ShardVersion;
+use shoal_proto::stale_config::CollectionVersion;
 
 use super::error::ShardingError;
 
@@ -46,34 +45,15 @@ pub enum Decision {
     Stale,
 }
 
-/// Parses the wire form. An empty epoch means "unsharded"; any other length than 12 bytes is bad
-/// input, refused as such rather than guessed at.
+/// Parses the wire form ([`CollectionVersion::from_wire`]): a malformed epoch is bad input.
 pub fn received(v: &ShardVersion) -> Result<Received, ShardingError> {
-    if v.epoch.is_empty() {
-        return Ok(None);
-    }
-    let epoch: [u8; 12] = v.epoch[..]
-        .try_into()
-        .map_err(|_| ShardingError::BadShardVersion(format!("epoch of {} bytes, expected 12", v.epoch.len())))?;
-    Ok(Some(PlacementVersion {
-        epoch: Epoch(epoch),
-        timestamp: Timestamp { secs: v.timestamp_secs, inc: v.timestamp_inc },
-        version: ChunkVersion::new(v.major, v.minor),
-    }))
+    let v = CollectionVersion::from_wire(v).map_err(|e| ShardingError::BadShardVersion(e.to_string()))?;
+    Ok(v.placement().copied())
 }
 
 /// The wire form of a placement version (what routers send).
 pub fn to_wire(v: Option<&PlacementVersion>) -> ShardVersion {
-    match v {
-        None => ShardVersion::default(),
-        Some(p) => ShardVersion {
-            epoch: p.epoch.0.to_vec().into(),
-            timestamp_secs: p.timestamp.secs,
-            timestamp_inc: p.timestamp.inc,
-            major: p.version.major,
-            minor: p.version.minor,
-        },
-    }
+    CollectionVersion::from(v.copied()).to_wire()
 }
 
 /// The decision. `just_refreshed`: the shard's metadata was loaded for this very request, so a
@@ -101,20 +81,10 @@ pub fn decide(received: &Received, known: &Known, just_refreshed: bool) -> Decis
     if d == Decision::Refresh && just_refreshed { Decision::Stale } else { d }
 }
 
-/// A version for messages: `1|3||<epoch>||Timestamp(s, i)`, or `UNSHARDED`, as MongoDB prints.
-pub struct Shown<'a>(pub Option<&'a PlacementVersion>);
-
-impl fmt::Display for Shown<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            None => f.write_str("UNSHARDED"),
-            Some(p) => write!(f, "{}||{}||{}", p.version, p.epoch, p.timestamp),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use shoal_proto::catalog::{ChunkVersion, Epoch, Timestamp};
+
     use super::*;
 
     fn pv(epoch: u8, ts: u32, major: u32, minor: u32) -> PlacementVersion {
@@ -184,8 +154,6 @@ mod tests {
         assert_eq!(received(&to_wire(Some(&p))).unwrap(), Some(p));
         assert_eq!(received(&to_wire(None)).unwrap(), None);
         let bad = ShardVersion { epoch: vec![1, 2, 3].into(), ..Default::default() };
-        assert!(received(&bad).is_err());
-        assert_eq!(Shown(None).to_string(), "UNSHARDED");
-        assert!(Shown(Some(&p)).to_string().starts_with("2|1||0707"));
+        assert!(matches!(received(&bad), Err(ShardingError::BadShardVersion(_))));
     }
 }

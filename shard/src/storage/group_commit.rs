@@ -38,7 +38,8 @@ struct SyncerState {
 }
 
 impl GroupCommit {
-    pub fn start<E: Engine + ?Sized>(engine: Arc<E>) -> Self {
+    /// Fails only if the OS will not start the syncer thread.
+    pub fn start<E: Engine + ?Sized>(engine: Arc<E>) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             committed: AtomicU64::new(0),
             state: Mutex::new(SyncerState::default()),
@@ -46,11 +47,9 @@ impl GroupCommit {
         });
         let (tx, durable_rx) = watch::channel(Ok(0));
         let thread_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("shoal-syncer".into())
-            .spawn(move || syncer(engine, thread_shared, tx))
-            .expect("spawning the journal syncer thread is required to run a shard");
-        Self { shared, durable_rx, thread: Mutex::new(Some(thread)) }
+        let thread =
+            std::thread::Builder::new().name("shoal-syncer".into()).spawn(move || syncer(engine, thread_shared, tx))?;
+        Ok(Self { shared, durable_rx, thread: Mutex::new(Some(thread)) })
     }
 
     /// Records that a batch was committed; returns its sequence number. Callers hold the single

@@ -131,7 +131,7 @@ impl Store {
         abandon_unfinished_builds(engine.as_ref(), &mut catalog)?;
         let last = last_optime(engine.as_ref())?;
         let oplog_size = oplog_size::OplogSize::measure(engine.as_ref())?;
-        let group = GroupCommit::start(Arc::clone(&engine));
+        let group = GroupCommit::start(Arc::clone(&engine))?;
         let (position, _) = watch::channel(Position { seq: 0, optime: last });
         Ok(Self {
             engine,

@@ -290,6 +290,6 @@ pub(crate) async fn call_move_range(endpoint: &str, request: MoveRangeRequest) -
     let reply = client.move_range(request).await.map_err(|s| unreachable(s.message().to_owned()))?.into_inner();
     match reply.error {
         None => Ok(reply.millis),
-        Some(e) => Err(CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg }),
+        Some(e) => Err(e.into()),
     }
 }

@@ -103,7 +103,7 @@ async fn call(endpoint: &str, request: MovePrimaryRequest) -> Result<(), Command
         MigrationClient::new(channel).move_primary(request).await.map_err(|s| unreachable(s.message().to_owned()))?;
     match reply.into_inner().error {
         None => Ok(()),
-        Some(e) => Err(CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg }),
+        Some(e) => Err(e.into()),
     }
 }
 

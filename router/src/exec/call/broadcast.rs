@@ -25,7 +25,7 @@ pub async fn broadcast(
         let req = routing::versioned(request::forwarded(cmd)?, placement, shard);
         let (mut doc, wce) = call::command_with_wc(state, shard, req, false).await?;
         if let Some(e) = wce {
-            let wire = shoal_proto::shard::CommandError { code: e.code, code_name: e.code_name, errmsg: e.errmsg };
+            let wire = e.to_wire();
             doc.insert("writeConcernError", Document::try_from(reply::write_concern_error(&wire).as_ref())?);
         }
         Ok(doc)

@@ -31,7 +31,7 @@ where
         let placement = routing::placement(state, db, coll, create).await?;
         match call(placement.clone()).await {
             Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
-                routing::on_stale(state, db, coll, &placement, attempt).await;
+                routing::on_stale(state, db, coll, &placement, &e, attempt).await;
                 attempt += 1;
             }
             other => return other,

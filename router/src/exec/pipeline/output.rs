@@ -168,7 +168,7 @@ async fn send(
         let code = e.get_i32("code").unwrap_or(ErrorCode::InternalError.code());
         let errmsg = e.get_str("errmsg").unwrap_or("write error").to_owned();
         let code_name = ErrorCode::from_code(code).map_or("Location", |c| c.name()).to_owned();
-        return Err(CommandError { code, code_name, errmsg: format!("$out/$merge write failed: {errmsg}") });
+        return Err(CommandError::with_code(code, code_name, format!("$out/$merge write failed: {errmsg}")));
     }
     Ok(reply)
 }

@@ -203,6 +203,7 @@ pub async fn insert(
         });
         let replies = futures::future::join_all(calls).await;
         let mut retry: Vec<usize> = Vec::new();
+        let mut stale = None;
         let mut failed = false;
         for ((_, idx), reply) in groups.iter().zip(replies) {
             match reply {
@@ -210,7 +211,10 @@ pub async fn insert(
                     failed |= !r.write_errors.is_empty();
                     fold(&mut out, r, idx);
                 }
-                Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => retry.extend(idx),
+                Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
+                    retry.extend(idx);
+                    stale = Some(e);
+                }
                 Err(e) => {
                     failed = true;
                     out.write_errors.extend(idx.iter().map(|i| item_error(*i, &e)));
@@ -227,8 +231,8 @@ pub async fn insert(
             Some(pos) if pos < pending.len() => pending[pos..].to_vec(),
             _ => Vec::new(),
         };
-        if !retry.is_empty() {
-            routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
+        if let Some(e) = &stale {
+            routing::on_stale(state, &cmd.db, coll, &placement, e, attempt).await;
             attempt += 1;
             placement = routing::placement(state, &cmd.db, coll, true).await?;
         }
@@ -336,7 +340,7 @@ pub async fn update_or_delete(
                     }
                     Ok(None) => break,
                     Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
-                        routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
+                        routing::on_stale(state, &cmd.db, coll, &placement, &e, attempt).await;
                         attempt += 1;
                         placement = routing::placement(state, &cmd.db, coll, true).await?;
                         continue;
@@ -358,7 +362,7 @@ pub async fn update_or_delete(
                 call::write(state, shard, kind, req)
             });
             let replies = futures::future::join_all(calls).await;
-            let mut stale = false;
+            let mut stale = None;
             for (shard, reply) in targets.iter().zip(replies) {
                 match reply {
                     Ok(r) => {
@@ -366,17 +370,15 @@ pub async fn update_or_delete(
                         fold(&mut out, r, &[i]);
                         done.push(shard.clone());
                     }
-                    Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => stale = true,
+                    Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => stale = Some(e),
                     Err(e) => {
                         failed = true;
                         out.write_errors.push(item_error(i, &e));
                     }
                 }
             }
-            if !stale || failed {
-                break;
-            }
-            routing::on_stale(state, &cmd.db, coll, &placement, attempt).await;
+            let Some(e) = stale.filter(|_| !failed) else { break };
+            routing::on_stale(state, &cmd.db, coll, &placement, &e, attempt).await;
             attempt += 1;
             placement = routing::placement(state, &cmd.db, coll, true).await?;
         }

@@ -149,13 +149,15 @@ impl LoadSampler {
         let start_ms = now_ms - now_ms % LOAD_BUCKET_MS;
         let fresh = inner.next_bucket;
         let random = inner.next_random();
-        let load = inner.namespaces.get_mut(ns).expect("inserted above");
+        // Present (inserted above); were it not, the request would just go unsampled.
+        let load = inner.namespaces.get_mut(ns)?;
         load.expire(now_ms);
         // Only a later bucket is pushed: a request that read the clock before a rotation joins the newer one.
         if load.buckets.back().is_none_or(|b| b.start_ms < start_ms) {
             load.buckets.push_back(Bucket { start_ms, id: fresh, requests: 0, samples: Vec::new() });
         }
-        let bucket = load.buckets.back_mut().expect("pushed above");
+        // Present (pushed above), as before.
+        let bucket = load.buckets.back_mut()?;
         bucket.requests += 1;
         let bucket_id = bucket.id;
         let ticket = if bucket.samples.len() < LOAD_SAMPLES_PER_BUCKET_MAX {
