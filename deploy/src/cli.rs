@@ -315,6 +315,15 @@ pub struct RouterArgs {
     /// How long a failed authentication waits before it answers.
     #[arg(long, default_value_t = 100)]
     pub auth_failed_delay_ms: u64,
+    /// TLS on the client port (`net.tls.mode`): disabled, allowTLS, preferTLS (both accept TLS and
+    /// plaintext) or requireTLS. Needs `--tlsCertificateKeyFile`; with `--tlsCAFile` clients must
+    /// present a certificate it signed.
+    #[arg(long = "tlsMode", default_value = "disabled", value_parser = ["disabled", "allowTLS", "preferTLS", "requireTLS"])]
+    pub tls_mode: String,
+    /// With `--tlsCAFile`: accept clients that present no certificate (those that do are still
+    /// verified).
+    #[arg(long = "tlsAllowConnectionsWithoutCertificates")]
+    pub tls_allow_connections_without_certificates: bool,
     #[command(flatten)]
     pub balancer: BalancerArgs,
     #[command(flatten)]

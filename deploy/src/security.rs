@@ -1,9 +1,11 @@
 //! A server process's cluster authentication from its command line (`--clusterAuthMode`,
 //! `--keyFile`, `--tlsCertificateKeyFile`, `--tlsCAFile`, `--tlsClusterFile`), installed once
-//! before the process opens or accepts any channel.
+//! before the process opens or accepts any channel; and a router's client-port TLS (`--tlsMode`).
 
 use anyhow::{Context, bail};
+use shoal_cluster::net::tls::{self, ClientCertificates};
 use shoal_cluster::net::{self, ClusterAuth, TlsFiles};
+use shoal_router::server::tls::{ClientTls, TlsMode};
 
 use crate::cli::ClusterAuthArgs;
 
@@ -39,4 +41,24 @@ pub fn install(args: &ClusterAuthArgs) -> anyhow::Result<bool> {
     }
     net::install(auth);
     Ok(enabled)
+}
+
+/// The router's client-port TLS from `--tlsMode` and the certificate flags.
+pub fn client_tls(args: &ClusterAuthArgs, mode: &str, without_certificates: bool) -> anyhow::Result<Option<ClientTls>> {
+    let Some(mode) = TlsMode::parse(mode) else { bail!("unknown --tlsMode {mode}") };
+    if mode == TlsMode::Disabled {
+        return Ok(None);
+    }
+    let Some(certificate) = &args.tls_certificate_key_file else { bail!("--tlsMode needs --tlsCertificateKeyFile") };
+    let clients = match (&args.tls_ca_file, without_certificates) {
+        (None, _) => ClientCertificates::None,
+        (Some(_), true) => ClientCertificates::Optional,
+        (Some(_), false) => ClientCertificates::Required,
+    };
+    let files = TlsFiles { certificate_key_file: certificate.clone(), ca_file: args.tls_ca_file.clone() };
+    let config = tls::server_config(&files, clients).context("cannot use the TLS certificate")?;
+    // Clients speak the MongoDB wire protocol over TLS, not HTTP/2.
+    let mut config = std::sync::Arc::unwrap_or_clone(config);
+    config.alpn_protocols.clear();
+    Ok(Some(ClientTls { mode, config: std::sync::Arc::new(config) }))
 }

@@ -32,6 +32,11 @@ pub async fn router(args: RouterArgs) -> anyhow::Result<()> {
     config.config_servers = args.config;
     config.authorization = args.auth || members_authenticate;
     config.auth_failed_delay = std::time::Duration::from_millis(args.auth_failed_delay_ms);
+    config.tls = crate::security::client_tls(
+        &args.cluster_auth,
+        &args.tls_mode,
+        args.tls_allow_connections_without_certificates,
+    )?;
     let b = &args.balancer;
     config.balancer.enabled = !b.no_balancer;
     config.balancer.round_interval = std::time::Duration::from_millis(b.balancer_interval_ms);

@@ -17,7 +17,7 @@ use std::sync::LazyLock;
 use futures::future::BoxFuture;
 use shoal_auth::{Action, ActionSet};
 
-use crate::auth::sasl;
+use crate::auth::{sasl, x509};
 use crate::cmd::user_admin::{roles, users};
 use crate::cmd::{crud, cursor, ddl, explain, handshake, indexes, info, sharding, stats};
 use crate::command::Command;
@@ -209,6 +209,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("saslStart", Info, h!(sasl::sasl_start)).op_query(),
     Spec::new("saslContinue", Info, h!(sasl::sasl_continue)).op_query(),
     Spec::new("logout", Info, h!(sasl::logout)),
+    Spec::new("authenticate", Info, h!(x509::authenticate)).op_query(),
     // Users and roles.
     Spec::new("createUser", UserAdmin, h!(users::create_user)).on(OnDatabase, &[A::CreateUser]),
     Spec::new("updateUser", UserAdmin, h!(users::update_user)).authenticated(),

@@ -24,6 +24,7 @@ const EXPECTED: &[Facts] = &[
     ("saslStart",                    Info,     false, true,  true,  false, true,  false, false),
     ("saslContinue",                 Info,     false, true,  true,  false, true,  false, false),
     ("logout",                       Info,     false, true,  true,  false, false, false, false),
+    ("authenticate",                 Info,     false, true,  true,  false, true,  false, false),
     ("createUser",                   UserAdmin, false, true, false, false, false, false, true),
     ("updateUser",                   UserAdmin, false, true, false, false, false, false, true),
     ("dropUser",                     UserAdmin, false, true, false, false, false, false, true),

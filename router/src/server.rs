@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
+use shoal_cluster::net::ClusterStream;
 use shoal_proto::limits::MAX_MESSAGE_SIZE_BYTES;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -203,10 +204,17 @@ async fn connection(
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "set_nodelay failed");
     }
-    let conn = ConnContext::new(id, peer, local);
     let span = tracing::info_span!("conn", conn = id, %peer);
     async {
         tracing::debug!("connection accepted");
+        let (stream, subject) = match tls::accept(stream, state.settings.tls.as_ref()).await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::info!(error = %e, "TLS handshake failed; closing the connection");
+                return;
+            }
+        };
+        let conn = ConnContext::new(id, peer, local).with_certificate_subject(subject);
         match request_loop(&state, &conn, stream, stop).await {
             Ok(()) => tracing::debug!("connection closed"),
             Err(e) if e.is_fatal() && !matches!(e, WireError::Io(_)) => {
@@ -224,10 +232,10 @@ async fn connection(
 async fn request_loop(
     state: &RouterState,
     conn: &ConnContext,
-    stream: TcpStream,
+    stream: ClusterStream,
     mut stop: watch::Receiver<()>,
 ) -> Result<(), WireError> {
-    let (reader, mut writer) = stream.into_split();
+    let (reader, mut writer) = tokio::io::split(stream);
     let mut frames = FramedRead::new(reader, MessageCodec::default());
     let mut reply_ids = ReplyIds::default();
     loop {
@@ -343,6 +351,8 @@ fn raise_open_files_limit(max_connections: usize) {
         );
     }
 }
+
+pub mod tls;
 
 #[cfg(test)]
 mod tests;

@@ -34,6 +34,8 @@ pub struct RouterSettings {
     pub authorization: bool,
     /// How long a failed authentication waits before it answers.
     pub auth_failed_delay: Duration,
+    /// TLS on the client port (`net.tls.*`); `None`: plaintext only.
+    pub tls: Option<crate::server::tls::ClientTls>,
 }
 
 impl RouterSettings {
@@ -48,6 +50,7 @@ impl RouterSettings {
             balancer: BalancerSettings::default(),
             authorization: false,
             auth_failed_delay: AUTH_FAILED_DELAY_DEFAULT,
+            tls: None,
         }
     }
 }

@@ -86,11 +86,17 @@ pub struct ConnContext {
     /// Who the client authenticated as (shared with nothing else: the connection runs one
     /// command at a time).
     pub session: Arc<Mutex<Session>>,
+    /// The subject of the client's verified TLS certificate (what MONGODB-X509 authenticates).
+    pub certificate_subject: Option<String>,
 }
 
 impl ConnContext {
     pub fn new(id: i64, peer: SocketAddr, local: SocketAddr) -> Self {
-        Self { id, peer, local, session: Arc::default() }
+        Self { id, peer, local, session: Arc::default(), certificate_subject: None }
+    }
+
+    pub fn with_certificate_subject(self, subject: Option<String>) -> Self {
+        Self { certificate_subject: subject, ..self }
     }
 
     /// The session; never hold it across an await.

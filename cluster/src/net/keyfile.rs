@@ -5,13 +5,16 @@
 //! ```text
 //!  client                                              server
 //!    ── "SHOALKF1" ‖ Nc (32 random bytes) ──────────────►
-//!    ◄─ Ns (32 random bytes) ‖ HMAC(K, "server" ‖ Nc ‖ Ns)   the server proves it holds K
+//!    ◄─ Ns (32 random bytes) ‖ n ‖ HMAC(Ki, "server" ‖ Nc ‖ Ns) for each of its n keys
 //!    ── HMAC(K, "client" ‖ Nc ‖ Ns) ────────────────────►   the client proves it holds K
 //!    ◄─ 0x01                                               then gRPC (HTTP/2) as usual
 //! ```
 //!
 //! K is SHA-256 of the key file's text without whitespace (MongoDB's key file format: 6 to 1024
-//! base64 characters). Fresh nonces on both sides make a recorded handshake useless to replay.
+//! base64 characters). A key file may hold several keys as a YAML list (`- key` lines, MongoDB's
+//! format for rotating keys): a process proves itself with the first and accepts a peer proving
+//! any (the server sends one proof per key; the client checks them against its own keys). Fresh
+//! nonces on both sides make a recorded handshake useless to replay.
 //! Like MongoDB's keyFile mode this authenticates, it does not encrypt: a network that must not
 //! be read needs `clusterAuthMode: x509` (TLS).
 //!
@@ -31,6 +34,8 @@ const MAGIC: &[u8; 8] = b"SHOALKF1";
 const NONCE_BYTES: usize = 32;
 const PROOF_BYTES: usize = 32;
 const ACCEPTED: u8 = 1;
+/// Keys one key file may hold (rotation needs two; a few more cost nothing).
+pub const KEYS_MAX: usize = 8;
 /// MongoDB's bounds on a key file's characters (whitespace excluded).
 const KEY_CHARS_MIN: usize = 6;
 const KEY_CHARS_MAX: usize = 1024;
@@ -45,9 +50,10 @@ pub enum KeyFileError {
     Invalid { path: String, reason: String },
 }
 
-/// The cluster's shared secret, derived from its key file.
+/// The cluster's shared secrets, derived from its key file: the first is this process's own, the
+/// others are accepted from peers too (rotation).
 #[derive(Clone)]
-pub struct ClusterKey([u8; 32]);
+pub struct ClusterKey(Vec<[u8; 32]>);
 
 impl std::fmt::Debug for ClusterKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,9 +78,21 @@ impl ClusterKey {
         Self::from_text(&text).map_err(|reason| KeyFileError::Invalid { path: name, reason })
     }
 
-    /// The key of a key file's text.
+    /// The keys of a key file's text: one key, or a YAML list of keys.
     pub fn from_text(text: &str) -> Result<ClusterKey, String> {
-        let key: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        if !lines.is_empty() && lines.iter().all(|l| l.starts_with("- ")) {
+            if lines.len() > KEYS_MAX {
+                return Err(format!("holds {} keys; at most {KEYS_MAX}", lines.len()));
+            }
+            let keys = lines.iter().map(|l| Self::one(&l[2..])).collect::<Result<Vec<_>, _>>()?;
+            return Ok(ClusterKey(keys));
+        }
+        Ok(ClusterKey(vec![Self::one(text)?]))
+    }
+
+    fn one(text: &str) -> Result<[u8; 32], String> {
+        let key: String = text.chars().filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'').collect();
         if !(KEY_CHARS_MIN..=KEY_CHARS_MAX).contains(&key.len()) {
             return Err(format!("must hold {KEY_CHARS_MIN} to {KEY_CHARS_MAX} characters, not {}", key.len()));
         }
@@ -84,21 +102,29 @@ impl ClusterKey {
         let mut hasher = Sha256::new();
         hasher.update(b"shoal cluster key\0");
         hasher.update(key.as_bytes());
-        Ok(ClusterKey(hasher.finalize().into()))
+        Ok(hasher.finalize().into())
     }
 
-    fn proof(&self, role: &[u8], client_nonce: &[u8], server_nonce: &[u8]) -> [u8; PROOF_BYTES] {
+    fn proof(key: &[u8; 32], role: &[u8], client_nonce: &[u8], server_nonce: &[u8]) -> [u8; PROOF_BYTES] {
         // HMAC accepts a key of any length.
-        let mut mac = <hmac::Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!());
+        let mut mac = <hmac::Hmac<Sha256> as KeyInit>::new_from_slice(key).unwrap_or_else(|_| unreachable!());
         mac.update(role);
         mac.update(client_nonce);
         mac.update(server_nonce);
         mac.finalize().into_bytes().into()
     }
 
+    /// This process's proof (with its own, first, key).
+    fn own_proof(&self, role: &[u8], client_nonce: &[u8], server_nonce: &[u8]) -> [u8; PROOF_BYTES] {
+        self.0.first().map_or([0; PROOF_BYTES], |k| Self::proof(k, role, client_nonce, server_nonce))
+    }
+
+    /// Whether `proof` was made with any of this process's keys (each compared in constant time).
     fn verify(&self, role: &[u8], client_nonce: &[u8], server_nonce: &[u8], proof: &[u8]) -> bool {
-        let expected = self.proof(role, client_nonce, server_nonce);
-        subtle::ConstantTimeEq::ct_eq(&expected[..], proof).into()
+        self.0.iter().fold(false, |ok, key| {
+            let expected = Self::proof(key, role, client_nonce, server_nonce);
+            ok | bool::from(subtle::ConstantTimeEq::ct_eq(&expected[..], proof))
+        })
     }
 }
 
@@ -128,13 +154,22 @@ pub async fn client<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, key: &Clu
         let mut hello = MAGIC.to_vec();
         hello.extend_from_slice(&client_nonce);
         stream.write_all(&hello).await?;
-        let mut answer = [0u8; NONCE_BYTES + PROOF_BYTES];
-        stream.read_exact(&mut answer).await?;
-        let (server_nonce, server_proof) = answer.split_at(NONCE_BYTES);
-        if !key.verify(b"server", &client_nonce, server_nonce, server_proof) {
+        let mut server_nonce = [0u8; NONCE_BYTES];
+        stream.read_exact(&mut server_nonce).await?;
+        let count = usize::from(stream.read_u8().await?);
+        if count == 0 || count > KEYS_MAX {
+            return Err(HandshakeError::Protocol);
+        }
+        let mut proven = false;
+        for _ in 0..count {
+            let mut server_proof = [0u8; PROOF_BYTES];
+            stream.read_exact(&mut server_proof).await?;
+            proven |= key.verify(b"server", &client_nonce, &server_nonce, &server_proof);
+        }
+        if !proven {
             return Err(HandshakeError::Refused);
         }
-        stream.write_all(&key.proof(b"client", &client_nonce, server_nonce)).await?;
+        stream.write_all(&key.own_proof(b"client", &client_nonce, &server_nonce)).await?;
         let mut verdict = [0u8; 1];
         stream.read_exact(&mut verdict).await.map_err(|_| HandshakeError::Refused)?;
         if verdict[0] != ACCEPTED {
@@ -157,7 +192,11 @@ pub async fn server<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, key: &Clu
         }
         let server_nonce = nonce();
         let mut answer = server_nonce.to_vec();
-        answer.extend_from_slice(&key.proof(b"server", client_nonce, &server_nonce));
+        // One proof per key this process holds (at most KEYS_MAX, so the count fits a byte).
+        answer.push(key.0.len() as u8);
+        for k in &key.0 {
+            answer.extend_from_slice(&ClusterKey::proof(k, b"server", client_nonce, &server_nonce));
+        }
         stream.write_all(&answer).await?;
         let mut proof = [0u8; PROOF_BYTES];
         stream.read_exact(&mut proof).await?;
@@ -185,6 +224,29 @@ mod tests {
         let a = ClusterKey::from_text("abcdef123").unwrap();
         let b = ClusterKey::from_text("abc def\n123\n").unwrap();
         assert_eq!(a.0, b.0);
+        let both = ClusterKey::from_text("- abcdef123\n- newkey456\n").unwrap();
+        assert_eq!(both.0.len(), 2);
+        assert_eq!(both.0[0], a.0[0]);
+    }
+
+    /// Rotation: a process with `[old, new]` talks to one with `[old]` and one with `[new, old]`;
+    /// `[new]` and `[old]` alone do not talk.
+    #[tokio::test]
+    async fn rotation_keeps_old_and_new_talking() {
+        let old = ClusterKey::from_text("oldkey111").unwrap();
+        let both = ClusterKey::from_text("- oldkey111\n- newkey222\n").unwrap();
+        let flipped = ClusterKey::from_text("- newkey222\n- oldkey111\n").unwrap();
+        let new = ClusterKey::from_text("newkey222").unwrap();
+        for (c, s, ok) in [
+            (&old, &both, true),
+            (&both, &old, true),
+            (&flipped, &old, false),
+            (&new, &both, true),
+            (&new, &old, false),
+        ] {
+            let (cr, sr) = pair(c, s).await;
+            assert_eq!(cr.is_ok() && sr.is_ok(), ok, "{cr:?} {sr:?}");
+        }
     }
 
     #[cfg(unix)]
@@ -200,16 +262,29 @@ mod tests {
         assert!(ClusterKey::load(&path).is_ok());
     }
 
+    /// Runs both sides; each drops its end when it finishes, as a real process closes its socket.
+    async fn pair(c: &ClusterKey, s: &ClusterKey) -> (Result<(), HandshakeError>, Result<(), HandshakeError>) {
+        let (a, b) = tokio::io::duplex(1024);
+        tokio::join!(
+            async move {
+                let mut a = a;
+                client(&mut a, c).await
+            },
+            async move {
+                let mut b = b;
+                server(&mut b, s).await
+            }
+        )
+    }
+
     #[tokio::test]
     async fn the_same_key_passes_and_another_is_refused_on_both_sides() {
         let key = ClusterKey::from_text("clusterkey1").unwrap();
-        let (mut a, mut b) = tokio::io::duplex(1024);
-        let (c, s) = tokio::join!(client(&mut a, &key), server(&mut b, &key));
+        let (c, s) = pair(&key, &key).await;
         assert!(c.is_ok() && s.is_ok());
 
         let other = ClusterKey::from_text("somethingelse").unwrap();
-        let (mut a, mut b) = tokio::io::duplex(1024);
-        let (c, s) = tokio::join!(client(&mut a, &other), server(&mut b, &key));
+        let (c, s) = pair(&other, &key).await;
         assert!(matches!(c, Err(HandshakeError::Refused)), "{c:?}");
         // The server never sees a client proof: the client stopped at the server's.
         assert!(s.is_err());

@@ -205,7 +205,22 @@ async fn authenticate(tcp: TcpStream, auth: &ClusterAuth) -> io::Result<ClusterS
     }
 }
 
-/// A connection between two of the cluster's processes, authenticated.
+/// A TLS server handshake on an accepted connection (the router's client port), bounded by
+/// `timeout`: the stream and the verified subject of the client's certificate, if it sent one.
+pub async fn accept_tls(
+    tcp: TcpStream,
+    config: Arc<rustls::ServerConfig>,
+    timeout: Duration,
+) -> io::Result<(ClusterStream, Option<String>)> {
+    let stream = tokio::time::timeout(timeout, TlsAcceptor::from(config).accept(tcp))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
+    let subject = stream.get_ref().1.peer_certificates().and_then(|chain| chain.first()).and_then(tls::subject_name);
+    Ok((ClusterStream::ServerTls(Box::new(stream)), subject))
+}
+
+/// A connection between two of the cluster's processes (or a client's, on the router's port),
+/// after any handshake it needed.
 pub enum ClusterStream {
     Plain(TcpStream),
     ClientTls(Box<tokio_rustls::client::TlsStream<TcpStream>>),

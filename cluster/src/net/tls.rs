@@ -10,10 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use rustls::{ClientConfig, RootCertStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {

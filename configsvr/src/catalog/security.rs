@@ -216,7 +216,9 @@ fn check_name(what: &str, name: &str, db: &str) -> Result<(), CatalogError> {
     if name.is_empty() || name.len() > NAME_BYTES_MAX || name.contains('\0') {
         return Err(CatalogError::bad_value(&format!("{what} name"), format!("must be 1..={NAME_BYTES_MAX} bytes")));
     }
-    if db.is_empty() || db.len() > NAME_BYTES_MAX || db.contains(['\0', '.', '/', '\\', ' ', '"', '$']) {
+    // `$external` holds the users other systems (X.509) authenticate; no other name has a `$`.
+    let bad_db = db.is_empty() || db.len() > NAME_BYTES_MAX || db.contains(['\0', '.', '/', '\\', ' ', '"', '$']);
+    if bad_db && db != "$external" {
         return Err(CatalogError::bad_value("database name", format!("'{db}' is not a valid database name")));
     }
     Ok(())

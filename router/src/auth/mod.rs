@@ -19,3 +19,4 @@ pub mod cursors;
 pub mod pipeline;
 pub mod sasl;
 pub mod session;
+pub mod x509;

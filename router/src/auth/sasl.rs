@@ -90,6 +90,9 @@ pub async fn speculative(state: &RouterState, conn: &ConnContext, spec: &RawDocu
     };
     match spec.iter().next() {
         Some(Ok((name, _))) if name.as_str() == "saslStart" => start(state, conn, db, spec).await.ok(),
+        Some(Ok((name, _))) if name.as_str() == "authenticate" => {
+            crate::auth::x509::speculative(state, conn, spec).await
+        }
         _ => None,
     }
 }

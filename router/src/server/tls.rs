@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shoal_cluster::net::ClusterStream;
-use shoal_cluster::net::tls::{ServerConfig, subject_name};
+use shoal_cluster::net::tls::ServerConfig;
 use tokio::net::TcpStream;
 
 /// How long a client has to complete its TLS handshake (and, in allow/prefer mode, to send its
@@ -62,12 +62,7 @@ pub async fn accept(tcp: TcpStream, tls: Option<&ClientTls>) -> io::Result<(Clus
     if tls.mode != TlsMode::RequireTls && !starts_with_tls(&tcp).await? {
         return Ok((ClusterStream::Plain(tcp), None));
     }
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&tls.config));
-    let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
-    let subject = stream.get_ref().1.peer_certificates().and_then(|chain| chain.first()).and_then(subject_name);
-    Ok((ClusterStream::ServerTls(Box::new(stream)), subject))
+    shoal_cluster::net::accept_tls(tcp, Arc::clone(&tls.config), HANDSHAKE_TIMEOUT).await
 }
 
 /// Whether the client's first bytes are a TLS handshake record (`16 03 0x`). A MongoDB message
