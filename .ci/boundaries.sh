@@ -24,4 +24,16 @@ check shoal-shard 'openraft|shoal-configsvr'
 check shoal-cluster 'openraft|fjall|shoal-configsvr|shoal-shard|shoal-router'
 # The auth crate is pure: it links no server crate and no client of one.
 check shoal-auth 'openraft|fjall|shoal-configsvr|shoal-shard|shoal-router|shoal-cluster'
+# Every channel between the cluster's processes is opened by shoal_cluster::net::{channel,
+# channel_now, connect_lazy} and accepted by shoal_cluster::net::incoming, which authenticate the
+# peer (clusterAuthMode); a server crate that dials or serves tonic directly would skip that.
+direct=$(grep -rnE '\.connect_lazy\(\)|\.connect\(\)\.await|Client::connect\(|TcpIncoming|\.serve\(' \
+  --include=*.rs router/src shard/src configsvr/src deploy/src || true)
+if [[ -n $direct ]]; then
+  echo "channels must go through shoal_cluster::net:"
+  echo "$direct"
+  status=1
+else
+  echo "server crates open and accept channels only through shoal_cluster::net"
+fi
 exit $status

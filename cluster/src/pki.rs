@@ -11,7 +11,7 @@ use std::path::Path;
 
 pub use rcgen::DnType;
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    BasicConstraints, CertificateParams, DistinguishedName, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SanType,
 };
 
@@ -25,7 +25,9 @@ pub enum PkiError {
 
 /// A CA that signs the cluster's certificates.
 pub struct ClusterCa {
-    issuer: CertifiedIssuer<'static, KeyPair>,
+    issuer: Issuer<'static, KeyPair>,
+    certificate_pem: String,
+    key_pem: String,
 }
 
 /// A certificate and its private key, PEM-encoded (what `--tlsCertificateKeyFile` reads).
@@ -49,12 +51,27 @@ impl ClusterCa {
         params.key_usages =
             vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         params.distinguished_name = dn(&[(DnType::OrganizationName, "Shoal"), (DnType::CommonName, name)]);
-        Ok(ClusterCa { issuer: CertifiedIssuer::self_signed(params, KeyPair::generate()?)? })
+        let key = KeyPair::generate()?;
+        let certificate_pem = params.self_signed(&key)?.pem();
+        let key_pem = key.serialize_pem();
+        Ok(ClusterCa { issuer: Issuer::new(params, key), certificate_pem, key_pem })
+    }
+
+    /// A CA written earlier ([`ClusterCa::certificate_pem`], [`ClusterCa::key_pem`]).
+    pub fn load(certificate_pem: &str, key_pem: &str) -> Result<ClusterCa, PkiError> {
+        let key = KeyPair::from_pem(key_pem)?;
+        let issuer = Issuer::from_ca_cert_pem(certificate_pem, key)?;
+        Ok(ClusterCa { issuer, certificate_pem: certificate_pem.to_owned(), key_pem: key_pem.to_owned() })
     }
 
     /// The CA certificate (what `--tlsCAFile` reads).
     pub fn certificate_pem(&self) -> String {
-        self.issuer.pem()
+        self.certificate_pem.clone()
+    }
+
+    /// The CA's private key (keep it readable by its owner only).
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
     }
 
     /// A certificate for a cluster process on `hosts` (DNS names or IP addresses), usable both to
@@ -148,6 +165,13 @@ mod tests {
         tls::server_config(&files, ClientCertificates::Required).unwrap();
         tls::client_config(&files).unwrap();
         let client = ca.issue_client(&[(DnType::OrganizationName, "Example"), (DnType::CommonName, "alice")]).unwrap();
+        // A CA loaded back from its files signs as the original did.
+        let again = ClusterCa::load(&ca.certificate_pem(), ca.key_pem()).unwrap();
+        let later = again.issue_member("cfg2", "cluster", &["127.0.0.1"]).unwrap();
+        let later_path = dir.path().join("cfg2.pem");
+        write_private(&later_path, &later.combined_pem()).unwrap();
+        let files = TlsFiles { certificate_key_file: later_path, ca_file: files.ca_file.clone() };
+        tls::client_config(&files).unwrap();
         let der = rustls::pki_types::CertificateDer::from_pem_slice(client.certificate_pem.as_bytes()).unwrap();
         assert_eq!(tls::subject_name(&der).as_deref(), Some("CN=alice,O=Example"));
     }

@@ -427,9 +427,10 @@ pub struct UpArgs {
     /// Port of the first router, overriding the spec.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
-    /// Allow a bind_ip that is not loopback (exposes unauthenticated servers to the network).
-    #[arg(long)]
-    pub allow_non_loopback: bool,
+    /// Start a spec whose bind_ip is not loopback although it has no authorization and cluster
+    /// authentication (anyone who reaches a port may read and write everything).
+    #[arg(long, alias = "allow-non-loopback")]
+    pub insecure: bool,
 }
 
 #[derive(Debug, Args)]
@@ -441,4 +442,16 @@ pub struct StatusArgs {
     /// else a built-in copy of it]; with --router alone no spec is read.
     #[arg(short = 'f', long = "file", value_name = "SPEC.yaml")]
     pub file: Option<PathBuf>,
+    /// The data directory `shoal up` used: where a secured spec's key file and certificates are.
+    #[arg(long, default_value = "shoal-data")]
+    pub data_dir: PathBuf,
+    /// A user to authenticate as, when the routers require authentication.
+    #[arg(short = 'u', long)]
+    pub username: Option<String>,
+    /// Its password (or set SHOAL_PASSWORD).
+    #[arg(short = 'p', long, env = "SHOAL_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+    /// The database the user is defined on.
+    #[arg(long = "authenticationDatabase", default_value = "admin")]
+    pub authentication_database: String,
 }

@@ -16,6 +16,7 @@ mod cli;
 mod launcher;
 mod plan;
 mod probe;
+mod secrets;
 mod security;
 mod serve;
 mod signals;

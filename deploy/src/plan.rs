@@ -18,7 +18,8 @@ use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-use crate::spec::ClusterSpec;
+use crate::secrets::Secrets;
+use crate::spec::{ClusterAuthMode, ClusterSpec, TlsModeSpec};
 
 /// Servers started by the launcher stop when it goes away (see `cli::ChildArgs`).
 const EXIT_WITH_LAUNCHER: &str = "--exit-on-stdin-eof";
@@ -82,8 +83,9 @@ impl ClusterPlan {
     }
 }
 
-/// Lays out the processes of `spec` (already validated) under `data_dir`.
-pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
+/// Lays out the processes of `spec` (already validated) under `data_dir`, with the credentials in
+/// `secrets` on their command lines.
+pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPlan {
     let connect_ip = connect_ip(spec.bind_ip);
     let config_servers: Vec<String> =
         spec.config_servers.iter().map(|server| SocketAddr::new(connect_ip, server.port).to_string()).collect();
@@ -112,6 +114,7 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
         if id == 1 {
             args.push("--init".into());
         }
+        args.extend(cluster_auth_args(secrets, &server.name));
         args.push(EXIT_WITH_LAUNCHER.into());
         config_plans.push(ProcessPlan {
             name: server.name.clone(),
@@ -152,6 +155,7 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
             if let Some(mb) = shard.oplog_size_mb {
                 args.extend(["--oplog-size-mb".into(), mb.to_string().into()]);
             }
+            args.extend(cluster_auth_args(secrets, &member_name));
             args.push(EXIT_WITH_LAUNCHER.into());
             first_shard.get_or_insert(connect);
             members.push(connect.to_string());
@@ -184,6 +188,24 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
         if spec.security.authorization.is_enabled() {
             args.push("--auth".into());
         }
+        let cluster_args = cluster_auth_args(secrets, &router.name);
+        let tls = &spec.net.tls;
+        if tls.mode != TlsModeSpec::Disabled {
+            args.extend(["--tlsMode".into(), tls.mode.as_str().into()]);
+            // x509 cluster authentication already names the certificate and the CA.
+            if !cluster_args.iter().any(|a| a == "--tlsCertificateKeyFile") {
+                if let Some(certificate) = secrets.certificate(&router.name) {
+                    args.extend(["--tlsCertificateKeyFile".into(), certificate.into()]);
+                }
+                if let Some(ca) = &secrets.ca_file {
+                    args.extend(["--tlsCAFile".into(), ca.into()]);
+                }
+            }
+            if tls.allow_connections_without_certificates.unwrap_or(secrets.ca_generated) {
+                args.push("--tlsAllowConnectionsWithoutCertificates".into());
+            }
+        }
+        args.extend(cluster_args);
         args.push(EXIT_WITH_LAUNCHER.into());
         processes.push(ProcessPlan {
             name: router.name.clone(),
@@ -195,6 +217,28 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path) -> ClusterPlan {
         });
     }
     ClusterPlan { processes, config_servers, shards }
+}
+
+/// How `process` authenticates to its peers: `--keyFile`, or x509 with its certificate and the CA.
+fn cluster_auth_args(secrets: &Secrets, process: &str) -> Vec<OsString> {
+    match secrets.cluster_auth {
+        None => Vec::new(),
+        Some(ClusterAuthMode::KeyFile) => match &secrets.key_file {
+            Some(key) => vec!["--keyFile".into(), key.into()],
+            None => Vec::new(),
+        },
+        Some(ClusterAuthMode::X509) => match (secrets.certificate(process), &secrets.ca_file) {
+            (Some(certificate), Some(ca)) => vec![
+                "--clusterAuthMode".into(),
+                "x509".into(),
+                "--tlsCertificateKeyFile".into(),
+                certificate.into(),
+                "--tlsCAFile".into(),
+                ca.into(),
+            ],
+            _ => Vec::new(),
+        },
+    }
 }
 
 /// A wildcard bind (0.0.0.0, ::) is not an address to dial; loopback of the same family is.
@@ -228,7 +272,7 @@ shards:
     fn a_shards_oplog_size_is_passed_to_each_of_its_members() {
         let yaml = TWO_ROUTERS_TWO_SHARDS
             .replace("members: [{ port: 27102 }] }", "members: [{ port: 27102 }], oplogSizeMB: 5 }");
-        let plans = plan(&spec(&yaml), Path::new("/d")).processes;
+        let plans = plan(&spec(&yaml), Path::new("/d"), &Secrets::default()).processes;
         let flag = |name: &str| {
             let p = plans.iter().find(|p| p.name == name).expect("planned");
             p.args.windows(2).find(|w| w[0] == "--oplog-size-mb").map(|w| w[1].clone())
@@ -239,7 +283,7 @@ shards:
 
     #[test]
     fn shards_start_first_and_routers_point_at_the_first_shard() {
-        let plans = plan(&spec(TWO_ROUTERS_TWO_SHARDS), Path::new("/d")).processes;
+        let plans = plan(&spec(TWO_ROUTERS_TWO_SHARDS), Path::new("/d"), &Secrets::default()).processes;
         let order: Vec<_> = plans.iter().map(|p| (p.name.as_str(), p.role)).collect();
         assert_eq!(order, [("s0", Role::Shard), ("s1", Role::Shard), ("r0", Role::Router), ("r1", Role::Router)]);
         let r1 = &plans[3];
@@ -253,7 +297,7 @@ shards:
 
     #[test]
     fn shard_gets_its_own_data_dir_and_log() {
-        let plans = plan(&spec(TWO_ROUTERS_TWO_SHARDS), Path::new("data")).processes;
+        let plans = plan(&spec(TWO_ROUTERS_TWO_SHARDS), Path::new("data"), &Secrets::default()).processes;
         let s1 = &plans[1];
         assert_eq!(
             s1.args,
@@ -277,17 +321,21 @@ shards:
 
     #[test]
     fn wildcard_bind_is_dialed_on_loopback() {
-        let plans = plan(&spec(&format!("bind_ip: 0.0.0.0\n{TWO_ROUTERS_TWO_SHARDS}")), Path::new("d")).processes;
+        let plans =
+            plan(&spec(&format!("bind_ip: 0.0.0.0\n{TWO_ROUTERS_TWO_SHARDS}")), Path::new("d"), &Secrets::default())
+                .processes;
         assert_eq!(plans[0].args[4], "0.0.0.0:27101");
         assert_eq!(plans[0].connect, "127.0.0.1:27101".parse().expect("addr"));
         assert_eq!(plans[2].args[4], "http://127.0.0.1:27101");
-        let v6 = plan(&spec(&format!("bind_ip: \"::\"\n{TWO_ROUTERS_TWO_SHARDS}")), Path::new("d")).processes;
+        let v6 =
+            plan(&spec(&format!("bind_ip: \"::\"\n{TWO_ROUTERS_TWO_SHARDS}")), Path::new("d"), &Secrets::default())
+                .processes;
         assert_eq!(v6[2].connect, "[::1]:27017".parse().expect("addr"));
     }
 
     #[test]
     fn without_config_servers_nothing_is_registered_and_nobody_gets_config() {
-        let cluster = plan(&spec(TWO_ROUTERS_TWO_SHARDS), Path::new("/d"));
+        let cluster = plan(&spec(TWO_ROUTERS_TWO_SHARDS), Path::new("/d"), &Secrets::default());
         assert!(cluster.config_servers.is_empty() && cluster.shards.is_empty());
         assert_eq!(cluster.of_role(Role::ConfigServer).count(), 0);
         assert!(cluster.processes.iter().all(|p| !p.args.iter().any(|a| a == "--config")));
@@ -307,7 +355,7 @@ shards:
 
     #[test]
     fn config_servers_start_first_with_all_peers_and_node_1_initializes_last() {
-        let cluster = plan(&spec(WITH_CONFIG), Path::new("/d"));
+        let cluster = plan(&spec(WITH_CONFIG), Path::new("/d"), &Secrets::default());
         let order: Vec<_> = cluster.processes.iter().map(|p| (p.name.as_str(), p.role)).collect();
         assert_eq!(
             order,
@@ -363,7 +411,7 @@ shards:
 
     #[test]
     fn shards_and_routers_get_every_config_server_and_shards_are_registered() {
-        let cluster = plan(&spec(WITH_CONFIG), Path::new("/d"));
+        let cluster = plan(&spec(WITH_CONFIG), Path::new("/d"), &Secrets::default());
         let config = "127.0.0.1:27019,127.0.0.1:27020,127.0.0.1:27021";
         let s1 = &cluster.processes[4];
         assert_eq!(
@@ -402,7 +450,7 @@ config_servers: [{ name: c1, port: 27019 }]
 routers: [{ name: r0, port: 27017 }]
 shards: [{ name: s0, members: [{ port: 27101 }] }]
 ";
-        let cluster = plan(&spec(yaml), Path::new("d"));
+        let cluster = plan(&spec(yaml), Path::new("d"), &Secrets::default());
         let c1 = &cluster.processes[0];
         assert_eq!(c1.role, Role::ConfigServer);
         assert_eq!(c1.args[4], "0.0.0.0:27019");

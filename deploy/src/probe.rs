@@ -27,10 +27,12 @@ const METRICS_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const LEADER_BACKOFF_INITIAL: Duration = Duration::from_millis(50);
 const LEADER_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-pub async fn wait_for_ping(addr: SocketAddr) -> anyhow::Result<()> {
+/// Pings the router at `addr` until it answers; `options` are appended to the probe's connection
+/// string (`&tls=true&tlsCAFile=...` for a TLS router).
+pub async fn wait_for_ping(addr: SocketAddr, options: &str) -> anyhow::Result<()> {
     let uri = format!(
         "mongodb://{addr}/?directConnection=true&appName=shoal-up\
-         &serverSelectionTimeoutMS={SERVER_SELECTION_TIMEOUT_MS}&connectTimeoutMS={SERVER_SELECTION_TIMEOUT_MS}"
+         &serverSelectionTimeoutMS={SERVER_SELECTION_TIMEOUT_MS}&connectTimeoutMS={SERVER_SELECTION_TIMEOUT_MS}{options}"
     );
     let client = mongodb::Client::with_uri_str(&uri).await.with_context(|| format!("bad probe URI {uri}"))?;
     let admin = client.database("admin");

@@ -4,7 +4,8 @@
 //! no config servers (no catalog) or an odd number of them; process names are unique and safe as
 //! file names (they name data dirs and log files); ports are unique and non-zero; every shard has
 //! 1..=[`SHARD_MEMBERS_MAX`] members, several only with config servers (they arbitrate the group);
-//! and `bind_ip` is loopback unless the caller allowed otherwise.
+//! and `bind_ip` is loopback unless authorization and cluster authentication are on (or the caller
+//! passed `--insecure`).
 //!
 //! Every struct denies unknown fields so a typo fails loudly instead of being ignored. The schema
 //! grows by adding fields (config servers, more shard members, settings), not by renaming them.
@@ -39,6 +40,9 @@ pub struct ClusterSpec {
     /// MongoDB's `security.*` settings.
     #[serde(default)]
     pub security: SecuritySpec,
+    /// MongoDB's `net.*` settings (`net.tls`).
+    #[serde(default)]
+    pub net: NetSpec,
 }
 
 /// `security:` in MongoDB's names.
@@ -48,6 +52,83 @@ pub struct SecuritySpec {
     /// `enabled`: clients authenticate and every command checks the user's privileges.
     #[serde(default)]
     pub authorization: Switch,
+    /// How the cluster's processes authenticate each other. Absent: `keyFile` when
+    /// `authorization` is enabled or a `keyFile` is named, else none.
+    #[serde(default)]
+    pub cluster_auth_mode: Option<ClusterAuthMode>,
+    /// The shared key; absent under `keyFile`, `shoal up` generates `<data-dir>/cluster.key`.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum ClusterAuthMode {
+    #[serde(rename = "keyFile")]
+    KeyFile,
+    #[serde(rename = "x509")]
+    X509,
+}
+
+impl SecuritySpec {
+    /// The cluster authentication in effect (see [`SecuritySpec::cluster_auth_mode`]).
+    pub fn effective_cluster_auth(&self) -> Option<ClusterAuthMode> {
+        self.cluster_auth_mode.or_else(|| {
+            (self.authorization.is_enabled() || self.key_file.is_some()).then_some(ClusterAuthMode::KeyFile)
+        })
+    }
+}
+
+/// `net:` in MongoDB's names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetSpec {
+    #[serde(default)]
+    pub tls: TlsSpec,
+}
+
+/// `net.tls:` in MongoDB's names. Certificates absent here are issued by the cluster's own CA,
+/// which `shoal up` creates under `<data-dir>/pki/` on first start.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TlsSpec {
+    /// The routers' client port: `disabled` (default), `allowTLS`, `preferTLS` or `requireTLS`.
+    #[serde(default)]
+    pub mode: TlsModeSpec,
+    /// One certificate and key (PEM) for every process; needs `CAFile`.
+    #[serde(default)]
+    pub certificate_key_file: Option<PathBuf>,
+    /// The CA that signed the certificates (and clients' certificates).
+    #[serde(default, rename = "CAFile")]
+    pub ca_file: Option<PathBuf>,
+    /// Accept clients without a certificate when a CA file is in use (default: false with an
+    /// operator's CA, as MongoDB; true with the cluster's own CA).
+    #[serde(default)]
+    pub allow_connections_without_certificates: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum TlsModeSpec {
+    #[default]
+    #[serde(rename = "disabled")]
+    Disabled,
+    #[serde(rename = "allowTLS")]
+    AllowTls,
+    #[serde(rename = "preferTLS")]
+    PreferTls,
+    #[serde(rename = "requireTLS")]
+    RequireTls,
+}
+
+impl TlsModeSpec {
+    /// MongoDB's name (the `--tlsMode` value).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlsModeSpec::Disabled => "disabled",
+            TlsModeSpec::AllowTls => "allowTLS",
+            TlsModeSpec::PreferTls => "preferTLS",
+            TlsModeSpec::RequireTls => "requireTLS",
+        }
+    }
 }
 
 /// MongoDB's `enabled` / `disabled` settings.
@@ -157,10 +238,13 @@ pub enum SpecError {
     #[error("shard {name}: oplogSizeMB must be at least 1")]
     ZeroOplogSize { name: String },
     #[error(
-        "bind_ip {ip} is not a loopback address; servers started here listen on loopback only \
-         (pass --allow-non-loopback to override)"
+        "bind_ip {ip} is not a loopback address: a cluster reachable from the network needs \
+         security.authorization: enabled and cluster authentication (security.clusterAuthMode); \
+         pass --insecure to start it unprotected anyway"
     )]
     NonLoopback { ip: IpAddr },
+    #[error("net.tls.certificateKeyFile needs net.tls.CAFile (the CA that signed it)")]
+    CertificateWithoutCa,
 }
 
 impl ClusterSpec {
@@ -192,7 +276,8 @@ impl ClusterSpec {
     }
 
     /// Checks the invariants listed in the module header; the first violation found is returned.
-    pub fn validate(&self, allow_non_loopback: bool) -> Result<(), SpecError> {
+    /// `insecure` allows a non-loopback `bind_ip` without authorization and cluster authentication.
+    pub fn validate(&self, insecure: bool) -> Result<(), SpecError> {
         if self.name.trim().is_empty() {
             return Err(SpecError::EmptyClusterName);
         }
@@ -205,8 +290,12 @@ impl ClusterSpec {
         if !self.config_servers.is_empty() && self.config_servers.len().is_multiple_of(2) {
             return Err(SpecError::EvenConfigServers { count: self.config_servers.len() });
         }
-        if !allow_non_loopback && !self.bind_ip.is_loopback() {
+        let secured = self.security.authorization.is_enabled() && self.security.effective_cluster_auth().is_some();
+        if !insecure && !secured && !self.bind_ip.is_loopback() {
             return Err(SpecError::NonLoopback { ip: self.bind_ip });
+        }
+        if self.net.tls.certificate_key_file.is_some() && self.net.tls.ca_file.is_none() {
+            return Err(SpecError::CertificateWithoutCa);
         }
         for shard in &self.shards {
             let members = shard.members.len();

@@ -31,12 +31,23 @@ const METRICS_TIMEOUT: Duration = Duration::from_secs(2);
 pub type ShardStatus = (String, Result<Document, String>);
 
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
-    let (router, config_servers) = targets(&args)?;
+    let (router, config_servers, tls_options) = targets(&args)?;
     let uri = format!(
         "mongodb://{router}/?directConnection=true&appName=shoal-status\
-         &serverSelectionTimeoutMS={SERVER_SELECTION_TIMEOUT_MS}&connectTimeoutMS={SERVER_SELECTION_TIMEOUT_MS}"
+         &serverSelectionTimeoutMS={SERVER_SELECTION_TIMEOUT_MS}&connectTimeoutMS={SERVER_SELECTION_TIMEOUT_MS}{tls_options}"
     );
-    let client = mongodb::Client::with_uri_str(&uri).await.with_context(|| format!("bad router address {router}"))?;
+    let mut options =
+        mongodb::options::ClientOptions::parse(&uri).await.with_context(|| format!("bad router address {router}"))?;
+    if let Some(user) = &args.username {
+        options.credential = Some(
+            mongodb::options::Credential::builder()
+                .username(user.clone())
+                .password(args.password.clone())
+                .source(args.authentication_database.clone())
+                .build(),
+        );
+    }
+    let client = mongodb::Client::with_options(options).with_context(|| format!("bad router address {router}"))?;
     let admin = client.database("admin");
     let shards = command(&admin, doc! { "listShards": 1 }).await.with_context(|| format!("listShards on {router}"))?;
     let mut statuses = Vec::new();
@@ -50,14 +61,17 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The router to ask and the config servers (empty unless a spec is used).
-fn targets(args: &StatusArgs) -> anyhow::Result<(String, Vec<String>)> {
+/// The router to ask, the config servers (empty unless a spec is used) and the connection string
+/// options a TLS router needs. With a secured spec, this process authenticates to the config
+/// servers with the cluster's credentials from `--data-dir`.
+fn targets(args: &StatusArgs) -> anyhow::Result<(String, Vec<String>, String)> {
     if let Some(router) = &args.router
         && args.file.is_none()
     {
-        return Ok((router.clone(), Vec::new()));
+        return Ok((router.clone(), Vec::new(), String::new()));
     }
     let (spec, source) = ClusterSpec::load(args.file.as_deref())?;
+    let tls_options = secured(&spec, &args.data_dir)?;
     let ip = crate::plan::connect_ip(spec.bind_ip);
     let config = spec.config_servers.iter().map(|c| SocketAddr::new(ip, c.port).to_string()).collect();
     let router = match (&args.router, spec.routers.first()) {
@@ -65,7 +79,29 @@ fn targets(args: &StatusArgs) -> anyhow::Result<(String, Vec<String>)> {
         (None, Some(r)) => SocketAddr::new(ip, r.port).to_string(),
         (None, None) => anyhow::bail!("{source} names no router; pass --router host:port"),
     };
-    Ok((router, config))
+    Ok((router, config, tls_options))
+}
+
+/// Installs the cluster's credentials (if the spec has security) and answers the TLS options for
+/// the router's connection string.
+fn secured(spec: &ClusterSpec, data_dir: &std::path::Path) -> anyhow::Result<String> {
+    if spec.security.effective_cluster_auth().is_none() && spec.net.tls.mode == crate::spec::TlsModeSpec::Disabled {
+        return Ok(String::new());
+    }
+    let data_dir = std::path::absolute(data_dir).with_context(|| format!("bad data dir {}", data_dir.display()))?;
+    let secrets = crate::secrets::prepare(spec, &data_dir, &[])?;
+    shoal_cluster::net::install(crate::up::launcher_auth(&secrets)?);
+    if spec.net.tls.mode == crate::spec::TlsModeSpec::Disabled {
+        return Ok(String::new());
+    }
+    let mut options = "&tls=true".to_owned();
+    if let Some(ca) = &secrets.ca_file {
+        options.push_str(&format!("&tlsCAFile={}", ca.display()));
+    }
+    if let Some(certificate) = secrets.certificate(crate::secrets::LAUNCHER) {
+        options.push_str(&format!("&tlsCertificateKeyFile={}", certificate.display()));
+    }
+    Ok(options)
 }
 
 async fn command(db: &mongodb::Database, body: Document) -> anyhow::Result<Document> {

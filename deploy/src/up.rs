@@ -26,8 +26,10 @@ use crate::cli::UpArgs;
 use crate::launcher::Launcher;
 use crate::plan::{ClusterPlan, ProcessPlan, Role, ShardRegistration, plan};
 use crate::probe::{wait_for_config_leader, wait_for_ping};
+use crate::secrets::{LAUNCHER, Secrets};
 use crate::signals::shutdown_signal;
-use crate::spec::ClusterSpec;
+use crate::spec::{ClusterAuthMode, ClusterSpec, TlsModeSpec};
+use shoal_cluster::net::ClusterAuth;
 
 /// Tries of one shard's registration; `AddShard` is idempotent, so a write whose outcome was
 /// unknown (timeout, leader change) is simply sent again. Each try is bounded by the client's own
@@ -40,12 +42,18 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     if let Some(port) = args.port {
         spec.override_first_router_port(port);
     }
-    spec.validate(args.allow_non_loopback).with_context(|| format!("invalid spec {source}"))?;
+    spec.validate(args.insecure).with_context(|| format!("invalid spec {source}"))?;
     // Absolute so the paths in messages and children's arguments do not depend on a cwd.
     let data_dir =
         std::path::absolute(&args.data_dir).with_context(|| format!("bad data dir {}", args.data_dir.display()))?;
     std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
-    let cluster = plan(&spec, &data_dir);
+    let hosts = certificate_hosts(&spec);
+    let secrets = crate::secrets::prepare(&spec, &data_dir, &hosts)?;
+    // `shoal up` itself talks to the config servers (leader probe, shard registration), so it
+    // authenticates as the processes it starts do.
+    shoal_cluster::net::install(launcher_auth(&secrets)?);
+    let access = Access::of(&spec, &secrets);
+    let cluster = plan(&spec, &data_dir, &secrets);
     let exe = std::env::current_exe().context("cannot locate the shoal executable to start children")?;
     info!(cluster = %spec.name, spec = %source, data_dir = %data_dir.display(), "starting {} processes", cluster.processes.len());
 
@@ -53,7 +61,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal(false).context("cannot install signal handlers")?;
     let mut launcher = Launcher::new(exe);
     let outcome = tokio::select! {
-        outcome = start_and_watch(&mut launcher, &spec.name, &cluster, &data_dir) => outcome,
+        outcome = start_and_watch(&mut launcher, &spec.name, &cluster, &data_dir, &access) => outcome,
         () = shutdown => Ok(()),
     };
     match &outcome {
@@ -76,6 +84,7 @@ async fn start_and_watch(
     cluster_name: &str,
     cluster: &ClusterPlan,
     data_dir: &Path,
+    access: &Access,
 ) -> anyhow::Result<()> {
     for process in cluster.of_role(Role::ConfigServer) {
         launcher.start(process).await?;
@@ -101,7 +110,7 @@ async fn start_and_watch(
     let routers: Vec<&ProcessPlan> = cluster.of_role(Role::Router).collect();
     for router in &routers {
         tokio::select! {
-            pinged = wait_for_ping(router.connect) => pinged.with_context(|| format!("{} is not answering", router.name))?,
+            pinged = wait_for_ping(router.connect, &access.probe_options) => pinged.with_context(|| format!("{} is not answering", router.name))?,
             exited = launcher.first_exit() => bail!("{exited}"),
         }
     }
@@ -110,7 +119,7 @@ async fn start_and_watch(
         shards: cluster.of_role(Role::Shard).count(),
     };
     let addrs: Vec<SocketAddr> = routers.iter().map(|router| router.connect).collect();
-    print!("{}", banner(cluster_name, counts, &addrs, data_dir));
+    print!("{}", banner(cluster_name, counts, &addrs, data_dir, access));
     // Once up, a process that dies is a fault the cluster is built to survive (a shard member,
     // a config server minority): report it and keep the rest running. Stop when none is left.
     loop {
@@ -163,6 +172,64 @@ async fn register_shards(config_servers: &[String], shards: &[ShardRegistration]
     Ok(())
 }
 
+/// The names a process's certificate holds: what others dial it by.
+fn certificate_hosts(spec: &ClusterSpec) -> Vec<String> {
+    let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+    for ip in [spec.bind_ip, crate::plan::connect_ip(spec.bind_ip)] {
+        if !ip.is_unspecified() && !hosts.contains(&ip.to_string()) {
+            hosts.push(ip.to_string());
+        }
+    }
+    hosts
+}
+
+/// The launcher's own cluster authentication (its key file, or its certificate).
+pub(crate) fn launcher_auth(secrets: &Secrets) -> anyhow::Result<ClusterAuth> {
+    Ok(match secrets.cluster_auth {
+        None => ClusterAuth::None,
+        Some(ClusterAuthMode::KeyFile) => match &secrets.key_file {
+            Some(path) => ClusterAuth::key_file(path)?,
+            None => ClusterAuth::None,
+        },
+        Some(ClusterAuthMode::X509) => match secrets.tls_files(LAUNCHER) {
+            Some(files) => ClusterAuth::x509(&files)?,
+            None => ClusterAuth::None,
+        },
+    })
+}
+
+/// How clients reach the routers: the connection string's options and what the probe adds.
+#[derive(Debug, Clone, Default)]
+struct Access {
+    /// `?tls=true&tlsCAFile=...` when the routers serve TLS, else empty.
+    uri_options: String,
+    /// Appended to the probe's own options: TLS, and the launcher's certificate when clients
+    /// must present one.
+    probe_options: String,
+    authorization: bool,
+}
+
+impl Access {
+    fn of(spec: &ClusterSpec, secrets: &Secrets) -> Access {
+        let authorization = spec.security.authorization.is_enabled() || secrets.cluster_auth.is_some();
+        let tls = &spec.net.tls;
+        if tls.mode == TlsModeSpec::Disabled {
+            return Access { authorization, ..Access::default() };
+        }
+        let mut uri_options = "?tls=true".to_owned();
+        if let Some(ca) = &secrets.ca_file {
+            uri_options.push_str(&format!("&tlsCAFile={}", ca.display()));
+        }
+        let mut probe_options = uri_options.replacen('?', "&", 1);
+        if !tls.allow_connections_without_certificates.unwrap_or(secrets.ca_generated)
+            && let Some(certificate) = secrets.certificate(LAUNCHER)
+        {
+            probe_options.push_str(&format!("&tlsCertificateKeyFile={}", certificate.display()));
+        }
+        Access { uri_options, probe_options, authorization }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Counts {
     config_servers: usize,
@@ -170,12 +237,16 @@ struct Counts {
 }
 
 /// What a person needs to connect, and the `SHOAL_READY cluster <addr>` line scripts wait for.
-fn banner(cluster: &str, counts: Counts, routers: &[SocketAddr], data_dir: &Path) -> String {
+fn banner(cluster: &str, counts: Counts, routers: &[SocketAddr], data_dir: &Path, access: &Access) -> String {
     let mut out = String::new();
     let Some(first) = routers.first() else {
         return out;
     };
-    let uri = format!("mongodb://{first}");
+    let uri = if access.uri_options.is_empty() {
+        format!("mongodb://{first}")
+    } else {
+        format!("mongodb://{first}/{}", access.uri_options)
+    };
     let _ = writeln!(
         out,
         "\nShoal cluster {cluster:?} is up: {} config server(s), {} shard(s), {} router(s); data and logs in {}",
@@ -193,6 +264,13 @@ fn banner(cluster: &str, counts: Counts, routers: &[SocketAddr], data_dir: &Path
         out,
         "  pymongo:  python3 -c 'import pymongo; print(pymongo.MongoClient(\"{uri}\").admin.command(\"ping\"))'"
     );
+    if access.authorization {
+        let _ = writeln!(
+            out,
+            "\n  Authorization is on. Until the first user exists, a client on this machine may create it\n  \
+             (MongoDB's localhost exception): mongosh \"{uri}\" --eval 'db.getSiblingDB(\"admin\").createUser({{user: \"admin\", pwd: passwordPrompt(), roles: [\"root\"]}})'"
+        );
+    }
     let _ = writeln!(out, "\nCtrl-C stops the cluster.");
     let _ = writeln!(out, "{}", shoal_proto::ready::line("cluster", first));
     out
@@ -205,7 +283,8 @@ mod tests {
     #[test]
     fn banner_names_the_first_router_and_ends_with_the_ready_line() {
         let routers = ["127.0.0.1:27017".parse().expect("addr"), "[::1]:27018".parse().expect("addr")];
-        let text = banner("local", Counts { config_servers: 3, shards: 1 }, &routers, Path::new("/d"));
+        let text =
+            banner("local", Counts { config_servers: 3, shards: 1 }, &routers, Path::new("/d"), &Access::default());
         assert!(text.contains("is up: 3 config server(s), 1 shard(s), 2 router(s);"), "{text}");
         assert!(text.contains("connection string: mongodb://127.0.0.1:27017\n"), "{text}");
         assert!(text.contains("mongodb://[::1]:27018"), "{text}");

@@ -23,12 +23,17 @@ pub struct LocalUp {
 
 impl LocalUp {
     pub fn new(dir: &Path) -> anyhow::Result<Self> {
+        Self::with_settings(dir, "")
+    }
+
+    /// The same spec with `extra` YAML appended (`security:`, `net:` sections).
+    pub fn with_settings(dir: &Path, extra: &str) -> anyhow::Result<Self> {
         let ports = crate::ports::free_ports(5)?;
         let spec = dir.join("spec.yaml");
         let text = format!(
             "name: test\nbind_ip: 127.0.0.1\nconfig_servers:\n  - name: cfg1\n    port: {}\n  - name: cfg2\n    port: {}\n  - name: cfg3\n    port: {}\nrouters:\n  - name: router0\n    port: {}\nshards:\n  - name: shard0\n    members:\n      - port: {}\n",
             ports[0], ports[1], ports[2], ports[3], ports[4]
-        );
+        ) + extra;
         std::fs::write(&spec, text).context("writing the spec")?;
         Ok(Self { dir: dir.to_path_buf(), spec, ports })
     }

@@ -21,7 +21,8 @@ pub const MEMBER_STATUS_TIMEOUT: Duration = Duration::from_secs(2);
 
 async fn member_status(addr: &str) -> Result<Document, String> {
     let call = async {
-        let mut client = ShardClient::connect(shoal_proto::endpoint::uri(addr)).await.map_err(|e| e.to_string())?;
+        let channel = shoal_cluster::net::connect_lazy(addr, MEMBER_STATUS_TIMEOUT).map_err(|e| e.to_string())?;
+        let mut client = ShardClient::new(channel);
         let req = CommandRequest {
             request_id: "replSetGetStatus".into(),
             db: "admin".into(),
