@@ -184,6 +184,31 @@ async fn user_defined_roles_users_info_and_roles_info() {
     assert_eq!(ids, ["admin.root", "app.svc"]);
     let creds = all.get_array("users").unwrap()[0].as_document().unwrap().get_document("credentials").unwrap().clone();
     assert_eq!(creds.get_document("SCRAM-SHA-256").unwrap().get_i64("iterationCount").unwrap(), 15000);
+    // admin.system.users and admin.system.roles read from the catalog, keys redacted.
+    let users: Vec<Document> = {
+        let mut cursor = root
+            .database("admin")
+            .collection::<Document>("system.users")
+            .find(doc! { "db": "app" })
+            .await
+            .expect("find");
+        let mut out = Vec::new();
+        while cursor.advance().await.expect("advance") {
+            out.push(cursor.deserialize_current().expect("doc"));
+        }
+        out
+    };
+    assert_eq!(users.len(), 1);
+    let scram = users[0].get_document("credentials").unwrap().get_document("SCRAM-SHA-256").unwrap();
+    assert!(scram.contains_key("salt") && !scram.contains_key("storedKey") && !scram.contains_key("serverKey"));
+    let roles =
+        root.database("admin").collection::<Document>("system.roles").count_documents(doc! {}).await.expect("count");
+    assert_eq!(roles, 1);
+    command_error(svc.database("admin").run_command(doc! { "find": "system.users" }).await, 13);
+    command_error(
+        root.database("admin").run_command(doc! { "insert": "system.users", "documents": [{ "_id": "x" }] }).await,
+        20,
+    );
     app.run_command(doc! { "dropRole": "logWriter" }).await.expect("dropRole");
     command_error(svc.database("app").run_command(doc! { "find": "logs" }).await, 13);
     let n = app.run_command(doc! { "dropAllUsersFromDatabase": 1 }).await.expect("dropAll");

@@ -50,7 +50,7 @@ pub(crate) async fn routed_write(state: &RouterState, cmd: &Command, coll: &str,
 
 pub async fn insert(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == config_db::NAME {
+    if config_db::serves(&cmd.db, coll) {
         return Err(config_db::write::refused(&cmd.name, coll));
     }
     routed_write(state, cmd, coll, WriteKind::Insert).await
@@ -61,12 +61,15 @@ pub async fn update(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> 
     if cmd.db == config_db::NAME {
         return config_db::write::update(state, cmd, coll).await;
     }
+    if config_db::serves(&cmd.db, coll) {
+        return Err(config_db::write::refused(&cmd.name, coll));
+    }
     routed_write(state, cmd, coll, WriteKind::Update).await
 }
 
 pub async fn delete(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == config_db::NAME {
+    if config_db::serves(&cmd.db, coll) {
         return Err(config_db::write::refused(&cmd.name, coll));
     }
     routed_write(state, cmd, coll, WriteKind::Delete).await
@@ -74,15 +77,15 @@ pub async fn delete(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> 
 
 pub async fn find(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == config_db::NAME {
+    if config_db::serves(&cmd.db, coll) {
         return config_db::find(state, conn, cmd, coll).await;
     }
     read(state, cmd, coll, ReadKind::Find).await
 }
 
 pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
-    if cmd.db == config_db::NAME
-        && let Ok(coll) = cmd.collection()
+    if let Ok(coll) = cmd.collection()
+        && config_db::serves(&cmd.db, coll)
     {
         return config_db::aggregate(state, conn, cmd, coll).await;
     }
@@ -131,7 +134,7 @@ pub async fn single_reply(state: &RouterState, cmd: &Command) -> HandlerResult {
 
 pub async fn find_and_modify(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == config_db::NAME {
+    if config_db::serves(&cmd.db, coll) {
         return Err(config_db::write::refused(&cmd.name, coll));
     }
     read(state, cmd, coll, ReadKind::FindAndModify).await
@@ -139,7 +142,7 @@ pub async fn find_and_modify(state: &RouterState, _conn: &ConnContext, cmd: &Com
 
 pub async fn count(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == config_db::NAME {
+    if config_db::serves(&cmd.db, coll) {
         return config_db::count(state, conn, cmd, coll).await;
     }
     read(state, cmd, coll, ReadKind::Count).await
@@ -147,7 +150,7 @@ pub async fn count(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Ha
 
 pub async fn distinct(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let coll = cmd.collection()?;
-    if cmd.db == config_db::NAME {
+    if config_db::serves(&cmd.db, coll) {
         return config_db::distinct(state, conn, cmd, coll).await;
     }
     read(state, cmd, coll, ReadKind::Distinct).await

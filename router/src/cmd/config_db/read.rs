@@ -41,7 +41,19 @@ pub const SERVED: &[&str] = &[
     "actionlog",
 ];
 
-fn check_served(coll: &str) -> Result<(), CommandError> {
+/// Whether the router answers `db.coll` from the cluster catalog: the `config` collections and
+/// `admin.system.users` / `admin.system.roles` (users and roles live in the catalog).
+pub fn serves(db: &str, coll: &str) -> bool {
+    db == super::NAME || (db == "admin" && SYSTEM_COLLECTIONS.contains(&coll))
+}
+
+/// `admin` collections served from the catalog's users and roles.
+pub const SYSTEM_COLLECTIONS: &[&str] = &["system.users", "system.roles"];
+
+fn check_served(db: &str, coll: &str) -> Result<(), CommandError> {
+    if db != super::NAME {
+        return Ok(());
+    }
     if SERVED.contains(&coll) {
         return Ok(());
     }
@@ -91,12 +103,12 @@ fn batch_size(v: Option<&Bson>, cmd: &str) -> Result<Option<usize>, CommandError
         .map_err(|_| CommandError::new(ErrorCode::BadValue, format!("batchSize must be non-negative, not {n}")))
 }
 
-fn cursor_reply(state: &RouterState, docs: Vec<Document>, coll: &str, batching: &Batching) -> HandlerResult {
+fn cursor_reply(state: &RouterState, docs: Vec<Document>, ns: &str, batching: &Batching) -> HandlerResult {
     let mut out = std::collections::VecDeque::with_capacity(docs.len());
     for d in &docs {
         out.push_back(bytes::Bytes::from(bson::RawDocumentBuf::try_from(d)?.into_bytes()));
     }
-    let ns = format!("config.{coll}");
+    let ns = ns.to_owned();
     let first_len = batching.batch_size.unwrap_or(usize::MAX).min(out.len());
     let rest = out.split_off(first_len);
     let id = if rest.is_empty() || batching.single_batch {
@@ -115,7 +127,7 @@ fn cursor_reply(state: &RouterState, docs: Vec<Document>, coll: &str, batching: 
 }
 
 pub async fn find(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, coll: &str) -> HandlerResult {
-    check_served(coll)?;
+    check_served(&cmd.db, coll)?;
     let body = Document::try_from(cmd.body.as_ref())?;
     let filter = Filter::parse(&get_doc(&body, "FindCommandRequest", "filter")?)?;
     let sort = get_doc(&body, "FindCommandRequest", "sort")?;
@@ -128,7 +140,7 @@ pub async fn find(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, 
         single_batch: body.get_bool("singleBatch").unwrap_or(false) || number(&body, "limit").is_some_and(|l| l < 0),
     };
 
-    let mut docs = documents(state, conn, coll).await?;
+    let mut docs = documents(state, conn, &cmd.db, coll).await?;
     docs.retain(|d| filter.matches(d));
     if !sort.is_empty() {
         sort_documents(&mut docs, &SortSpec::parse(&sort)?);
@@ -142,11 +154,11 @@ pub async fn find(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, 
             None => d,
         });
     }
-    cursor_reply(state, out, coll, &batching)
+    cursor_reply(state, out, &format!("{}.{coll}", cmd.db), &batching)
 }
 
 pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, coll: &str) -> HandlerResult {
-    check_served(coll)?;
+    check_served(&cmd.db, coll)?;
     let body = Document::try_from(cmd.body.as_ref())?;
     let stages = match body.get("pipeline") {
         Some(Bson::Array(stages)) => stages,
@@ -162,18 +174,18 @@ pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &ClientComm
         _ => None,
     };
     let batching = Batching { batch_size: batch_size(requested, "aggregate.cursor")?, single_batch: false };
-    let docs = documents(state, conn, coll).await?;
-    cursor_reply(state, pipeline.run(docs.into_iter())?, coll, &batching)
+    let docs = documents(state, conn, &cmd.db, coll).await?;
+    cursor_reply(state, pipeline.run(docs.into_iter())?, &format!("{}.{coll}", cmd.db), &batching)
 }
 
 /// `count` with `query`, `skip` and `limit`.
 pub async fn count(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, coll: &str) -> HandlerResult {
-    check_served(coll)?;
+    check_served(&cmd.db, coll)?;
     let body = Document::try_from(cmd.body.as_ref())?;
     let filter = Filter::parse(&get_doc(&body, "count", "query")?)?;
     let skip = number(&body, "skip").unwrap_or(0).max(0) as usize;
     let limit = number(&body, "limit").filter(|l| *l != 0).map(|l| l.unsigned_abs() as usize);
-    let docs = documents(state, conn, coll).await?;
+    let docs = documents(state, conn, &cmd.db, coll).await?;
     let n = docs.iter().filter(|d| filter.matches(d)).skip(skip).take(limit.unwrap_or(usize::MAX)).count();
     let mut out = bson::RawDocumentBuf::new();
     reply::append_count(&mut out, bson::cstr!("n"), i64::try_from(n).unwrap_or(i64::MAX));
@@ -182,14 +194,14 @@ pub async fn count(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand,
 
 /// `distinct` of `key` over the documents matching `query`, sorted, equal numbers counted once.
 pub async fn distinct(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, coll: &str) -> HandlerResult {
-    check_served(coll)?;
+    check_served(&cmd.db, coll)?;
     let body = Document::try_from(cmd.body.as_ref())?;
     let key = match body.get("key") {
         Some(Bson::String(k)) => k.clone(),
         _ => return Err(CommandError::type_mismatch("BSON field 'distinct.key' must be a string")),
     };
     let filter = Filter::parse(&get_doc(&body, "distinct", "query")?)?;
-    let docs = documents(state, conn, coll).await?;
+    let docs = documents(state, conn, &cmd.db, coll).await?;
     let mut seen = std::collections::HashSet::new();
     let mut values: Vec<Bson> = Vec::new();
     for d in docs.iter().filter(|d| filter.matches(d)) {
@@ -222,7 +234,15 @@ fn parts_of(coll: &str) -> &'static [CatalogPart] {
 }
 
 /// Every document of `config.<coll>`, in `_id` order where the catalog keeps one.
-async fn documents(state: &RouterState, conn: &ConnContext, coll: &str) -> Result<Vec<Document>, CommandError> {
+async fn documents(
+    state: &RouterState,
+    conn: &ConnContext,
+    db: &str,
+    coll: &str,
+) -> Result<Vec<Document>, CommandError> {
+    if db != super::NAME {
+        return crate::cmd::user_admin::system_documents(state, coll).await;
+    }
     let catalog = state.catalog.view(parts_of(coll)).await?;
     Ok(match coll {
         "shards" => catalog.shards().values().map(shard_document).collect(),
@@ -250,7 +270,7 @@ async fn documents(state: &RouterState, conn: &ConnContext, coll: &str) -> Resul
         }
         "mongos" => vec![mongos(state, conn)],
         "actionlog" => catalog.actionlog().iter().map(|e| docs::action_document(&catalog, e)).collect(),
-        other => return check_served(other).map(|()| Vec::new()),
+        other => return check_served(super::NAME, other).map(|()| Vec::new()),
     })
 }
 

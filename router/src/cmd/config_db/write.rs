@@ -25,6 +25,14 @@ use crate::state::RouterState;
 
 /// The error for a write the router does not turn into a catalog command.
 pub fn refused(command: &str, coll: &str) -> CommandError {
+    if super::read::SYSTEM_COLLECTIONS.contains(&coll) {
+        return CommandError::new(
+            ErrorCode::IllegalOperation,
+            format!(
+                "{command} on admin.{coll} is not allowed: users and roles change only through the user and role management commands (createUser, grantRolesToUser, createRole, ...)"
+            ),
+        );
+    }
     CommandError::new(
         ErrorCode::IllegalOperation,
         format!(

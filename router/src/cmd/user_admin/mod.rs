@@ -27,6 +27,44 @@ pub(crate) async fn commit(state: &RouterState, change: SecurityCommand) -> Resu
     Ok(reply)
 }
 
+/// The documents of `admin.system.users` (credentials redacted to each mechanism's iteration
+/// count and salt, never its keys) or `admin.system.roles`, from this router's copy.
+pub(crate) async fn system_documents(state: &RouterState, coll: &str) -> Result<Vec<Document>, CommandError> {
+    let snapshot = state.security.get(&state.catalog).await?;
+    let catalog = &snapshot.catalog;
+    Ok(match coll {
+        "system.users" => catalog
+            .users
+            .values()
+            .map(|u| {
+                let mut d = users::user_doc(catalog, u, false, false);
+                let mut credentials = Document::new();
+                for (name, c) in [("SCRAM-SHA-1", &u.credentials.scram_sha1), ("SCRAM-SHA-256", &u.credentials.scram_sha256)] {
+                    if let Some(c) = c {
+                        let full = credential_doc(c);
+                        credentials.insert(name, doc! { "iterationCount": full.get("iterationCount").cloned().unwrap_or(Bson::Null), "salt": full.get("salt").cloned().unwrap_or(Bson::Null) });
+                    }
+                }
+                d.insert("credentials", credentials);
+                d
+            })
+            .collect(),
+        "system.roles" => catalog
+            .roles
+            .values()
+            .map(|r| {
+                let privileges: Vec<Bson> = r
+                    .privileges
+                    .iter()
+                    .map(|p| Bson::Document(doc! { "resource": resource_doc(&p.resource), "actions": p.actions.clone() }))
+                    .collect();
+                doc! { "_id": r.name.id(), "role": &r.name.role, "db": &r.name.db, "privileges": privileges, "roles": role_docs(&r.roles) }
+            })
+            .collect(),
+        _ => Vec::new(),
+    })
+}
+
 /// `{n}` of a `dropAll...FromDatabase` reply.
 pub(crate) fn count_reply(reply: &Reply) -> Result<RawDocumentBuf, CommandError> {
     let n = match reply {
