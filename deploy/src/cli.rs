@@ -320,6 +320,17 @@ pub struct RouterArgs {
     /// present a certificate it signed.
     #[arg(long = "tlsMode", default_value = "disabled", value_parser = ["disabled", "allowTLS", "preferTLS", "requireTLS"])]
     pub tls_mode: String,
+    /// Most client connections at once (`net.maxIncomingConnections`); the open-file limit may
+    /// cap it lower.
+    #[arg(long = "maxConns", default_value_t = shoal_router::settings::MAX_INCOMING_CONNECTIONS_DEFAULT)]
+    pub max_conns: usize,
+    /// Connections waiting to be accepted (`net.listenBacklog`) [default: the system's
+    /// net.core.somaxconn].
+    #[arg(long = "listenBacklog")]
+    pub listen_backlog: Option<u32>,
+    /// How long a client may pause in the middle of a message before its connection is closed.
+    #[arg(long, default_value_t = 60_000)]
+    pub message_stall_timeout_ms: u64,
     /// With `--tlsCAFile`: accept clients that present no certificate (those that do are still
     /// verified).
     #[arg(long = "tlsAllowConnectionsWithoutCertificates")]

@@ -31,6 +31,11 @@ pub async fn router(args: RouterArgs) -> anyhow::Result<()> {
     let mut config = shoal_router::RouterSettings::new(args.listen, args.shard);
     config.config_servers = args.config;
     config.authorization = args.auth || members_authenticate;
+    config.max_connections = args.max_conns;
+    config.message_stall_timeout = std::time::Duration::from_millis(args.message_stall_timeout_ms);
+    if let Some(backlog) = args.listen_backlog {
+        config.listen_backlog = backlog;
+    }
     config.auth_failed_delay = std::time::Duration::from_millis(args.auth_failed_delay_ms);
     config.tls = crate::security::client_tls(
         &args.cluster_auth,

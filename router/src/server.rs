@@ -69,7 +69,7 @@ pub async fn run(settings: RouterSettings, shutdown: impl Future<Output = ()> + 
 async fn start(settings: RouterSettings) -> io::Result<(TcpListener, Arc<RouterState>)> {
     raise_open_files_limit(settings.max_connections);
     let state = RouterState::new(settings.clone()).await.map_err(io::Error::other)?;
-    let listener = TcpListener::bind(settings.listen).await?;
+    let listener = listen(settings.listen, settings.listen_backlog)?;
     Ok((listener, Arc::new(state)))
 }
 
@@ -89,7 +89,7 @@ async fn serve(
     state: Arc<RouterState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let max_connections = state.settings.max_connections.min(Semaphore::MAX_PERMITS);
+    let max_connections = state.settings.max_connections.min(Semaphore::MAX_PERMITS).min(connection_capacity());
     let slots = Arc::new(Semaphore::new(max_connections));
     let (stop_tx, stop_rx) = watch::channel(());
     let mut connections = JoinSet::new();
@@ -236,6 +236,7 @@ async fn request_loop(
     mut stop: watch::Receiver<()>,
 ) -> Result<(), WireError> {
     let (reader, mut writer) = tokio::io::split(stream);
+    let reader = stall::StallGuard::new(reader, state.settings.message_stall_timeout);
     let mut frames = FramedRead::new(reader, MessageCodec::default());
     let mut reply_ids = ReplyIds::default();
     loop {
@@ -325,6 +326,36 @@ fn rejected(e: WireError) -> Result<bson::RawDocumentBuf, WireError> {
     Ok(error_reply(&e.to_command_error()))
 }
 
+/// Binds `addr` with a listen backlog of `backlog` (MongoDB's `net.listenBacklog`; the kernel
+/// caps it at `net.core.somaxconn`): a burst of clients connecting at once waits in it instead of
+/// being refused.
+fn listen(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
+}
+
+/// The system's largest listen backlog (`/proc/sys/net/core/somaxconn`), MongoDB's default for
+/// `net.listenBacklog`; 4096 (Linux's default since 5.4) where it cannot be read.
+pub fn system_listen_backlog() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(4096)
+}
+
+/// Descriptors kept for everything but client connections (channels to shards and config servers,
+/// data files of nothing: the router has none, logs).
+const RESERVED_DESCRIPTORS: u64 = 512;
+
+/// How many client connections the open-file limit leaves room for: above it, connections are
+/// closed at accept rather than failing with EMFILE.
+fn connection_capacity() -> usize {
+    use nix::sys::resource::{Resource, getrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, _)) => usize::try_from(soft.saturating_sub(RESERVED_DESCRIPTORS).max(1)).unwrap_or(usize::MAX),
+        Err(_) => usize::MAX,
+    }
+}
+
 /// Lifts the soft RLIMIT_NOFILE to the hard limit: each connection is a descriptor, and the
 /// common soft default of 1024 would cap us near a thousand clients. Failure only costs capacity.
 fn raise_open_files_limit(max_connections: usize) {
@@ -344,14 +375,15 @@ fn raise_open_files_limit(max_connections: usize) {
         }
     }
     if effective < max_connections as u64 {
-        tracing::warn!(
+        tracing::info!(
             open_files_limit = effective,
             max_connections,
-            "open-file limit is below max_connections; accepts will fail before the connection limit"
+            "the open-file limit caps client connections below maxIncomingConnections"
         );
     }
 }
 
+pub mod stall;
 pub mod tls;
 
 #[cfg(test)]

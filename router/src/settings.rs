@@ -9,6 +9,10 @@ use std::time::Duration;
 
 pub use crate::balancer::runtime::BalancerSettings;
 
+/// MongoDB's default `net.maxIncomingConnections`.
+pub const MAX_INCOMING_CONNECTIONS_DEFAULT: usize = 1_000_000;
+pub const MESSAGE_STALL_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
+
 /// Default wait before answering a failed authentication.
 pub const AUTH_FAILED_DELAY_DEFAULT: Duration = Duration::from_millis(100);
 
@@ -20,8 +24,14 @@ pub struct RouterSettings {
     /// (legacy single-shard mode), e.g. `http://127.0.0.1:27101`; unused with config servers,
     /// where shards are found in the catalog.
     pub shard_endpoint: String,
-    /// Bound on concurrent client connections; above it new connections are closed at once.
+    /// Bound on concurrent client connections (`net.maxIncomingConnections`); above it new
+    /// connections are closed at once. The open-file limit may cap it lower.
     pub max_connections: usize,
+    /// `net.listenBacklog`: connections waiting to be accepted.
+    pub listen_backlog: u32,
+    /// How long a client may pause in the middle of sending a message before the connection is
+    /// closed (idle connections between messages are never closed).
+    pub message_stall_timeout: Duration,
     /// Timeout of each gRPC call to a shard.
     pub shard_rpc_timeout: Duration,
     /// Idle router cursors are killed (and their shard cursors with them) after this long.
@@ -43,7 +53,9 @@ impl RouterSettings {
         Self {
             listen,
             shard_endpoint: shard_endpoint.into(),
-            max_connections: 20_000,
+            max_connections: MAX_INCOMING_CONNECTIONS_DEFAULT,
+            listen_backlog: crate::server::system_listen_backlog(),
+            message_stall_timeout: MESSAGE_STALL_TIMEOUT_DEFAULT,
             shard_rpc_timeout: Duration::from_secs(120),
             cursor_idle_timeout: Duration::from_secs(600),
             config_servers: Vec::new(),
