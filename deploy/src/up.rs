@@ -116,7 +116,8 @@ async fn start_and_watch(
     }
     let counts = Counts {
         config_servers: cluster.of_role(Role::ConfigServer).count(),
-        shards: cluster.of_role(Role::Shard).count(),
+        shards: cluster.shards.len().max(usize::from(cluster.of_role(Role::Shard).next().is_some())),
+        members: cluster.of_role(Role::Shard).count(),
     };
     let addrs: Vec<SocketAddr> = routers.iter().map(|router| router.connect).collect();
     print!("{}", banner(cluster_name, counts, &addrs, data_dir, access));
@@ -234,6 +235,8 @@ impl Access {
 struct Counts {
     config_servers: usize,
     shards: usize,
+    /// Shard members (processes) over all shards.
+    members: usize,
 }
 
 /// What a person needs to connect, and the `SHOAL_READY cluster <addr>` line scripts wait for.
@@ -249,9 +252,10 @@ fn banner(cluster: &str, counts: Counts, routers: &[SocketAddr], data_dir: &Path
     };
     let _ = writeln!(
         out,
-        "\nShoal cluster {cluster:?} is up: {} config server(s), {} shard(s), {} router(s); data and logs in {}",
+        "\nShoal cluster {cluster:?} is up: {} config server(s), {} shard(s) of {} member(s), {} router(s); data and logs in {}",
         counts.config_servers,
         counts.shards,
+        counts.members,
         routers.len(),
         data_dir.display()
     );
@@ -284,8 +288,8 @@ mod tests {
     fn banner_names_the_first_router_and_ends_with_the_ready_line() {
         let routers = ["127.0.0.1:27017".parse().expect("addr"), "[::1]:27018".parse().expect("addr")];
         let text =
-            banner("local", Counts { config_servers: 3, shards: 1 }, &routers, Path::new("/d"), &Access::default());
-        assert!(text.contains("is up: 3 config server(s), 1 shard(s), 2 router(s);"), "{text}");
+            banner("local", Counts { config_servers: 3, shards: 1, members: 1 }, &routers, Path::new("/d"), &Access::default());
+        assert!(text.contains("is up: 3 config server(s), 1 shard(s) of 1 member(s), 2 router(s);"), "{text}");
         assert!(text.contains("connection string: mongodb://127.0.0.1:27017\n"), "{text}");
         assert!(text.contains("mongodb://[::1]:27018"), "{text}");
         assert!(text.ends_with("\nSHOAL_READY cluster 127.0.0.1:27017\n"), "{text}");
