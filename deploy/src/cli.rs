@@ -328,6 +328,12 @@ pub struct RouterArgs {
     /// net.core.somaxconn].
     #[arg(long = "listenBacklog")]
     pub listen_backlog: Option<u32>,
+    /// Where the audit log goes (`auditLog.destination`): `file`, with `--auditPath`.
+    #[arg(long = "auditDestination", value_parser = ["file"], requires = "audit_path")]
+    pub audit_destination: Option<String>,
+    /// The audit log file (JSON lines, appended).
+    #[arg(long = "auditPath", value_name = "PATH")]
+    pub audit_path: Option<PathBuf>,
     /// How long a client may pause in the middle of a message before its connection is closed.
     #[arg(long, default_value_t = 60_000)]
     pub message_stall_timeout_ms: u64,

@@ -188,6 +188,10 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
         if spec.security.authorization.is_enabled() {
             args.push("--auth".into());
         }
+        if spec.audit_log.is_some() {
+            let path = data_dir.join(format!("{}.audit.json", router.name));
+            args.extend(["--auditDestination".into(), "file".into(), "--auditPath".into(), path.into()]);
+        }
         let cluster_args = cluster_auth_args(secrets, &router.name);
         let tls = &spec.net.tls;
         if tls.mode != TlsModeSpec::Disabled {

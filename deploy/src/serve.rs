@@ -32,6 +32,9 @@ pub async fn router(args: RouterArgs) -> anyhow::Result<()> {
     config.config_servers = args.config;
     config.authorization = args.auth || members_authenticate;
     config.max_connections = args.max_conns;
+    if let (Some(_), Some(path)) = (&args.audit_destination, &args.audit_path) {
+        config.audit = Some(shoal_router::audit::AuditDestination::File(path.clone()));
+    }
     config.message_stall_timeout = std::time::Duration::from_millis(args.message_stall_timeout_ms);
     if let Some(backlog) = args.listen_backlog {
         config.listen_backlog = backlog;

@@ -43,6 +43,31 @@ pub struct ClusterSpec {
     /// MongoDB's `net.*` settings (`net.tls`).
     #[serde(default)]
     pub net: NetSpec,
+    /// MongoDB's `auditLog.*`: `{destination: file}` makes every router write
+    /// `<data-dir>/<router>.audit.json`.
+    #[serde(default, rename = "auditLog")]
+    pub audit_log: Option<AuditLogSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditLogSpec {
+    pub destination: AuditDestinationSpec,
+    /// Only `JSON` (MongoDB's other format, BSON, is not offered).
+    #[serde(default)]
+    pub format: Option<AuditFormatSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuditDestinationSpec {
+    File,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum AuditFormatSpec {
+    #[serde(rename = "JSON")]
+    Json,
 }
 
 /// `security:` in MongoDB's names.

@@ -287,8 +287,13 @@ mod tests {
     #[test]
     fn banner_names_the_first_router_and_ends_with_the_ready_line() {
         let routers = ["127.0.0.1:27017".parse().expect("addr"), "[::1]:27018".parse().expect("addr")];
-        let text =
-            banner("local", Counts { config_servers: 3, shards: 1, members: 1 }, &routers, Path::new("/d"), &Access::default());
+        let text = banner(
+            "local",
+            Counts { config_servers: 3, shards: 1, members: 1 },
+            &routers,
+            Path::new("/d"),
+            &Access::default(),
+        );
         assert!(text.contains("is up: 3 config server(s), 1 shard(s) of 1 member(s), 2 router(s);"), "{text}");
         assert!(text.contains("connection string: mongodb://127.0.0.1:27017\n"), "{text}");
         assert!(text.contains("mongodb://[::1]:27018"), "{text}");

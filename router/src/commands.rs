@@ -112,6 +112,8 @@ pub struct Spec {
     /// `explain` accepts it as the explained command.
     pub explainable: bool,
     pub access: Access,
+    /// Recorded in the audit log when it runs (user, role and shard membership changes).
+    pub audited: bool,
 }
 
 impl Spec {
@@ -129,6 +131,7 @@ impl Spec {
             op_query: false,
             explainable: false,
             access: Access::Open,
+            audited: false,
         }
     }
     const fn aliases(self, aliases: &'static [&'static str]) -> Spec {
@@ -157,6 +160,9 @@ impl Spec {
     }
     const fn on(self, on: On, actions: &'static [Action]) -> Spec {
         Spec { access: Access::Actions(on, ActionSet::of(actions)), ..self }
+    }
+    const fn audited(self) -> Spec {
+        Spec { audited: true, ..self }
     }
     const fn authenticated(self) -> Spec {
         Spec { access: Access::Authenticated, ..self }
@@ -211,24 +217,29 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("logout", Info, h!(sasl::logout)),
     Spec::new("authenticate", Info, h!(x509::authenticate)).op_query(),
     // Users and roles.
-    Spec::new("createUser", UserAdmin, h!(users::create_user)).on(OnDatabase, &[A::CreateUser]),
-    Spec::new("updateUser", UserAdmin, h!(users::update_user)).authenticated(),
-    Spec::new("dropUser", UserAdmin, h!(users::drop_user)).on(OnDatabase, &[A::DropUser]),
+    Spec::new("createUser", UserAdmin, h!(users::create_user)).on(OnDatabase, &[A::CreateUser]).audited(),
+    Spec::new("updateUser", UserAdmin, h!(users::update_user)).authenticated().audited(),
+    Spec::new("dropUser", UserAdmin, h!(users::drop_user)).on(OnDatabase, &[A::DropUser]).audited(),
     Spec::new("dropAllUsersFromDatabase", UserAdmin, h!(users::drop_all_users_from_database))
-        .on(OnDatabase, &[A::DropUser]),
-    Spec::new("grantRolesToUser", UserAdmin, h!(users::grant_roles_to_user)).authenticated(),
-    Spec::new("revokeRolesFromUser", UserAdmin, h!(users::revoke_roles_from_user)).authenticated(),
+        .on(OnDatabase, &[A::DropUser])
+        .audited(),
+    Spec::new("grantRolesToUser", UserAdmin, h!(users::grant_roles_to_user)).authenticated().audited(),
+    Spec::new("revokeRolesFromUser", UserAdmin, h!(users::revoke_roles_from_user)).authenticated().audited(),
     Spec::new("usersInfo", UserAdmin, h!(users::users_info)).authenticated(),
-    Spec::new("createRole", UserAdmin, h!(roles::create_role)).on(OnDatabase, &[A::CreateRole]),
-    Spec::new("updateRole", UserAdmin, h!(roles::update_role)).on(OnDatabase, &[A::CreateRole, A::DropRole]),
-    Spec::new("dropRole", UserAdmin, h!(roles::drop_role)).on(OnDatabase, &[A::DropRole]),
+    Spec::new("createRole", UserAdmin, h!(roles::create_role)).on(OnDatabase, &[A::CreateRole]).audited(),
+    Spec::new("updateRole", UserAdmin, h!(roles::update_role)).on(OnDatabase, &[A::CreateRole, A::DropRole]).audited(),
+    Spec::new("dropRole", UserAdmin, h!(roles::drop_role)).on(OnDatabase, &[A::DropRole]).audited(),
     Spec::new("dropAllRolesFromDatabase", UserAdmin, h!(roles::drop_all_roles_from_database))
-        .on(OnDatabase, &[A::DropRole]),
-    Spec::new("grantPrivilegesToRole", UserAdmin, h!(roles::grant_privileges_to_role)).on(OnDatabase, &[A::GrantRole]),
+        .on(OnDatabase, &[A::DropRole])
+        .audited(),
+    Spec::new("grantPrivilegesToRole", UserAdmin, h!(roles::grant_privileges_to_role))
+        .on(OnDatabase, &[A::GrantRole])
+        .audited(),
     Spec::new("revokePrivilegesFromRole", UserAdmin, h!(roles::revoke_privileges_from_role))
-        .on(OnDatabase, &[A::RevokeRole]),
-    Spec::new("grantRolesToRole", UserAdmin, h!(roles::grant_roles_to_role)).authenticated(),
-    Spec::new("revokeRolesFromRole", UserAdmin, h!(roles::revoke_roles_from_role)).authenticated(),
+        .on(OnDatabase, &[A::RevokeRole])
+        .audited(),
+    Spec::new("grantRolesToRole", UserAdmin, h!(roles::grant_roles_to_role)).authenticated().audited(),
+    Spec::new("revokeRolesFromRole", UserAdmin, h!(roles::revoke_roles_from_role)).authenticated().audited(),
     Spec::new("rolesInfo", UserAdmin, h!(roles::roles_info)).authenticated(),
     // Documents.
     Spec::new("insert", Write, h!(crud::insert)).retryable().needs(Collection).on(OnCollection, &[A::Insert]),
@@ -297,7 +308,11 @@ pub static COMMANDS: &[Spec] = &[
         .needs(Cluster)
         .admin_only()
         .on(OnCluster, &[A::ReplSetStateChange]),
-    Spec::new("addShard", Sharding, h!(sharding::add_shard)).needs(Cluster).admin_only().on(OnCluster, &[A::AddShard]),
+    Spec::new("addShard", Sharding, h!(sharding::add_shard))
+        .needs(Cluster)
+        .admin_only()
+        .on(OnCluster, &[A::AddShard])
+        .audited(),
     Spec::new("enableSharding", Sharding, h!(sharding::enable_sharding))
         .aliases(&["enablesharding"])
         .needs(Database)
@@ -339,7 +354,8 @@ pub static COMMANDS: &[Spec] = &[
         .aliases(&["removeshard"])
         .needs(Cluster)
         .admin_only()
-        .on(OnCluster, &[A::RemoveShard]),
+        .on(OnCluster, &[A::RemoveShard])
+        .audited(),
     Spec::new("getShardVersion", Sharding, h!(sharding::get_shard_version))
         .needs(Collection)
         .admin_only()

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use tracing::Instrument;
 
 use crate::command::Command;
+use crate::commands::Spec;
 use crate::error::CommandError;
 use crate::retryable;
 use crate::state::{ConnContext, RouterState};
@@ -85,6 +86,19 @@ async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> Handle
         ));
     }
     crate::auth::check::authorize(state, conn, cmd, spec).await?;
+    if spec.audited && state.audit.is_enabled() {
+        let result = run(state, conn, cmd, spec).await;
+        let code = result.as_ref().map_or_else(|e| e.code, |_| 0);
+        let user = conn.session().user().cloned();
+        let client = crate::audit::Client { local: conn.local, remote: conn.peer, user: user.as_ref() };
+        state.audit.record(spec.name, &client, crate::audit::command_param(&cmd.db, &cmd.body), code);
+        return result;
+    }
+    run(state, conn, cmd, spec).await
+}
+
+/// The handler, with cursor ownership when authorization is on.
+async fn run(state: &RouterState, conn: &ConnContext, cmd: &Command, spec: &'static Spec) -> HandlerResult {
     if !state.settings.authorization {
         return (spec.handler)(state, conn, cmd).await;
     }

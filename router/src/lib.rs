@@ -23,6 +23,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod auth;
 pub mod balancer;
 pub mod catalog;

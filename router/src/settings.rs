@@ -46,6 +46,8 @@ pub struct RouterSettings {
     pub auth_failed_delay: Duration,
     /// TLS on the client port (`net.tls.*`); `None`: plaintext only.
     pub tls: Option<crate::server::tls::ClientTls>,
+    /// `auditLog.destination`; `None`: no audit log.
+    pub audit: Option<crate::audit::AuditDestination>,
 }
 
 impl RouterSettings {
@@ -63,6 +65,7 @@ impl RouterSettings {
             authorization: false,
             auth_failed_delay: AUTH_FAILED_DELAY_DEFAULT,
             tls: None,
+            audit: None,
         }
     }
 }

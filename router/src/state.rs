@@ -31,6 +31,8 @@ pub struct RouterState {
     pub security: SecurityCache,
     /// Who opened each cursor (with authorization enabled).
     pub cursor_owners: CursorOwners,
+    /// The audit log (records nothing unless configured).
+    pub audit: crate::audit::Auditor,
     pub started: Instant,
     /// Identifies this process in `topologyVersion`.
     pub process_id: bson::oid::ObjectId,
@@ -49,6 +51,12 @@ impl RouterState {
         let cursors = CursorRegistry::new(settings.cursor_idle_timeout);
         let catalog = ClusterCatalogClient::new(&settings.config_servers);
         let members = Members::new(settings.shard_rpc_timeout);
+        let audit = match &settings.audit {
+            Some(destination) => crate::audit::Auditor::start(destination).await.map_err(|e| {
+                CommandError::new(shoal_proto::ErrorCode::BadValue, format!("cannot open the audit log: {e}"))
+            })?,
+            None => crate::audit::Auditor::default(),
+        };
         Ok(Self {
             settings,
             shards,
@@ -59,6 +67,7 @@ impl RouterState {
             catalog,
             security: SecurityCache::default(),
             cursor_owners: CursorOwners::default(),
+            audit,
             started: Instant::now(),
             process_id: bson::oid::ObjectId::new(),
             balancer_wake: tokio::sync::Notify::new(),

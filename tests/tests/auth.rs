@@ -257,3 +257,43 @@ async fn a_cursor_belongs_to_its_user_and_other_routers_see_changes() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_records_authentication_authorization_and_user_changes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("audit.json");
+    let path_arg = path.display().to_string();
+    let cluster = CatalogCluster::start_with(&["--auth", "--auditDestination", "file", "--auditPath", &path_arg])
+        .await
+        .expect("cluster starts");
+    let anonymous = cluster.client().await.expect("client");
+    anonymous
+        .database("admin")
+        .run_command(doc! { "createUser": "root", "pwd": ROOT_PASSWORD, "roles": ["root"] })
+        .await
+        .expect("first user");
+    let _ = anonymous.database("app").run_command(doc! { "find": "c" }).await;
+    let wrong = login(cluster.router.addr(), "root", "wrong", "admin", None).await;
+    let _ = wrong.database("admin").run_command(doc! { "ping": 1, "comment": "auth" }).await;
+    let _ = wrong.database("app").run_command(doc! { "find": "c" }).await;
+    let root = login(cluster.router.addr(), "root", ROOT_PASSWORD, "admin", None).await;
+    root.database("admin").run_command(doc! { "dropUser": "root" }).await.expect("dropUser");
+
+    let wanted = [("createUser", 0), ("authCheck", 13), ("authenticate", 18), ("authenticate", 0), ("dropUser", 0)];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let events: Vec<(String, i64)> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON line"))
+            .map(|v| (v["atype"].as_str().unwrap_or_default().to_owned(), v["result"].as_i64().unwrap_or(-1)))
+            .collect();
+        let found = wanted.iter().all(|(a, r)| events.iter().any(|(ea, er)| ea == a && er == r));
+        if found {
+            assert!(!text.contains(ROOT_PASSWORD), "the audit log never holds a password");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "missing audit events; got {events:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -70,13 +70,31 @@ pub async fn authority(state: &RouterState, conn: &ConnContext) -> Result<Author
     })
 }
 
-/// Checks the command's entry in the table (and, for `explain`, the explained command's).
+/// Checks the command's entry in the table (and, for `explain`, the explained command's); a
+/// refusal is recorded in the audit log (`authCheck`).
 pub async fn authorize(
     state: &RouterState,
     conn: &ConnContext,
     cmd: &Command,
     spec: &Spec,
 ) -> Result<(), CommandError> {
+    let verdict = decide(state, conn, cmd, spec).await;
+    if let Err(e) = &verdict
+        && e.is(ErrorCode::Unauthorized)
+        && state.audit.is_enabled()
+    {
+        let user = conn.session().user().cloned();
+        let client = crate::audit::Client { local: conn.local, remote: conn.peer, user: user.as_ref() };
+        let mut param = crate::audit::command_param(&cmd.db, &cmd.body);
+        if let serde_json::Value::Object(map) = &mut param {
+            map.insert("command".into(), serde_json::json!(spec.name));
+        }
+        state.audit.record("authCheck", &client, param, e.code);
+    }
+    verdict
+}
+
+async fn decide(state: &RouterState, conn: &ConnContext, cmd: &Command, spec: &Spec) -> Result<(), CommandError> {
     if !state.settings.authorization || matches!(spec.access, Access::Open) {
         return Ok(());
     }

@@ -58,20 +58,22 @@ pub async fn sasl_continue(state: &RouterState, conn: &ConnContext, cmd: &Comman
         }
         continue_conversation(&mut session, &payload)
     };
-    match outcome {
-        Step::Done { user, payload } => {
+    let (user, mechanism) = (outcome.user, outcome.mechanism);
+    match outcome.step {
+        Step::Done { payload } => {
             // The user may have been dropped since the conversation began.
             let snapshot = state.security.get(&state.catalog).await?;
             if snapshot.user(&user).is_none() {
-                return failed(state, conn).await;
+                return failed(state, conn, &user, mechanism).await;
             }
             tracing::info!(user = %user, "authenticated");
+            record_authentication(state, conn, &user, mechanism, 0);
             conn.session().set_user(user);
             Ok(reply(id, true, &payload))
         }
         Step::More { payload } => Ok(reply(id, false, &payload)),
         Step::Failed(ScramError::Malformed(e)) => Err(CommandError::new(ErrorCode::ProtocolError, e.to_string())),
-        Step::Failed(ScramError::AuthenticationFailed) => failed(state, conn).await,
+        Step::Failed(ScramError::AuthenticationFailed) => failed(state, conn, &user, mechanism).await,
     }
 }
 
@@ -147,38 +149,69 @@ async fn start(state: &RouterState, conn: &ConnContext, db: &str, body: &RawDocu
 }
 
 enum Step {
-    Done { user: UserName, payload: Vec<u8> },
+    Done { payload: Vec<u8> },
     More { payload: Vec<u8> },
     Failed(ScramError),
 }
 
-fn continue_conversation(session: &mut crate::auth::session::Session, payload: &[u8]) -> Step {
-    let Some(conversation) = session.conversation() else { return Step::Failed(ScramError::AuthenticationFailed) };
-    if conversation.verified {
+/// A step of a conversation and whom it was about.
+struct Outcome {
+    user: UserName,
+    mechanism: &'static str,
+    step: Step,
+}
+
+fn continue_conversation(session: &mut crate::auth::session::Session, payload: &[u8]) -> Outcome {
+    let Some(conversation) = session.conversation() else {
+        let nobody = UserName::new("", "");
+        return Outcome { user: nobody, mechanism: "", step: Step::Failed(ScramError::AuthenticationFailed) };
+    };
+    let user = UserName::new(conversation.scram.user(), conversation.db.clone());
+    let mechanism = conversation.scram.mechanism().name();
+    let step = if conversation.verified {
         // The empty last step of clients without skipEmptyExchange.
-        let Some(done) = session.end_conversation() else { return Step::Failed(ScramError::AuthenticationFailed) };
-        return Step::Done { user: UserName::new(done.scram.user(), done.db), payload: Vec::new() };
-    }
-    match conversation.scram.finish(payload) {
-        Ok(server_final) if conversation.skip_empty_exchange => match session.end_conversation() {
-            Some(done) => Step::Done { user: UserName::new(done.scram.user(), done.db), payload: server_final },
-            None => Step::Failed(ScramError::AuthenticationFailed),
-        },
-        Ok(server_final) => {
-            conversation.verified = true;
-            Step::More { payload: server_final }
+        session.end_conversation();
+        Step::Done { payload: Vec::new() }
+    } else {
+        match conversation.scram.finish(payload) {
+            Ok(server_final) if conversation.skip_empty_exchange => {
+                session.end_conversation();
+                Step::Done { payload: server_final }
+            }
+            Ok(server_final) => {
+                conversation.verified = true;
+                Step::More { payload: server_final }
+            }
+            Err(e) => {
+                session.end_conversation();
+                Step::Failed(e)
+            }
         }
-        Err(e) => {
-            session.end_conversation();
-            Step::Failed(e)
-        }
+    };
+    Outcome { user, mechanism, step }
+}
+
+/// Records an authentication attempt in the audit log (`authenticate`; result 0 or 18).
+pub(crate) fn record_authentication(
+    state: &RouterState,
+    conn: &ConnContext,
+    user: &UserName,
+    mechanism: &str,
+    result: i32,
+) {
+    if !state.audit.is_enabled() {
+        return;
     }
+    let client = crate::audit::Client { local: conn.local, remote: conn.peer, user: (result == 0).then_some(user) };
+    let param = serde_json::json!({ "user": user.user, "db": user.db, "mechanism": mechanism });
+    state.audit.record("authenticate", &client, param, result);
 }
 
 /// AuthenticationFailed, after the configured delay (it slows guessing and hides which check
 /// failed).
-async fn failed(state: &RouterState, conn: &ConnContext) -> HandlerResult {
+async fn failed(state: &RouterState, conn: &ConnContext, user: &UserName, mechanism: &str) -> HandlerResult {
     tracing::info!(peer = %conn.peer, "authentication failed");
+    record_authentication(state, conn, user, mechanism, ErrorCode::AuthenticationFailed.code());
     tokio::time::sleep(state.settings.auth_failed_delay).await;
     Err(CommandError::new(ErrorCode::AuthenticationFailed, "Authentication failed."))
 }

@@ -65,10 +65,12 @@ async fn run(state: &RouterState, conn: &ConnContext, db: &str, body: &RawDocume
     let snapshot = state.security.get(&state.catalog).await?;
     if snapshot.user(&name).is_none() {
         tracing::info!(peer = %conn.peer, "X.509 authentication failed: no such user");
+        crate::auth::sasl::record_authentication(state, conn, &name, MECHANISM, ErrorCode::AuthenticationFailed.code());
         tokio::time::sleep(state.settings.auth_failed_delay).await;
         return Err(CommandError::new(ErrorCode::AuthenticationFailed, "Authentication failed."));
     }
     tracing::info!(user = %name, "authenticated with X.509");
+    crate::auth::sasl::record_authentication(state, conn, &name, MECHANISM, 0);
     conn.session().set_user(name);
     Ok(rawdoc! { "dbname": EXTERNAL_DB, "user": subject })
 }
