@@ -12,7 +12,6 @@ use bson::{Document, doc};
 use shoal_cluster::config_client::ConfigClient;
 use shoal_proto::catalog::{ClusterCatalogView, Collection, Parts};
 use shoal_proto::shard::CommandRequest;
-use shoal_proto::shard::shard_client::ShardClient;
 
 /// How long one direct shard call may take.
 pub const SHARD_CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -35,7 +34,7 @@ pub fn chunks_per_shard(coll: &Collection) -> BTreeMap<String, usize> {
 
 /// One command on a shard over gRPC (the shard's `command` RPC), its reply as a document.
 pub async fn shard_command(addr: &str, db: &str, body: Document) -> anyhow::Result<Document> {
-    let mut client = ShardClient::connect(format!("http://{addr}")).await?.max_decoding_message_size(usize::MAX);
+    let mut client = crate::grpc::shard(format!("{addr}")).await?.max_decoding_message_size(usize::MAX);
     let request = CommandRequest {
         request_id: "balance-test".into(),
         db: db.into(),

@@ -17,6 +17,8 @@ pub struct CatalogCluster {
     pub router: Process,
     /// `host:port` of each config server, for a catalog client.
     pub config_addrs: Vec<String>,
+    /// The test chose the cluster's security itself: harness clients stay anonymous.
+    secured_by_test: bool,
 }
 
 /// Starts one config server per port as a Raft group (node 1 with `--init`), data and logs in
@@ -96,7 +98,8 @@ impl CatalogCluster {
         let mut router_all: Vec<&str> = every.iter().map(String::as_str).collect();
         router_all.extend_from_slice(router_args);
         let router = start_router(dir.path(), "router", &config_addrs, &router_all).await?;
-        Ok(CatalogCluster { dir, _config: config, shard, router, config_addrs })
+        let secured_by_test = crate::security::names_own_security(&router_all);
+        Ok(CatalogCluster { dir, _config: config, shard, router, config_addrs, secured_by_test })
     }
 
     /// The cluster's temp dir (key files and certificates a test writes live there too).
@@ -109,9 +112,15 @@ impl CatalogCluster {
         start_router(self.dir.path(), name, &self.config_addrs, router_args).await
     }
 
+    /// A client of the router (authenticated as root when the suite runs secured, see
+    /// [`crate::security`]; anonymous otherwise).
     pub async fn client(&self) -> anyhow::Result<mongodb::Client> {
         let uri = format!("mongodb://{}/?directConnection=true&serverSelectionTimeoutMS=5000", self.router.addr());
-        Ok(mongodb::Client::with_uri_str(uri).await?)
+        let mut options = mongodb::options::ClientOptions::parse(uri).await?;
+        if !self.secured_by_test {
+            crate::security::authenticate(&mut options).await?;
+        }
+        Ok(mongodb::Client::with_options(options)?)
     }
 }
 

@@ -83,8 +83,10 @@ pub struct Process {
 impl Process {
     /// Spawns the process and blocks until it prints its readiness line.
     /// On failure the error carries the exit status and the tail of its log.
-    pub fn start_blocking(spec: ProcessSpec) -> anyhow::Result<Process> {
+    pub fn start_blocking(mut spec: ProcessSpec) -> anyhow::Result<Process> {
         let bin = shoal_bin()?;
+        let secured = crate::security::server_args(&spec.role, &spec.args, &spec.log_path)?;
+        spec.args.extend(secured);
         let mut log = OpenOptions::new()
             .create(true)
             .append(true)

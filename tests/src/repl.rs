@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use bson::{Document, doc};
 use shoal_proto::shard::CommandRequest;
-use shoal_proto::shard::shard_client::ShardClient;
 
 /// One gRPC call to a member.
 pub const MEMBER_CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -14,7 +13,7 @@ pub const PRIMARY_WAIT: Duration = Duration::from_secs(30);
 
 /// A command sent straight to the member at `addr`; `secondary_ok` lets a secondary answer reads.
 pub async fn member_command(addr: &str, db: &str, body: Document, secondary_ok: bool) -> anyhow::Result<Document> {
-    let connect = ShardClient::connect(format!("http://{addr}"));
+    let connect = crate::grpc::shard(format!("{addr}"));
     let mut client = tokio::time::timeout(MEMBER_CALL_TIMEOUT, connect).await??.max_decoding_message_size(usize::MAX);
     let request = CommandRequest {
         request_id: "repl-test".into(),

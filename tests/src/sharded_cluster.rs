@@ -217,7 +217,9 @@ fn shard_spec(dir: &Path, i: usize, port: u16, config_addrs: &[String], failpoin
 /// A driver client connected directly to `router`.
 pub async fn client_of(router: &Process) -> anyhow::Result<mongodb::Client> {
     let uri = format!("mongodb://{}/?directConnection=true&serverSelectionTimeoutMS=5000", router.addr());
-    Ok(mongodb::Client::with_uri_str(uri).await?)
+    let mut options = mongodb::options::ClientOptions::parse(uri).await?;
+    crate::security::authenticate(&mut options).await?;
+    Ok(mongodb::Client::with_options(options)?)
 }
 
 async fn start_router(dir: &Path, name: &str, config_addrs: &[String], extra: &[String]) -> anyhow::Result<Process> {

@@ -55,6 +55,47 @@ impl WireConn {
         Ok(WireConn { stream, next_request_id: 1 })
     }
 
+    /// [`WireConn::connect`], then, when the suite runs secured ([`crate::security`]),
+    /// authenticated as root (created first if the cluster has no user yet).
+    pub async fn connect_client(addr: SocketAddr) -> anyhow::Result<WireConn> {
+        let mut conn = WireConn::connect(addr).await?;
+        if crate::security::enabled() {
+            let create = bson::doc! {
+                "createUser": crate::security::ROOT_USER, "pwd": crate::security::ROOT_PASSWORD,
+                "roles": ["root"], "$db": "admin",
+            };
+            let _ = conn.command(&create).await?;
+            conn.authenticate(crate::security::ROOT_USER, crate::security::ROOT_PASSWORD, "admin").await?;
+        }
+        Ok(conn)
+    }
+
+    /// SCRAM-SHA-256 as `user` of `db`, with `saslStart` / `saslContinue`.
+    pub async fn authenticate(&mut self, user: &str, password: &str, db: &str) -> anyhow::Result<()> {
+        use shoal_auth::scram::Mechanism;
+        use shoal_auth::scram::client::ClientConversation;
+        let nonce: String = (0..24).map(|_| char::from(b'a' + rand::random::<u8>() % 26)).collect();
+        let (mut scram, first) = ClientConversation::new(Mechanism::ScramSha256, user, password, &nonce);
+        let binary = |bytes: Vec<u8>| bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes };
+        let start = bson::doc! {
+            "saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": binary(first),
+            "options": { "skipEmptyExchange": true }, "$db": db,
+        };
+        let reply = self.command(&start).await?;
+        let id = reply.get_i32("conversationId").with_context(|| format!("saslStart failed: {reply}"))?;
+        let server_first = reply.get_binary_generic("payload").with_context(|| format!("saslStart: {reply}"))?;
+        let last = scram.answer(server_first)?;
+        let next = bson::doc! { "saslContinue": 1, "conversationId": id, "payload": binary(last), "$db": db };
+        let reply = self.command(&next).await?;
+        let server_final =
+            reply.get_binary_generic("payload").with_context(|| format!("saslContinue failed: {reply}"))?;
+        scram.verify(server_final)?;
+        if !reply.get_bool("done").unwrap_or(false) {
+            bail!("the server did not finish the conversation: {reply}");
+        }
+        Ok(())
+    }
+
     /// A fresh request id for a message this connection is about to send.
     pub fn request_id(&mut self) -> i32 {
         let id = self.next_request_id;

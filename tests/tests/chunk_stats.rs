@@ -10,8 +10,6 @@ use std::time::Duration;
 use bson::{Bson, Document, doc};
 use shoal_configsvr::catalog::api::RoutingAnswer;
 use shoal_configsvr::catalog::{ChunkBound, RoutingTable};
-use shoal_proto::shard::migration_client::MigrationClient;
-use shoal_proto::shard::shard_client::ShardClient;
 use shoal_proto::shard::{CommandRequest, KeyBound, MoveRangeRequest};
 use shoal_tests::sharded_cluster::ShardedCluster;
 
@@ -52,7 +50,7 @@ async fn stats(addr: &str, body: Option<Document>) -> Result<Document, (i32, Str
             ],
         }
     });
-    let mut c = ShardClient::connect(format!("http://{addr}")).await.expect("connect to shard");
+    let mut c = shoal_tests::grpc::shard(format!("{addr}")).await.expect("connect to shard");
     let reply = tokio::time::timeout(RPC_TIMEOUT, c.command(request("admin", body)))
         .await
         .expect("in time")
@@ -187,7 +185,7 @@ async fn a_move_with_a_stale_fencing_token_changes_nothing() {
     let (cluster, client, owner, _) = setup().await;
     let before = table(&cluster).await;
     let upper = before.chunks.iter().find(|c| c.max == ChunkBound::Max).expect("upper chunk").clone();
-    let mut donor = MigrationClient::connect(format!("http://{}", cluster.shard_addr(owner))).await.expect("connect");
+    let mut donor = shoal_tests::grpc::migration(format!("{}", cluster.shard_addr(owner))).await.expect("connect");
     let req = MoveRangeRequest {
         request_id: "fencing-test".into(),
         ns: NS.into(),

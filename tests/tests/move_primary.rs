@@ -14,7 +14,6 @@ use std::time::Duration;
 use bson::{Document, doc};
 use futures::TryStreamExt;
 use shoal_proto::shard::CommandRequest;
-use shoal_proto::shard::shard_client::ShardClient;
 use shoal_tests::expect::command_error;
 use shoal_tests::sharded_cluster::{ShardedCluster, client_of};
 
@@ -23,7 +22,7 @@ const DOCS: i32 = 200;
 
 /// Collection names `db` has on the shard at `addr` (asked directly, unversioned).
 async fn collections_on(addr: &str, db: &str) -> BTreeSet<String> {
-    let mut c = ShardClient::connect(format!("http://{addr}")).await.expect("connect to shard");
+    let mut c = shoal_tests::grpc::shard(format!("{addr}")).await.expect("connect to shard");
     let req = CommandRequest {
         request_id: "move-primary-test".into(),
         db: db.into(),

@@ -25,7 +25,6 @@ use mongodb::options::{
 use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 use shoal_configsvr::catalog::api::RoutingAnswer;
 use shoal_configsvr::catalog::{ChunkBound, Command, RoutingTable};
-use shoal_proto::shard::shard_client::ShardClient;
 use shoal_proto::shard::{CommandRequest, ShardVersion};
 use shoal_tests::replica_cluster::{ReplicaCluster, SHARD};
 use shoal_tests::wire::WireConn;
@@ -112,7 +111,7 @@ async fn secondary_reads_see_what_the_primary_has_and_preferences_fall_back() {
     let client = cluster.client().await.expect("client");
 
     // Bad read preferences are refused with MongoDB's codes before anything is read.
-    let mut wire = WireConn::connect(cluster.router.addr()).await.expect("wire");
+    let mut wire = WireConn::connect_client(cluster.router.addr()).await.expect("wire");
     for (pref, code) in [
         (doc! { "mode": "secondary", "maxStalenessSeconds": 30 }, 160),
         (doc! { "mode": "primary", "maxStalenessSeconds": 120 }, 2),
@@ -247,7 +246,7 @@ async fn versioned_find_on(addr: &str, version: &ShardVersion) -> Result<Vec<i32
         secondary_ok: true,
         ..Default::default()
     };
-    let mut client = ShardClient::connect(format!("http://{addr}")).await.expect("connect");
+    let mut client = shoal_tests::grpc::shard(format!("{addr}")).await.expect("connect");
     let reply = tokio::time::timeout(ATTEMPT, client.find(req)).await.expect("in time").expect("rpc").into_inner();
     if let Some(e) = reply.error {
         return Err(e.code);

@@ -37,7 +37,7 @@ fn ok(reply: &Document) -> bool {
 async fn send_until_ok(router: std::net::SocketAddr, body: &Document) -> Document {
     let mut last = String::new();
     for _ in 0..RESENDS_MAX {
-        match WireConn::connect(router).await {
+        match WireConn::connect_client(router).await {
             Ok(mut conn) => match conn.command(body).await {
                 Ok(reply) if ok(&reply) => return reply,
                 Ok(reply) => last = reply.to_string(),
@@ -96,7 +96,7 @@ async fn a_write_resent_after_failover_runs_once() {
     assert_eq!(docs, vec![doc! { "_id": 1, "n": 1 }, doc! { "_id": 2, "n": 10 }], "each statement applied once");
 
     // An older transaction number of the session is refused; transactions are refused.
-    let mut conn = WireConn::connect(router).await.expect("connect");
+    let mut conn = WireConn::connect_client(router).await.expect("connect");
     let stale =
         conn.command(&retryable(doc! { "insert": "c", "documents": [{ "_id": 9 }] }, 2, 4)).await.expect("reply");
     assert_eq!(stale.get_i32("code").ok(), Some(225), "TransactionTooOld: {stale}");

@@ -14,7 +14,6 @@ use mongodb::options::FindOptions;
 use shoal_cluster::config_client::ConfigClient;
 use shoal_configsvr::catalog::{ChunkBound, Command};
 use shoal_proto::shard::CommandRequest;
-use shoal_proto::shard::shard_client::ShardClient;
 use shoal_tests::expect::{insert_many_errors, write_error};
 use shoal_tests::sharded_cluster::{ShardedCluster, client_of};
 
@@ -22,7 +21,7 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Documents of `db.coll` stored on `shard` (unversioned count, orphans included).
 async fn on_shard(cluster: &ShardedCluster, shard: usize, db: &str, coll: &str) -> i64 {
-    let mut client = ShardClient::connect(format!("http://{}", cluster.shard_addr(shard))).await.expect("connect");
+    let mut client = shoal_tests::grpc::shard(format!("{}", cluster.shard_addr(shard))).await.expect("connect");
     let req = CommandRequest {
         request_id: "sharded-routing-test".into(),
         db: db.into(),

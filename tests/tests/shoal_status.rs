@@ -13,10 +13,12 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(30);
 const WAIT: Duration = Duration::from_secs(60);
 
 async fn shoal_status(router: &str) -> String {
-    let run = tokio::process::Command::new(shoal_bin().expect("shoal binary"))
-        .args(["status", "--router", router])
-        .kill_on_drop(true)
-        .output();
+    let mut command = tokio::process::Command::new(shoal_bin().expect("shoal binary"));
+    command.args(["status", "--router", router]);
+    if shoal_tests::security::enabled() {
+        command.args(["-u", shoal_tests::security::ROOT_USER, "-p", shoal_tests::security::ROOT_PASSWORD]);
+    }
+    let run = command.kill_on_drop(true).output();
     let out = tokio::time::timeout(RUN_TIMEOUT, run).await.expect("shoal status finishes").expect("shoal status runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "shoal status failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));

@@ -14,6 +14,7 @@
 //!
 //! Must not: keep or log a password or a proof; compare secrets in variable time.
 
+pub mod client;
 pub mod message;
 pub mod server;
 

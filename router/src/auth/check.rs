@@ -120,14 +120,15 @@ async fn decide(state: &RouterState, conn: &ConnContext, cmd: &Command, spec: &S
             None => Target::Database(&cmd.db),
         },
         On::Namespace => match named.and_then(|ns| ns.split_once('.')) {
-            Some((db, collection)) => Target::Namespace { db, collection },
-            // A malformed namespace: the handler refuses it with MongoDB's error; nobody may
-            // run it unchecked meanwhile, so ask for the action cluster-wide.
-            None => Target::Cluster,
+            Some((db, collection)) if !db.is_empty() && !collection.is_empty() => Target::Namespace { db, collection },
+            // A malformed namespace names nothing to act on: the handler refuses it with
+            // MongoDB's InvalidNamespace (73) before doing anything, as mongos does for an
+            // authenticated user.
+            _ => return Ok(()),
         },
         On::NamedDatabase => match named {
             Some(db) => Target::Database(db),
-            None => Target::Cluster,
+            None => return Ok(()),
         },
         On::Exact(db, collection) => Target::Namespace { db, collection },
     };
