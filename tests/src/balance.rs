@@ -34,7 +34,7 @@ pub fn chunks_per_shard(coll: &Collection) -> BTreeMap<String, usize> {
 
 /// One command on a shard over gRPC (the shard's `command` RPC), its reply as a document.
 pub async fn shard_command(addr: &str, db: &str, body: Document) -> anyhow::Result<Document> {
-    let mut client = crate::grpc::shard(format!("{addr}")).await?.max_decoding_message_size(usize::MAX);
+    let mut client = crate::grpc::shard(addr).await?.max_decoding_message_size(usize::MAX);
     let request = CommandRequest {
         request_id: "balance-test".into(),
         db: db.into(),

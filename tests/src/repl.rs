@@ -13,7 +13,7 @@ pub const PRIMARY_WAIT: Duration = Duration::from_secs(30);
 
 /// A command sent straight to the member at `addr`; `secondary_ok` lets a secondary answer reads.
 pub async fn member_command(addr: &str, db: &str, body: Document, secondary_ok: bool) -> anyhow::Result<Document> {
-    let connect = crate::grpc::shard(format!("{addr}"));
+    let connect = crate::grpc::shard(addr);
     let mut client = tokio::time::timeout(MEMBER_CALL_TIMEOUT, connect).await??.max_decoding_message_size(usize::MAX);
     let request = CommandRequest {
         request_id: "repl-test".into(),

@@ -200,7 +200,7 @@ impl ReplicaCluster {
         let body =
             doc! { "find": coll, "filter": {}, "projection": {"_id": 1}, "batchSize": 1_000_000, "singleBatch": true };
         let addr = self.addr(i);
-        let mut client = crate::grpc::shard(format!("{addr}")).await?.max_decoding_message_size(usize::MAX);
+        let mut client = crate::grpc::shard(&addr).await?.max_decoding_message_size(usize::MAX);
         let req = shoal_proto::shard::CommandRequest {
             db: db.into(),
             body: body.to_vec()?.into(),

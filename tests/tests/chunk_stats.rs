@@ -50,7 +50,7 @@ async fn stats(addr: &str, body: Option<Document>) -> Result<Document, (i32, Str
             ],
         }
     });
-    let mut c = shoal_tests::grpc::shard(format!("{addr}")).await.expect("connect to shard");
+    let mut c = shoal_tests::grpc::shard(addr).await.expect("connect to shard");
     let reply = tokio::time::timeout(RPC_TIMEOUT, c.command(request("admin", body)))
         .await
         .expect("in time")
@@ -185,7 +185,7 @@ async fn a_move_with_a_stale_fencing_token_changes_nothing() {
     let (cluster, client, owner, _) = setup().await;
     let before = table(&cluster).await;
     let upper = before.chunks.iter().find(|c| c.max == ChunkBound::Max).expect("upper chunk").clone();
-    let mut donor = shoal_tests::grpc::migration(format!("{}", cluster.shard_addr(owner))).await.expect("connect");
+    let mut donor = shoal_tests::grpc::migration(cluster.shard_addr(owner)).await.expect("connect");
     let req = MoveRangeRequest {
         request_id: "fencing-test".into(),
         ns: NS.into(),

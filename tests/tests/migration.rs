@@ -41,7 +41,7 @@ fn request(body: Document) -> CommandRequest {
 }
 
 async fn shard(addr: &str) -> ShardClient<tonic::transport::Channel> {
-    shoal_tests::grpc::shard(format!("{addr}")).await.expect("connect to shard").max_decoding_message_size(usize::MAX)
+    shoal_tests::grpc::shard(addr).await.expect("connect to shard").max_decoding_message_size(usize::MAX)
 }
 
 /// `k` of every document on the shard (unversioned: orphans included), sorted, with duplicates kept.

@@ -90,7 +90,7 @@ async fn wait_exit(f: &mut Fixture, i: usize) {
 /// `k` of every document on the member at `addr` (unversioned: orphans included), sorted.
 async fn keys_on(addr: &str) -> anyhow::Result<Vec<i64>> {
     let body = doc! { "find": COLL, "filter": {}, "projection": {"k": 1}, "batchSize": 1_000_000, "singleBatch": true };
-    let mut client = shoal_tests::grpc::shard(format!("{addr}")).await?.max_decoding_message_size(usize::MAX);
+    let mut client = shoal_tests::grpc::shard(addr).await?.max_decoding_message_size(usize::MAX);
     let req = shoal_proto::shard::CommandRequest {
         db: DB.into(),
         body: body.to_vec()?.into(),

@@ -62,7 +62,7 @@ fn request(body: Document, version: Option<ShardVersion>) -> CommandRequest {
 }
 
 async fn client(addr: &str) -> ShardClient<Channel> {
-    shoal_tests::grpc::shard(format!("{addr}")).await.expect("connect to shard").max_decoding_message_size(usize::MAX)
+    shoal_tests::grpc::shard(addr).await.expect("connect to shard").max_decoding_message_size(usize::MAX)
 }
 
 /// `k -> v` of every document on a shard, unversioned (orphans included); duplicates fail.

@@ -22,7 +22,7 @@ const DOCS: i32 = 200;
 
 /// Collection names `db` has on the shard at `addr` (asked directly, unversioned).
 async fn collections_on(addr: &str, db: &str) -> BTreeSet<String> {
-    let mut c = shoal_tests::grpc::shard(format!("{addr}")).await.expect("connect to shard");
+    let mut c = shoal_tests::grpc::shard(addr).await.expect("connect to shard");
     let req = CommandRequest {
         request_id: "move-primary-test".into(),
         db: db.into(),

@@ -246,7 +246,7 @@ async fn versioned_find_on(addr: &str, version: &ShardVersion) -> Result<Vec<i32
         secondary_ok: true,
         ..Default::default()
     };
-    let mut client = shoal_tests::grpc::shard(format!("{addr}")).await.expect("connect");
+    let mut client = shoal_tests::grpc::shard(addr).await.expect("connect");
     let reply = tokio::time::timeout(ATTEMPT, client.find(req)).await.expect("in time").expect("rpc").into_inner();
     if let Some(e) = reply.error {
         return Err(e.code);

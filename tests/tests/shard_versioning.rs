@@ -83,7 +83,7 @@ async fn shards_check_versions_and_hide_orphans() {
     let catalog = ConfigClient::new(cluster.config_addrs.clone(), ClientSettings::default());
     let before = table(&catalog).await;
     let old = shard_version(&before, "shard0");
-    let mut shard = shoal_tests::grpc::shard(format!("{}", cluster.shard.addr())).await.expect("connect");
+    let mut shard = shoal_tests::grpc::shard(cluster.shard.addr()).await.expect("connect");
 
     // Current version: everything is owned; unversioned requests are untouched.
     assert_eq!(find(&mut shard, Some(wire(&old))).await, Ok((0..20).collect()));

@@ -21,7 +21,7 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Documents of `db.coll` stored on `shard` (unversioned count, orphans included).
 async fn on_shard(cluster: &ShardedCluster, shard: usize, db: &str, coll: &str) -> i64 {
-    let mut client = shoal_tests::grpc::shard(format!("{}", cluster.shard_addr(shard))).await.expect("connect");
+    let mut client = shoal_tests::grpc::shard(cluster.shard_addr(shard)).await.expect("connect");
     let req = CommandRequest {
         request_id: "sharded-routing-test".into(),
         db: db.into(),

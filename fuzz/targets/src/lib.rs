@@ -18,8 +18,11 @@
 
 use bson::{Bson, Document};
 
+/// One fuzz target: arbitrary bytes in, a panic on a finding.
+pub type Target = fn(&[u8]);
+
 /// The targets by name (the AFL++ harness and the regression test iterate over it).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("wire", wire),
     ("bson", bson),
     ("sasl", sasl),
