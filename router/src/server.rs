@@ -48,9 +48,6 @@ use crate::wire::{Frame, MessageCodec, ReplyKind, WireError, parse_request};
 
 /// How long in-flight commands may run after shutdown begins.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-/// Pause after an accept error such as EMFILE: retrying at once would spin while the condition
-/// lasts; a short pause lets connections close and frees descriptors.
-const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 /// Read-buffer capacity an idle connection may keep between requests.
 const IDLE_READ_BUFFER_MAX_BYTES: usize = 64 * 1024;
 /// Largest reply we send: a bigger one would be refused by the driver (`maxMessageSizeBytes`), so
@@ -115,7 +112,7 @@ async fn serve(
                         drop(stream);
                     }
                 },
-                Err(e) => accept_failed(e).await,
+                Err(e) => shoal_cluster::net::accept_failed(e).await,
             },
         }
     }
@@ -146,19 +143,6 @@ async fn serve(
 fn balancer_holder(listener: &TcpListener) -> String {
     let port = listener.local_addr().map_or(0, |a| a.port());
     format!("{}:{port}:{}", crate::cmd::info::hostname(), std::process::id())
-}
-
-async fn accept_failed(e: io::Error) {
-    match e.kind() {
-        // The peer gave up between SYN and accept: nothing to do.
-        io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset | io::ErrorKind::Interrupted => {
-            tracing::debug!(error = %e, "accept failed");
-        }
-        _ => {
-            tracing::warn!(error = %e, "accept failed; pausing");
-            tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
-        }
-    }
 }
 
 fn log_task_end(done: Result<(), tokio::task::JoinError>) {

@@ -146,9 +146,27 @@ fn refused(e: keyfile::HandshakeError) -> io::Error {
 /// Connections accepted at once but still authenticating; more wait in the listen backlog.
 const AUTHENTICATING_MAX: usize = 256;
 
+/// Pause after an accept error that is not the peer's own doing (EMFILE and the like): retrying
+/// at once would spin while it lasts.
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Logs an accept error and, unless the peer caused it, pauses before the next accept (every
+/// listener of the cluster's processes, the router's client port included).
+pub async fn accept_failed(e: io::Error) {
+    match e.kind() {
+        io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset | io::ErrorKind::Interrupted => {
+            tracing::debug!(error = %e, "accept failed");
+        }
+        _ => {
+            tracing::warn!(error = %e, "accept failed; pausing");
+            tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
+        }
+    }
+}
+
 /// The connections `listener` accepts, each authenticated as the cluster requires before it is
 /// yielded (for tonic's `serve_with_incoming`). Peers that fail are logged and dropped; accept
-/// errors are yielded so the server sees them.
+/// errors are logged and retried after a pause, never yielded.
 pub fn incoming(listener: TcpListener) -> impl Stream<Item = io::Result<ClusterStream>> + Send + 'static {
     let auth = cluster_auth().clone();
     let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<ClusterStream>>(AUTHENTICATING_MAX);
@@ -163,9 +181,9 @@ pub fn incoming(listener: TcpListener) -> impl Stream<Item = io::Result<ClusterS
             let (tcp, peer) = match accepted {
                 Ok(a) => a,
                 Err(e) => {
-                    if tx.send(Err(e)).await.is_err() {
-                        return;
-                    }
+                    // tonic only traces an accept error and asks again; a lasting one (EMFILE)
+                    // would spin, so back off here.
+                    accept_failed(e).await;
                     continue;
                 }
             };

@@ -32,7 +32,8 @@ impl CursorOwners {
         let Some(id) = cursor_id(reply) else { return };
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         owners.insert(id, user.cloned());
-        if owners.len() > PRUNE_FLOOR.max(2 * registry.len()) {
+        // The registry's size (three locks) is only read once the map is big enough to matter.
+        if owners.len() > PRUNE_FLOOR && owners.len() > 2 * registry.len() {
             owners.retain(|id, _| registry.contains(*id));
         }
     }

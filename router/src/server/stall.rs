@@ -9,6 +9,7 @@
 //! Must not: time out an idle connection, or look at anything but the length prefixes (the codec
 //! validates messages).
 
+use std::future::Future as _;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -97,8 +98,6 @@ impl<R: AsyncRead + Unpin> AsyncRead for StallGuard<R> {
         }
     }
 }
-
-use std::future::Future as _;
 
 #[cfg(test)]
 mod tests {
