@@ -176,20 +176,32 @@ pub fn closure(catalog: &SecurityCatalog, roles: &[RoleName]) -> Vec<RoleName> {
 pub fn resolve(catalog: &SecurityCatalog, roles: &[RoleName]) -> Privileges {
     let mut privileges = Privileges::default();
     for role in closure(catalog, roles) {
-        match catalog.roles.get(&role) {
-            Some(defined) => {
-                for p in &defined.privileges {
-                    add_stored(&mut privileges, p);
-                }
+        add_own(catalog, &role, &mut privileges);
+    }
+    privileges
+}
+
+/// The privileges `role` grants itself, without those of the roles it inherits (`rolesInfo`'s
+/// `privileges`).
+pub fn own_privileges(catalog: &SecurityCatalog, role: &RoleName) -> Privileges {
+    let mut privileges = Privileges::default();
+    add_own(catalog, role, &mut privileges);
+    privileges
+}
+
+fn add_own(catalog: &SecurityCatalog, role: &RoleName, privileges: &mut Privileges) {
+    match catalog.roles.get(role) {
+        Some(defined) => {
+            for p in &defined.privileges {
+                add_stored(privileges, p);
             }
-            None => {
-                for (resource, actions) in builtin::privileges(&role) {
-                    privileges.add(resource, actions);
-                }
+        }
+        None => {
+            for (resource, actions) in builtin::privileges(role) {
+                privileges.add(resource, actions);
             }
         }
     }
-    privileges
 }
 
 /// A stored privilege's actions; names this version does not know are ignored (a newer router

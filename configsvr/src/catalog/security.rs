@@ -31,12 +31,13 @@ impl ClusterCatalog {
     }
 
     pub(super) fn security_command(&mut self, cmd: &SecurityCommand) -> Result<Outcome, CatalogError> {
-        let changed = self.apply_security(cmd)?;
-        if changed.is_none() {
-            return Ok(Outcome::unchanged(Reply::Done));
+        match self.apply_security(cmd)? {
+            None => Ok(Outcome::unchanged(Reply::Done)),
+            Some(reply) => {
+                self.security.version += 1;
+                Ok(Outcome::silent(reply))
+            }
         }
-        self.security.version += 1;
-        Ok(Outcome::silent(changed.unwrap_or(Reply::Done)))
     }
 
     /// The reply if something changed, `None` if the command was a repeat of what is true.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use bson::raw::RawBsonRef;
 use shoal_auth::{Action, ActionSet, Privileges, Target};
 use shoal_proto::ErrorCode;
-use shoal_proto::catalog::UserName;
+use shoal_proto::catalog::{RoleName, UserName};
 
 use crate::command::Command;
 use crate::commands::{self, Access, On, Spec};
@@ -146,21 +146,23 @@ async fn decide(state: &RouterState, conn: &ConnContext, cmd: &Command, spec: &S
     Ok(())
 }
 
-/// For a handler's own checks: the connection may do `needed` on `target`.
-pub async fn require(
-    state: &RouterState,
-    conn: &ConnContext,
-    cmd: &Command,
-    target: Target<'_>,
-    needed: &[Action],
-) -> Result<(), CommandError> {
-    let authority = authority(state, conn).await?;
-    if authority.allows(&target, ActionSet::of(needed)) {
-        return Ok(());
+impl Authority {
+    /// For a handler's own checks: passes if this authority may do `needed` on `target`, else
+    /// answers the refusal MongoDB gives for `cmd`.
+    pub fn require(&self, cmd: &Command, target: &Target<'_>, needed: &[Action]) -> Result<(), CommandError> {
+        if self.allows(target, ActionSet::of(needed)) {
+            return Ok(());
+        }
+        match self {
+            Authority::Nobody => Err(requires_authentication(&cmd.name)),
+            _ => Err(not_authorized(&cmd.db, &cmd.name, cmd.body.as_ref())),
+        }
     }
-    match authority {
-        Authority::Nobody => Err(requires_authentication(&cmd.name)),
-        _ => Err(not_authorized(&cmd.db, &cmd.name, cmd.body.as_ref())),
+
+    /// `needed` (`grantRole`, `revokeRole`) on the database of each of `roles`: what granting or
+    /// revoking them takes.
+    pub fn require_on_roles(&self, cmd: &Command, roles: &[RoleName], needed: &[Action]) -> Result<(), CommandError> {
+        roles.iter().try_for_each(|role| self.require(cmd, &Target::Database(&role.db), needed))
     }
 }
 

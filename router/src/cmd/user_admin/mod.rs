@@ -36,18 +36,7 @@ pub(crate) async fn system_documents(state: &RouterState, coll: &str) -> Result<
         "system.users" => catalog
             .users
             .values()
-            .map(|u| {
-                let mut d = users::user_doc(catalog, u, false, false);
-                let mut credentials = Document::new();
-                for (name, c) in [("SCRAM-SHA-1", &u.credentials.scram_sha1), ("SCRAM-SHA-256", &u.credentials.scram_sha256)] {
-                    if let Some(c) = c {
-                        let full = credential_doc(c);
-                        credentials.insert(name, doc! { "iterationCount": full.get("iterationCount").cloned().unwrap_or(Bson::Null), "salt": full.get("salt").cloned().unwrap_or(Bson::Null) });
-                    }
-                }
-                d.insert("credentials", credentials);
-                d
-            })
+            .map(|u| users::user_doc(catalog, u, Shown::Redacted, false))
             .collect(),
         "system.roles" => catalog
             .roles
@@ -182,15 +171,27 @@ pub(crate) fn privilege_docs(privileges: impl IntoIterator<Item = (Resource, Act
 }
 
 /// A stored credential as `usersInfo` shows it with `showCredentials`.
-pub(crate) fn credential_doc(c: &ScramCredential) -> Document {
+/// How much of a user's credentials a document shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shown {
+    /// No `credentials` field (`usersInfo` by default).
+    No,
+    /// Each mechanism's iteration count and salt, not its keys (`admin.system.users`).
+    Redacted,
+    /// Everything the server keeps (`usersInfo` with `showCredentials`).
+    Full,
+}
+
+/// A stored credential as a `credentials.<mechanism>` document.
+pub(crate) fn credential_doc(c: &ScramCredential, shown: Shown) -> Document {
     use base64::Engine;
     let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
-    doc! {
-        "iterationCount": i64::from(c.iteration_count),
-        "salt": b64(&c.salt),
-        "storedKey": b64(&c.stored_key),
-        "serverKey": b64(&c.server_key),
+    let mut d = doc! { "iterationCount": i64::from(c.iteration_count), "salt": b64(&c.salt) };
+    if shown == Shown::Full {
+        d.insert("storedKey", b64(&c.stored_key));
+        d.insert("serverKey", b64(&c.server_key));
     }
+    d
 }
 
 /// A true boolean-ish option (`showPrivileges: true`, `1`).

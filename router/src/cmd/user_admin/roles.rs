@@ -33,7 +33,7 @@ pub async fn create_role(state: &RouterState, conn: &ConnContext, cmd: &Command)
     }
     let privileges = privileges(body.get("privileges"), &cmd.db)?;
     let roles = role_names(body.get("roles"), &cmd.db, "roles")?;
-    require_each(state, conn, cmd, &roles, Action::GrantRole).await?;
+    check::authority(state, conn).await?.require_on_roles(cmd, &roles, &[Action::GrantRole])?;
     commit(state, SecurityCommand::CreateRole(Role { name, privileges, roles })).await?;
     Ok(RawDocumentBuf::new())
 }
@@ -51,8 +51,9 @@ pub async fn update_role(state: &RouterState, conn: &ConnContext, cmd: &Command)
     if let Some(roles) = &roles {
         let snapshot = state.security.get(&state.catalog).await?;
         let held = snapshot.catalog.roles.get(&name).map(|r| r.roles.clone()).unwrap_or_default();
-        require_each(state, conn, cmd, &[roles.as_slice(), &held].concat(), Action::GrantRole).await?;
-        require_each(state, conn, cmd, &held, Action::RevokeRole).await?;
+        let authority = check::authority(state, conn).await?;
+        authority.require_on_roles(cmd, &[roles.as_slice(), &held].concat(), &[Action::GrantRole])?;
+        authority.require_on_roles(cmd, &held, &[Action::RevokeRole])?;
     }
     commit(state, SecurityCommand::UpdateRole { name, privileges, roles }).await?;
     Ok(RawDocumentBuf::new())
@@ -87,7 +88,7 @@ pub async fn revoke_privileges_from_role(state: &RouterState, _conn: &ConnContex
 pub async fn grant_roles_to_role(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let (name, body) = named(cmd, "grantRolesToRole")?;
     let roles = role_names(body.get("roles"), &cmd.db, "roles")?;
-    require_each(state, conn, cmd, &roles, Action::GrantRole).await?;
+    check::authority(state, conn).await?.require_on_roles(cmd, &roles, &[Action::GrantRole])?;
     commit(state, SecurityCommand::GrantRolesToRole { name, roles }).await?;
     Ok(RawDocumentBuf::new())
 }
@@ -95,7 +96,7 @@ pub async fn grant_roles_to_role(state: &RouterState, conn: &ConnContext, cmd: &
 pub async fn revoke_roles_from_role(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let (name, body) = named(cmd, "revokeRolesFromRole")?;
     let roles = role_names(body.get("roles"), &cmd.db, "roles")?;
-    require_each(state, conn, cmd, &roles, Action::RevokeRole).await?;
+    check::authority(state, conn).await?.require_on_roles(cmd, &roles, &[Action::RevokeRole])?;
     commit(state, SecurityCommand::RevokeRolesFromRole { name, roles }).await?;
     Ok(RawDocumentBuf::new())
 }
@@ -147,25 +148,7 @@ pub fn role_doc(catalog: &SecurityCatalog, name: &RoleName, show_privileges: boo
     let inherited: Vec<RoleName> = graph::closure(catalog, &direct);
     d.insert("inheritedRoles", role_docs(&inherited));
     if show_privileges {
-        let own = match defined {
-            Some(role) => {
-                let mut p = shoal_auth::Privileges::default();
-                for privilege in &role.privileges {
-                    let actions =
-                        ActionSet::from_names(privilege.actions.iter().map(String::as_str)).unwrap_or_default();
-                    p.add(privilege.resource.clone(), actions);
-                }
-                p
-            }
-            None => {
-                let mut p = shoal_auth::Privileges::default();
-                for (r, a) in builtin::privileges(name) {
-                    p.add(r, a);
-                }
-                p
-            }
-        };
-        d.insert("privileges", privilege_docs(own.sorted()));
+        d.insert("privileges", privilege_docs(graph::own_privileges(catalog, name).sorted()));
         d.insert("inheritedPrivileges", privilege_docs(graph::resolve(catalog, std::slice::from_ref(name)).sorted()));
     }
     d
@@ -178,19 +161,6 @@ fn may_view(authority: &Authority, catalog: &SecurityCatalog, db: &str, role: Op
     }
     let (Some(role), Some(user)) = (role, authority.user()) else { return false };
     catalog.users.get(user).is_some_and(|u| graph::closure(catalog, &u.roles).contains(role))
-}
-
-async fn require_each(
-    state: &RouterState,
-    conn: &ConnContext,
-    cmd: &Command,
-    roles: &[RoleName],
-    action: Action,
-) -> Result<(), CommandError> {
-    for role in roles {
-        check::require(state, conn, cmd, Target::Database(&role.db), &[action]).await?;
-    }
-    Ok(())
 }
 
 fn named(cmd: &Command, command: &str) -> Result<(RoleName, Document), CommandError> {

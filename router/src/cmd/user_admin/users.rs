@@ -8,12 +8,13 @@
 
 use bson::{Binary, Bson, Document, RawDocumentBuf, doc};
 use shoal_auth::scram::{self, Mechanism};
-use shoal_auth::{Action, Target, graph};
+use shoal_auth::{Action, ActionSet, Target, graph};
 use shoal_proto::ErrorCode;
 use shoal_proto::catalog::{Credentials, RoleName, SecurityCommand, User, UserName};
 
 use super::{
-    commit, count_reply, credential_doc, first_name, flag, privilege_docs, refuse_unsupported, role_docs, role_names,
+    Shown, commit, count_reply, credential_doc, first_name, flag, privilege_docs, refuse_unsupported, role_docs,
+    role_names,
 };
 use crate::auth::check::{self, Authority};
 use crate::command::Command;
@@ -32,9 +33,7 @@ pub async fn create_user(state: &RouterState, conn: &ConnContext, cmd: &Command)
         return Err(CommandError::bad_value("\"createUser\" command requires a \"roles\" array"));
     }
     let roles = role_names(body.get("roles"), &cmd.db, "roles")?;
-    for role in &roles {
-        check::require(state, conn, cmd, Target::Database(&role.db), &[Action::GrantRole]).await?;
-    }
+    check::authority(state, conn).await?.require_on_roles(cmd, &roles, &[Action::GrantRole])?;
     let mechanisms = mechanisms(&body, &cmd.db)?;
     let credentials = match (password(&body)?, cmd.db.as_str()) {
         (None, "$external") => Credentials::default(),
@@ -69,35 +68,23 @@ pub async fn update_user(state: &RouterState, conn: &ConnContext, cmd: &Command)
     let authority = check::authority(state, conn).await?;
     let myself = authority.user() == Some(&name);
     let db = Target::Database(&cmd.db);
+    // Oneself may also change one's own password or custom data with the `changeOwn*` actions.
+    let require = |action: Action, own: Action| {
+        if myself && authority.allows(&db, ActionSet::of(&[own])) {
+            Ok(())
+        } else {
+            authority.require(cmd, &db, &[action])
+        }
+    };
     if pwd.is_some() {
-        require_either(
-            state,
-            conn,
-            cmd,
-            &authority,
-            db,
-            Action::ChangePassword,
-            myself.then_some(Action::ChangeOwnPassword),
-        )
-        .await?;
+        require(Action::ChangePassword, Action::ChangeOwnPassword)?;
     }
     if custom.is_some() {
-        require_either(
-            state,
-            conn,
-            cmd,
-            &authority,
-            db,
-            Action::ChangeCustomData,
-            myself.then_some(Action::ChangeOwnCustomData),
-        )
-        .await?;
+        require(Action::ChangeCustomData, Action::ChangeOwnCustomData)?;
     }
     if let Some(roles) = &roles {
-        for role in roles.iter().chain(&existing.roles) {
-            check::require(state, conn, cmd, Target::Database(&role.db), &[Action::GrantRole, Action::RevokeRole])
-                .await?;
-        }
+        let touched = [roles.as_slice(), &existing.roles].concat();
+        authority.require_on_roles(cmd, &touched, &[Action::GrantRole, Action::RevokeRole])?;
     }
     let credentials = match (pwd, asked_mechanisms) {
         (Some(pwd), mechs) => {
@@ -125,18 +112,14 @@ pub async fn drop_all_users_from_database(state: &RouterState, _conn: &ConnConte
 
 pub async fn grant_roles_to_user(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let (name, roles) = name_and_roles(cmd, "grantRolesToUser")?;
-    for role in &roles {
-        check::require(state, conn, cmd, Target::Database(&role.db), &[Action::GrantRole]).await?;
-    }
+    check::authority(state, conn).await?.require_on_roles(cmd, &roles, &[Action::GrantRole])?;
     commit(state, SecurityCommand::GrantRolesToUser { name, roles }).await?;
     Ok(RawDocumentBuf::new())
 }
 
 pub async fn revoke_roles_from_user(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let (name, roles) = name_and_roles(cmd, "revokeRolesFromUser")?;
-    for role in &roles {
-        check::require(state, conn, cmd, Target::Database(&role.db), &[Action::RevokeRole]).await?;
-    }
+    check::authority(state, conn).await?.require_on_roles(cmd, &roles, &[Action::RevokeRole])?;
     commit(state, SecurityCommand::RevokeRolesFromUser { name, roles }).await?;
     Ok(RawDocumentBuf::new())
 }
@@ -147,7 +130,7 @@ pub async fn users_info(state: &RouterState, conn: &ConnContext, cmd: &Command) 
     let authority = check::authority(state, conn).await?;
     let wanted: Vec<&User> = match body.iter().next().map(|(_, v)| v) {
         Some(Bson::Document(d)) if d.get_bool("forAllDBs").is_ok_and(|b| b) => {
-            if !authority.allows(&Target::Cluster, shoal_auth::ActionSet::of(&[Action::ViewUser])) {
+            if !authority.allows(&Target::Cluster, ActionSet::of(&[Action::ViewUser])) {
                 return Err(check::not_authorized(&cmd.db, "usersInfo", cmd.body.as_ref()));
             }
             snapshot.catalog.users.values().collect()
@@ -176,7 +159,10 @@ pub async fn users_info(state: &RouterState, conn: &ConnContext, cmd: &Command) 
     };
     let mut docs: Vec<Document> = wanted
         .into_iter()
-        .map(|u| user_doc(&snapshot.catalog, u, flag(&body, "showCredentials"), flag(&body, "showPrivileges")))
+        .map(|u| {
+            let credentials = if flag(&body, "showCredentials") { Shown::Full } else { Shown::No };
+            user_doc(&snapshot.catalog, u, credentials, flag(&body, "showPrivileges"))
+        })
         .filter(|d| filter.as_ref().is_none_or(|f| f.matches(d)))
         .collect();
     docs.sort_by(|a, b| a.get_str("_id").unwrap_or_default().cmp(b.get_str("_id").unwrap_or_default()));
@@ -184,10 +170,10 @@ pub async fn users_info(state: &RouterState, conn: &ConnContext, cmd: &Command) 
 }
 
 /// A user as `usersInfo` (and `admin.system.users` through this router) shows it.
-pub fn user_doc(
+pub(crate) fn user_doc(
     catalog: &shoal_proto::catalog::SecurityCatalog,
     u: &User,
-    credentials: bool,
+    credentials: Shown,
     privileges: bool,
 ) -> Document {
     let mut d = doc! {
@@ -200,13 +186,13 @@ pub fn user_doc(
         d.insert("customData", custom);
     }
     d.insert("roles", role_docs(&u.roles));
-    if credentials {
+    if credentials != Shown::No {
         let mut c = Document::new();
         if let Some(s) = &u.credentials.scram_sha1 {
-            c.insert(Mechanism::ScramSha1.name(), credential_doc(s));
+            c.insert(Mechanism::ScramSha1.name(), credential_doc(s, credentials));
         }
         if let Some(s) = &u.credentials.scram_sha256 {
-            c.insert(Mechanism::ScramSha256.name(), credential_doc(s));
+            c.insert(Mechanism::ScramSha256.name(), credential_doc(s, credentials));
         }
         d.insert("credentials", c);
     }
@@ -220,26 +206,8 @@ pub fn user_doc(
 }
 
 fn may_view(authority: &Authority, db: &str, user: Option<&UserName>) -> bool {
-    authority.allows(&Target::Database(db), shoal_auth::ActionSet::of(&[Action::ViewUser]))
+    authority.allows(&Target::Database(db), ActionSet::of(&[Action::ViewUser]))
         || (user.is_some() && authority.user() == user)
-}
-
-/// Passes if the connection may do `action` on `target`, or else `own` (for oneself).
-async fn require_either(
-    state: &RouterState,
-    conn: &ConnContext,
-    cmd: &Command,
-    authority: &Authority,
-    target: Target<'_>,
-    action: Action,
-    own: Option<Action>,
-) -> Result<(), CommandError> {
-    if let Some(own) = own
-        && authority.allows(&target, shoal_auth::ActionSet::of(&[own]))
-    {
-        return Ok(());
-    }
-    check::require(state, conn, cmd, target, &[action]).await
 }
 
 fn name_and_roles(cmd: &Command, command: &str) -> Result<(UserName, Vec<RoleName>), CommandError> {
