@@ -424,6 +424,28 @@ pub struct ClusterAuthArgs {
     pub tls_cluster_file: Option<PathBuf>,
 }
 
+impl ClusterAuthArgs {
+    /// The flags again, as a command line (what `shoal up` starts a server with).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        let mut out: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(mode) = &self.cluster_auth_mode {
+            out.extend(["--clusterAuthMode".into(), mode.into()]);
+        }
+        let paths = [
+            ("--keyFile", &self.key_file),
+            ("--tlsCertificateKeyFile", &self.tls_certificate_key_file),
+            ("--tlsCAFile", &self.tls_ca_file),
+            ("--tlsClusterFile", &self.tls_cluster_file),
+        ];
+        for (flag, path) in paths {
+            if let Some(path) = path {
+                out.extend([flag.into(), path.into()]);
+            }
+        }
+        out
+    }
+}
+
 /// Flags `shoal up` passes to the servers it starts; hidden because people have no use for them.
 #[derive(Debug, Args)]
 pub struct ChildArgs {

@@ -19,7 +19,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use crate::secrets::Secrets;
-use crate::spec::{ClusterAuthMode, ClusterSpec, TlsModeSpec};
+use crate::spec::{ClusterSpec, TlsModeSpec};
 
 /// Servers started by the launcher stop when it goes away (see `cli::ChildArgs`).
 const EXIT_WITH_LAUNCHER: &str = "--exit-on-stdin-eof";
@@ -114,7 +114,7 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
         if id == 1 {
             args.push("--init".into());
         }
-        args.extend(cluster_auth_args(secrets, &server.name));
+        args.extend(secrets.cluster_args(&server.name).to_args());
         args.push(EXIT_WITH_LAUNCHER.into());
         config_plans.push(ProcessPlan {
             name: server.name.clone(),
@@ -155,7 +155,7 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
             if let Some(mb) = shard.oplog_size_mb {
                 args.extend(["--oplog-size-mb".into(), mb.to_string().into()]);
             }
-            args.extend(cluster_auth_args(secrets, &member_name));
+            args.extend(secrets.cluster_args(&member_name).to_args());
             args.push(EXIT_WITH_LAUNCHER.into());
             first_shard.get_or_insert(connect);
             members.push(connect.to_string());
@@ -192,7 +192,7 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
             let path = data_dir.join(format!("{}.audit.json", router.name));
             args.extend(["--auditDestination".into(), "file".into(), "--auditPath".into(), path.into()]);
         }
-        let cluster_args = cluster_auth_args(secrets, &router.name);
+        let cluster_args = secrets.cluster_args(&router.name).to_args();
         let tls = &spec.net.tls;
         if tls.mode != TlsModeSpec::Disabled {
             args.extend(["--tlsMode".into(), tls.mode.as_str().into()]);
@@ -221,28 +221,6 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
         });
     }
     ClusterPlan { processes, config_servers, shards }
-}
-
-/// How `process` authenticates to its peers: `--keyFile`, or x509 with its certificate and the CA.
-fn cluster_auth_args(secrets: &Secrets, process: &str) -> Vec<OsString> {
-    match secrets.cluster_auth {
-        None => Vec::new(),
-        Some(ClusterAuthMode::KeyFile) => match &secrets.key_file {
-            Some(key) => vec!["--keyFile".into(), key.into()],
-            None => Vec::new(),
-        },
-        Some(ClusterAuthMode::X509) => match (secrets.certificate(process), &secrets.ca_file) {
-            (Some(certificate), Some(ca)) => vec![
-                "--clusterAuthMode".into(),
-                "x509".into(),
-                "--tlsCertificateKeyFile".into(),
-                certificate.into(),
-                "--tlsCAFile".into(),
-                ca.into(),
-            ],
-            _ => Vec::new(),
-        },
-    }
 }
 
 /// A wildcard bind (0.0.0.0, ::) is not an address to dial; loopback of the same family is.

@@ -89,8 +89,8 @@ fn secured(spec: &ClusterSpec, data_dir: &std::path::Path) -> anyhow::Result<Str
         return Ok(String::new());
     }
     let data_dir = std::path::absolute(data_dir).with_context(|| format!("bad data dir {}", data_dir.display()))?;
-    let secrets = crate::secrets::prepare(spec, &data_dir, &[])?;
-    shoal_cluster::net::install(crate::up::launcher_auth(&secrets)?);
+    let secrets = crate::secrets::prepare(spec, &data_dir, &[], crate::secrets::Missing::Refuse)?;
+    crate::security::install(&secrets.cluster_args(crate::secrets::LAUNCHER))?;
     if spec.net.tls.mode == crate::spec::TlsModeSpec::Disabled {
         return Ok(String::new());
     }

@@ -26,10 +26,9 @@ use crate::cli::UpArgs;
 use crate::launcher::Launcher;
 use crate::plan::{ClusterPlan, ProcessPlan, Role, ShardRegistration, plan};
 use crate::probe::{wait_for_config_leader, wait_for_ping};
-use crate::secrets::{LAUNCHER, Secrets};
+use crate::secrets::{LAUNCHER, Missing, Secrets};
 use crate::signals::shutdown_signal;
-use crate::spec::{ClusterAuthMode, ClusterSpec, TlsModeSpec};
-use shoal_cluster::net::ClusterAuth;
+use crate::spec::{ClusterSpec, TlsModeSpec};
 
 /// Tries of one shard's registration; `AddShard` is idempotent, so a write whose outcome was
 /// unknown (timeout, leader change) is simply sent again. Each try is bounded by the client's own
@@ -48,10 +47,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         std::path::absolute(&args.data_dir).with_context(|| format!("bad data dir {}", args.data_dir.display()))?;
     std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
     let hosts = certificate_hosts(&spec);
-    let secrets = crate::secrets::prepare(&spec, &data_dir, &hosts)?;
+    let secrets = crate::secrets::prepare(&spec, &data_dir, &hosts, Missing::Create)?;
     // `shoal up` itself talks to the config servers (leader probe, shard registration), so it
     // authenticates as the processes it starts do.
-    shoal_cluster::net::install(launcher_auth(&secrets)?);
+    crate::security::install(&secrets.cluster_args(LAUNCHER))?;
     let access = Access::of(&spec, &secrets);
     let cluster = plan(&spec, &data_dir, &secrets);
     let exe = std::env::current_exe().context("cannot locate the shoal executable to start children")?;
@@ -182,21 +181,6 @@ fn certificate_hosts(spec: &ClusterSpec) -> Vec<String> {
         }
     }
     hosts
-}
-
-/// The launcher's own cluster authentication (its key file, or its certificate).
-pub(crate) fn launcher_auth(secrets: &Secrets) -> anyhow::Result<ClusterAuth> {
-    Ok(match secrets.cluster_auth {
-        None => ClusterAuth::None,
-        Some(ClusterAuthMode::KeyFile) => match &secrets.key_file {
-            Some(path) => ClusterAuth::key_file(path)?,
-            None => ClusterAuth::None,
-        },
-        Some(ClusterAuthMode::X509) => match secrets.tls_files(LAUNCHER) {
-            Some(files) => ClusterAuth::x509(&files)?,
-            None => ClusterAuth::None,
-        },
-    })
 }
 
 /// How clients reach the routers: the connection string's options and what the probe adds.
