@@ -169,7 +169,8 @@ pub fn render(router: &str, config_leader: Option<&str>, shards: &[ShardStatus])
             let optime = optime_of(m);
             let lag = match (primary_time, optime, m.get_str("stateStr")) {
                 (_, _, Ok("PRIMARY")) => "-".to_owned(),
-                (Some(p), Some((_, ts)), _) => format!("{} s", p.saturating_sub(ts.time)),
+                // A zero optime is one the reporting member has not heard yet: its lag is unknown.
+                (Some(p), Some((_, ts)), _) if ts.time > 0 => format!("{} s", p.saturating_sub(ts.time)),
                 _ => "?".to_owned(),
             };
             let health = match m.get("health") {
@@ -209,6 +210,7 @@ mod tests {
                 member("127.0.0.1:27101", "PRIMARY", 1.0, 100),
                 member("127.0.0.1:27111", "SECONDARY", 1.0, 97),
                 { "name": "127.0.0.1:27121", "stateStr": "(not reachable/healthy)", "health": 0.0 },
+                member("127.0.0.1:27131", "SECONDARY", 1.0, 0),
             ],
         };
         let shards = vec![("shard0".to_owned(), Ok(status)), ("shard1".to_owned(), Err("ShardNotFound".to_owned()))];
@@ -226,6 +228,8 @@ mod tests {
         );
         let down = row("27121").expect("down row");
         assert_eq!(&down[..], ["127.0.0.1:27121", "(not", "reachable/healthy)", "0", "-", "?"]);
+        let unheard = row("27131").expect("unheard row");
+        assert_eq!(unheard.last(), Some(&"?"), "an optime not yet heard has no lag: {out}");
         assert!(out.contains("shard1: status unavailable: ShardNotFound"), "{out}");
     }
 }

@@ -25,6 +25,18 @@ async fn shoal_status(router: &str) -> String {
     stdout
 }
 
+/// The first `shoal status` output that satisfies `done`, or the last one after [`WAIT`].
+async fn status_until(router: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let out = shoal_status(router).await;
+        if done(&out) || tokio::time::Instant::now() >= deadline {
+            return out;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The row of `member`: its words.
 fn row(out: &str, member: &str) -> Vec<String> {
     let line = out.lines().find(|l| l.trim_start().starts_with(member)).unwrap_or_else(|| panic!("{member}: {out}"));
@@ -37,7 +49,15 @@ async fn shoal_status_prints_every_member_of_every_shard() {
     let router = cluster.router.addr().to_string();
     let primary = cluster.wait_primary(WAIT).await.expect("primary");
 
-    let out = shoal_status(&router).await;
+    // Heartbeats carry states and optimes to the primary a moment after it is elected: wait for
+    // the view in which every member is settled, and check that view row by row.
+    let out = status_until(&router, |out| {
+        (0..cluster.size()).all(|i| {
+            let line = out.lines().find(|l| l.trim_start().starts_with(&cluster.addr(i)));
+            line.is_some_and(|l| l.contains("PRIMARY") || (l.contains("SECONDARY") && l.trim_end().ends_with(" s")))
+        })
+    })
+    .await;
     assert!(out.contains(&format!("{SHARD}  (replica set {SHARD}, term ")), "{out}");
     for i in 0..cluster.size() {
         let words = row(&out, &cluster.addr(i));
@@ -51,7 +71,7 @@ async fn shoal_status_prints_every_member_of_every_shard() {
 
     let down = (primary + 1) % cluster.size();
     cluster.kill9(down);
-    let out = shoal_status(&router).await;
+    let out = status_until(&router, |out| row(out, &cluster.addr(down))[1] == "(not").await;
     let words = row(&out, &cluster.addr(down));
     assert_eq!(words[1..4], ["(not", "reachable/healthy)", "0"], "{out}");
     assert_eq!(row(&out, &cluster.addr(primary))[1], "PRIMARY", "{out}");
