@@ -26,8 +26,13 @@ pub enum Command {
     Configsvr(ConfigsvrArgs),
     /// Start a whole local cluster from a YAML spec; stop it with Ctrl-C.
     Up(UpArgs),
-    /// Print each shard's replica-group members (state, health, optime, lag) through a router.
+    /// Print every process of the spec (config servers, routers) and each shard's replica-group
+    /// members (state, health, optime, lag) through a router.
     Status(StatusArgs),
+    /// Make the cluster-wide secrets a secured spec needs (key file, CA) once, to copy to every host.
+    Secrets(SecretsArgs),
+    /// Restart the processes `shoal up` runs, one at a time, without losing availability.
+    Restart(RestartArgs),
     /// Run a benchmark.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -470,6 +475,47 @@ pub struct UpArgs {
     /// authentication (anyone who reaches a port may read and write everything).
     #[arg(long, alias = "allow-non-loopback")]
     pub insecure: bool,
+    /// Start only the processes of this host (a `host:` of the spec, or its bind_ip for processes
+    /// without one): one command per machine brings up a cluster spread over machines.
+    #[arg(long, value_name = "ADDRESS")]
+    pub host: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SecretsArgs {
+    /// Cluster spec [default: ./deploy/local.yaml if present, else a built-in copy of it].
+    #[arg(short = 'f', long = "file", value_name = "SPEC.yaml")]
+    pub file: Option<PathBuf>,
+    /// Where to write them (`cluster.key`, `pki/`): copy them to the same place under every
+    /// host's `shoal up --data-dir`.
+    #[arg(long, default_value = "shoal-data")]
+    pub data_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RestartArgs {
+    /// Restart one process at a time so the cluster keeps serving: per shard the secondaries,
+    /// then the primary after it steps down; config servers one at a time, the leader last;
+    /// routers one at a time. (The only mode offered.)
+    #[arg(long, required = true)]
+    pub rolling: bool,
+    #[arg(short = 'f', long = "file", value_name = "SPEC.yaml")]
+    pub file: Option<PathBuf>,
+    /// The `--data-dir` of the `shoal up` whose processes to restart (its control socket is there).
+    #[arg(long, default_value = "shoal-data")]
+    pub data_dir: PathBuf,
+    /// Restart only this host's processes (what `shoal up --host` runs here).
+    #[arg(long, value_name = "ADDRESS")]
+    pub host: Option<String>,
+    /// A user to authenticate as, when the routers require authentication.
+    #[arg(short = 'u', long)]
+    pub username: Option<String>,
+    /// Its password (or set SHOAL_PASSWORD).
+    #[arg(short = 'p', long, env = "SHOAL_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+    /// The database the user is defined on.
+    #[arg(long = "authenticationDatabase", default_value = "admin")]
+    pub authentication_database: String,
 }
 
 #[derive(Debug, Args)]

@@ -48,6 +48,8 @@ pub struct Exited {
     pub name: String,
     pub status: std::io::Result<ExitStatus>,
     pub log_path: PathBuf,
+    /// How long it ran (the supervisor's backoff resets after a long run).
+    pub ran_for: Duration,
 }
 
 impl std::fmt::Display for Exited {
@@ -64,6 +66,7 @@ impl std::fmt::Display for Exited {
 struct Running {
     name: String,
     log_path: PathBuf,
+    started: tokio::time::Instant,
     child: Child,
     /// Never written; held so the child's stdin stays open exactly as long as the launcher lives.
     _stdin: Option<ChildStdin>,
@@ -102,7 +105,13 @@ impl Launcher {
         let stdout = child.stdout.take();
         let stdin = child.stdin.take();
         info!(name = %plan.name, pid = child.id(), log = %plan.log_path.display(), "started {}", plan.role.as_str());
-        self.children.push(Running { name: plan.name.clone(), log_path: plan.log_path.clone(), child, _stdin: stdin });
+        self.children.push(Running {
+            name: plan.name.clone(),
+            log_path: plan.log_path.clone(),
+            started: tokio::time::Instant::now(),
+            child,
+            _stdin: stdin,
+        });
 
         let (ready_tx, ready_rx) = oneshot::channel();
         match stdout {
@@ -146,7 +155,12 @@ impl Launcher {
         let (status, index, rest) = futures::future::select_all(waits).await;
         drop(rest);
         let running = &self.children[index];
-        Exited { name: running.name.clone(), status, log_path: running.log_path.clone() }
+        Exited {
+            name: running.name.clone(),
+            status,
+            log_path: running.log_path.clone(),
+            ran_for: running.started.elapsed(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -162,7 +176,21 @@ impl Launcher {
         let (status, index, rest) = futures::future::select_all(waits).await;
         drop(rest);
         let running = self.children.remove(index);
-        Exited { name: running.name, status, log_path: running.log_path }
+        Exited { ran_for: running.started.elapsed(), name: running.name, status, log_path: running.log_path }
+    }
+
+    /// The names of the running children, in start order.
+    pub fn names(&self) -> Vec<String> {
+        self.children.iter().map(|running| running.name.clone()).collect()
+    }
+
+    /// Stops the child `name` (SIGTERM, then SIGKILL after [`STOP_GRACE`]) and forgets it; a
+    /// name not running is a no-op.
+    pub async fn stop_one(&mut self, name: &str) {
+        if let Some(index) = self.children.iter().position(|running| running.name == name) {
+            let mut running = self.children.remove(index);
+            stop(&mut running).await;
+        }
     }
 
     /// Stops every child, last started first: SIGTERM, up to [`STOP_GRACE`], then SIGKILL.

@@ -6,7 +6,11 @@
 //!  shoal router    --> serve::router    (one router, foreground)
 //!  shoal configsvr --> serve::configsvr (one config server, foreground)
 //!  shoal up        --> up::run          (spec.rs -> plan.rs -> launcher.rs children, probe.rs ping)
+//!  shoal up --host --> the same, for the processes of one host of a multi-host spec
+//!                      (supervise.rs restarts what dies and serves the control socket)
 //!  shoal status    --> status::run      (listShards + replSetGetStatus {shard} through a router)
+//!  shoal secrets   --> secrets::run     (the cluster key / CA once, to copy to every host)
+//!  shoal restart   --> restart::run     (rolling restart through shoal up's control socket)
 //!  shoal bench     --> shoal_bench::{crud, catalog, ycsb (load, run, matrix), migration}
 //! ```
 
@@ -16,12 +20,15 @@ mod cli;
 mod launcher;
 mod plan;
 mod probe;
+mod restart;
+mod router_client;
 mod secrets;
 mod security;
 mod serve;
 mod signals;
 mod spec;
 mod status;
+mod supervise;
 mod up;
 
 use std::io::IsTerminal;
@@ -55,6 +62,8 @@ fn main() -> ExitCode {
             Command::Configsvr(args) => serve::configsvr(args).await,
             Command::Up(args) => up::run(args).await,
             Command::Status(args) => status::run(args).await,
+            Command::Secrets(args) => secrets::run(args),
+            Command::Restart(args) => restart::run(args).await,
             Command::Bench(cli::BenchCommand::Crud(args)) => bench_crud(args).await,
             Command::Bench(cli::BenchCommand::Catalog(args)) => bench_catalog(args).await,
             Command::Bench(cli::BenchCommand::Load(args)) => bench_ycsb(shoal_bench::ycsb::Phase::Load, args).await,

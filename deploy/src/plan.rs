@@ -15,11 +15,10 @@
 //! every router is pointed at the first shard with `--shard`, and other shards receive no traffic.
 
 use std::ffi::OsString;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use crate::secrets::Secrets;
-use crate::spec::{ClusterSpec, TlsModeSpec};
+use crate::spec::{ClusterSpec, Endpoint, TlsModeSpec};
 
 /// Servers started by the launcher stop when it goes away (see `cli::ChildArgs`).
 const EXIT_WITH_LAUNCHER: &str = "--exit-on-stdin-eof";
@@ -46,9 +45,10 @@ impl Role {
 pub struct ProcessPlan {
     pub name: String,
     pub role: Role,
-    /// Where clients (routers, drivers, the ping probe) reach it; loopback when it binds a
-    /// wildcard address.
-    pub connect: SocketAddr,
+    /// The machine it runs on (`shoal up --host` starts the processes of one host).
+    pub host: String,
+    /// `host:port` where clients (routers, drivers, the ping probe) reach it.
+    pub connect: String,
     /// Created before start; `None` for stateless processes.
     pub data_dir: Option<PathBuf>,
     /// Receives the process's stderr (its logs) and any stray stdout lines.
@@ -81,14 +81,21 @@ impl ClusterPlan {
     pub fn of_role(&self, role: Role) -> impl Iterator<Item = &ProcessPlan> {
         self.processes.iter().filter(move |process| process.role == role)
     }
+
+    /// Keeps only the processes of `host`, in the same order; the catalog facts (config
+    /// servers, shard registrations) stay whole, since every host needs them.
+    pub fn on_host(mut self, host: &str) -> ClusterPlan {
+        self.processes.retain(|process| process.host == host);
+        self
+    }
 }
 
 /// Lays out the processes of `spec` (already validated) under `data_dir`, with the credentials in
 /// `secrets` on their command lines.
 pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPlan {
-    let connect_ip = connect_ip(spec.bind_ip);
-    let config_servers: Vec<String> =
-        spec.config_servers.iter().map(|server| SocketAddr::new(connect_ip, server.port).to_string()).collect();
+    let config_endpoints: Vec<Endpoint> =
+        spec.config_servers.iter().map(|server| spec.endpoint(server.host.as_deref(), server.port)).collect();
+    let config_servers: Vec<String> = config_endpoints.iter().map(|e| e.advertise.clone()).collect();
     let peers: Vec<String> = config_servers.iter().enumerate().map(|(i, addr)| format!("{}={addr}", i + 1)).collect();
     let peers = peers.join(",");
     let config_flag: Vec<OsString> =
@@ -96,10 +103,10 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
 
     let mut processes = Vec::with_capacity(spec.config_servers.len() + spec.shards.len() + spec.routers.len());
     let mut config_plans = Vec::with_capacity(spec.config_servers.len());
-    for (index, server) in spec.config_servers.iter().enumerate() {
+    for (index, (server, endpoint)) in spec.config_servers.iter().zip(config_endpoints).enumerate() {
         let id = index + 1;
         let dir = data_dir.join(&server.name);
-        let listen = SocketAddr::new(spec.bind_ip, server.port);
+        let listen = endpoint.listen;
         let mut args: Vec<OsString> = vec![
             "configsvr".into(),
             "--id".into(),
@@ -119,7 +126,8 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
         config_plans.push(ProcessPlan {
             name: server.name.clone(),
             role: Role::ConfigServer,
-            connect: SocketAddr::new(connect_ip, server.port),
+            host: endpoint.host,
+            connect: endpoint.advertise,
             data_dir: Some(dir),
             log_path: data_dir.join(format!("{}.log", server.name)),
             args,
@@ -138,8 +146,8 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
         for (index, member) in shard.members.iter().enumerate() {
             let member_name = shard.member_name(index);
             let dir = data_dir.join(&member_name);
-            let listen = SocketAddr::new(spec.bind_ip, member.port);
-            let connect = SocketAddr::new(connect_ip, member.port);
+            let endpoint = spec.endpoint(member.host.as_deref(), member.port);
+            let (listen, connect) = (endpoint.listen, endpoint.advertise);
             let mut args: Vec<OsString> = vec![
                 "shard".into(),
                 "--name".into(),
@@ -147,7 +155,7 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
                 "--listen".into(),
                 listen.to_string().into(),
                 "--advertise".into(),
-                connect.to_string().into(),
+                connect.clone().into(),
                 "--data-dir".into(),
                 dir.clone().into(),
             ];
@@ -157,11 +165,12 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
             }
             args.extend(secrets.cluster_args(&member_name).to_args());
             args.push(EXIT_WITH_LAUNCHER.into());
-            first_shard.get_or_insert(connect);
-            members.push(connect.to_string());
+            first_shard.get_or_insert_with(|| connect.clone());
+            members.push(connect.clone());
             processes.push(ProcessPlan {
                 name: member_name.clone(),
                 role: Role::Shard,
+                host: endpoint.host,
                 connect,
                 data_dir: Some(dir),
                 log_path: data_dir.join(format!("{member_name}.log")),
@@ -177,12 +186,13 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
         return ClusterPlan { processes, config_servers, shards };
     };
     for router in &spec.routers {
-        let listen = SocketAddr::new(spec.bind_ip, router.port);
+        let endpoint = spec.endpoint(router.host.as_deref(), router.port);
+        let listen = endpoint.listen;
         let mut args: Vec<OsString> = vec!["router".into(), "--listen".into(), listen.to_string().into()];
         // With config servers the router finds every shard in the catalog; `--shard` is the
         // legacy single-shard mode.
         if config_flag.is_empty() {
-            args.extend(["--shard".into(), shoal_proto::endpoint::uri(&first_shard.to_string()).into()]);
+            args.extend(["--shard".into(), shoal_proto::endpoint::uri(&first_shard).into()]);
         }
         args.extend(config_flag.iter().cloned());
         if spec.security.authorization.is_enabled() {
@@ -214,22 +224,14 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
         processes.push(ProcessPlan {
             name: router.name.clone(),
             role: Role::Router,
-            connect: SocketAddr::new(connect_ip, router.port),
+            host: endpoint.host,
+            connect: endpoint.advertise,
             data_dir: None,
             log_path: data_dir.join(format!("{}.log", router.name)),
             args,
         });
     }
     ClusterPlan { processes, config_servers, shards }
-}
-
-/// A wildcard bind (0.0.0.0, ::) is not an address to dial; loopback of the same family is.
-pub(crate) fn connect_ip(bind_ip: IpAddr) -> IpAddr {
-    match bind_ip {
-        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-        ip => ip,
-    }
 }
 
 #[cfg(test)]
@@ -298,7 +300,8 @@ shards:
         );
         assert_eq!(s1.data_dir.as_deref(), Some(Path::new("data/s1")));
         assert_eq!(s1.log_path, Path::new("data/s1.log"));
-        assert_eq!(s1.connect, "127.0.0.1:27102".parse().expect("addr"));
+        assert_eq!(s1.connect, "127.0.0.1:27102");
+        assert_eq!(s1.host, "127.0.0.1");
     }
 
     #[test]
@@ -307,12 +310,12 @@ shards:
             plan(&spec(&format!("bind_ip: 0.0.0.0\n{TWO_ROUTERS_TWO_SHARDS}")), Path::new("d"), &Secrets::default())
                 .processes;
         assert_eq!(plans[0].args[4], "0.0.0.0:27101");
-        assert_eq!(plans[0].connect, "127.0.0.1:27101".parse().expect("addr"));
+        assert_eq!(plans[0].connect, "127.0.0.1:27101");
         assert_eq!(plans[2].args[4], "http://127.0.0.1:27101");
         let v6 =
             plan(&spec(&format!("bind_ip: \"::\"\n{TWO_ROUTERS_TWO_SHARDS}")), Path::new("d"), &Secrets::default())
                 .processes;
-        assert_eq!(v6[2].connect, "[::1]:27017".parse().expect("addr"));
+        assert_eq!(v6[2].connect, "[::1]:27017");
     }
 
     #[test]
@@ -440,5 +443,41 @@ shards: [{ name: s0, members: [{ port: 27101 }] }]
         assert_eq!(c1.args[9], "--init");
         assert_eq!(cluster.config_servers, ["127.0.0.1:27019"]);
         assert_eq!(cluster.shards[0].members, ["127.0.0.1:27101"]);
+    }
+
+    const THREE_HOSTS: &str = "
+name: t
+security: { authorization: enabled }
+config_servers:
+  - { name: c1, port: 27019, host: 10.0.0.1 }
+  - { name: c2, port: 27019, host: 10.0.0.2 }
+  - { name: c3, port: 27019, host: db3.example.net }
+routers: [{ name: r0, port: 27017, host: 10.0.0.1 }]
+shards:
+  - name: s0
+    members: [{ port: 27018, host: 10.0.0.1 }, { port: 27018, host: 10.0.0.2 }, { port: 27018, host: db3.example.net }]
+";
+
+    #[test]
+    fn hosts_listen_on_their_address_and_advertise_their_name() {
+        let cluster = plan(&spec(THREE_HOSTS), Path::new("/d"), &Secrets::default());
+        assert_eq!(cluster.config_servers, ["10.0.0.1:27019", "10.0.0.2:27019", "db3.example.net:27019"]);
+        assert_eq!(cluster.shards[0].members, ["10.0.0.1:27018", "10.0.0.2:27018", "db3.example.net:27018"]);
+        let third = cluster.processes.iter().find(|p| p.name == "s0-3").expect("planned");
+        assert_eq!(third.host, "db3.example.net");
+        let arg = |p: &ProcessPlan, flag: &str| p.args.windows(2).find(|w| w[0] == flag).map(|w| w[1].clone());
+        // A DNS name is not an address to bind: the wildcard is, and the name is advertised.
+        assert_eq!(arg(third, "--listen"), Some("0.0.0.0:27018".into()));
+        assert_eq!(arg(third, "--advertise"), Some("db3.example.net:27018".into()));
+        let hosts: Vec<&str> = cluster.processes.iter().map(|p| p.host.as_str()).collect();
+        assert!(hosts.iter().all(|h| ["10.0.0.1", "10.0.0.2", "db3.example.net"].contains(h)), "{hosts:?}");
+
+        let first = plan(&spec(THREE_HOSTS), Path::new("/d"), &Secrets::default()).on_host("10.0.0.1");
+        let names: Vec<&str> = first.processes.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["c1", "s0-1", "r0"]);
+        assert_eq!(arg(&first.processes[0], "--listen"), Some("10.0.0.1:27019".into()));
+        // Every host still knows the whole catalog: all config servers, all shards to register.
+        assert_eq!(first.config_servers.len(), 3);
+        assert_eq!(first.shards[0].members.len(), 3);
     }
 }

@@ -2,7 +2,6 @@
 //! (the path users take, so "up" means a driver can connect, not merely that a port is open), and
 //! the config servers have elected a leader (so the catalog takes writes).
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -20,16 +19,18 @@ const PING_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 /// How long a config group may take to elect its first leader (a fresh group also waits for node
 /// 1's init probe; a restarted one for an election timeout).
-const LEADER_WAIT: Duration = Duration::from_secs(30);
+pub const LEADER_WAIT: Duration = Duration::from_secs(30);
 /// Bounds one metrics call; a server that takes longer is treated as not ready.
 const METRICS_TIMEOUT: Duration = Duration::from_secs(2);
 const METRICS_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const LEADER_BACKOFF_INITIAL: Duration = Duration::from_millis(50);
 const LEADER_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// How often an unbounded leader wait says what it is waiting for.
+const PATIENT_REPORT_EVERY: Duration = Duration::from_secs(10);
 
 /// Pings the router at `addr` until it answers; `options` are appended to the probe's connection
 /// string (`&tls=true&tlsCAFile=...` for a TLS router).
-pub async fn wait_for_ping(addr: SocketAddr, options: &str) -> anyhow::Result<()> {
+pub async fn wait_for_ping(addr: &str, options: &str) -> anyhow::Result<()> {
     let uri = format!(
         "mongodb://{addr}/?directConnection=true&appName=shoal-up\
          &serverSelectionTimeoutMS={SERVER_SELECTION_TIMEOUT_MS}&connectTimeoutMS={SERVER_SELECTION_TIMEOUT_MS}{options}"
@@ -54,8 +55,9 @@ pub async fn wait_for_ping(addr: SocketAddr, options: &str) -> anyhow::Result<()
 }
 
 /// Waits until one of the config servers at `addrs` (`host:port`) reports itself the leader, and
-/// returns its address. Bounded by [`LEADER_WAIT`] overall; every call by [`METRICS_TIMEOUT`].
-pub async fn wait_for_config_leader(addrs: &[String]) -> anyhow::Result<String> {
+/// returns its address. Bounded by `bound` overall (`None`: until one is elected, saying every
+/// [`PATIENT_REPORT_EVERY`] what it waits for); every call by [`METRICS_TIMEOUT`].
+pub async fn wait_for_config_leader(addrs: &[String], bound: Option<Duration>) -> anyhow::Result<String> {
     let settings = ClientSettings {
         rpc_timeout: METRICS_TIMEOUT,
         connect_timeout: METRICS_CONNECT_TIMEOUT,
@@ -63,6 +65,7 @@ pub async fn wait_for_config_leader(addrs: &[String]) -> anyhow::Result<String> 
     };
     let client = ConfigClient::new(addrs.to_vec(), settings);
     let mut last_state = String::from("no answer yet");
+    let mut last_report = tokio::time::Instant::now();
     let poll = async {
         let mut backoff = LEADER_BACKOFF_INITIAL;
         loop {
@@ -79,15 +82,22 @@ pub async fn wait_for_config_leader(addrs: &[String]) -> anyhow::Result<String> 
             }
             last_state = states.join("; ");
             debug!(state = %last_state, "no config leader yet");
+            if bound.is_none() && last_report.elapsed() >= PATIENT_REPORT_EVERY {
+                info!(state = %last_state, "waiting for a majority of the config servers (on other hosts?) to elect a leader");
+                last_report = tokio::time::Instant::now();
+            }
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(LEADER_BACKOFF_MAX);
         }
     };
-    let outcome = tokio::time::timeout(LEADER_WAIT, poll).await;
+    let Some(bound) = bound else {
+        return Ok(poll.await);
+    };
+    let outcome = tokio::time::timeout(bound, poll).await;
     match outcome {
         Ok(leader) => Ok(leader),
         Err(_) => {
-            bail!("the config servers elected no leader within {} s; last seen: {last_state}", LEADER_WAIT.as_secs())
+            bail!("the config servers elected no leader within {} s; last seen: {last_state}", bound.as_secs())
         }
     }
 }

@@ -2,16 +2,20 @@
 //!
 //! Invariants of a spec that passed [`ClusterSpec::validate`]: at least one shard and one router;
 //! no config servers (no catalog) or an odd number of them; process names are unique and safe as
-//! file names (they name data dirs and log files); ports are unique and non-zero; every shard has
-//! 1..=[`SHARD_MEMBERS_MAX`] members, several only with config servers (they arbitrate the group);
-//! and `bind_ip` is loopback unless authorization and cluster authentication are on (or the caller
-//! passed `--insecure`).
+//! file names (they name data dirs and log files); ports are non-zero and unique on each host; every
+//! shard has 1..=[`SHARD_MEMBERS_MAX`] members, several only with config servers (they arbitrate the
+//! group); and every listener is on loopback unless authorization and cluster authentication are on
+//! (or the caller passed `--insecure`).
+//!
+//! Hosts: every process may name its `host` (an address or a DNS name, as tiup's topology files
+//! do). [`ClusterSpec::endpoint`] is the one rule for where a process listens and how the others
+//! reach it; `shoal up --host H` starts the processes whose [`Endpoint::host`] is `H`.
 //!
 //! Every struct denies unknown fields so a typo fails loudly instead of being ignored. The schema
 //! grows by adding fields (config servers, more shard members, settings), not by renaming them.
 
 use std::collections::{HashMap, HashSet};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -28,9 +32,14 @@ pub const EMBEDDED_LOCAL_SPEC: &str = include_str!("../local.yaml");
 pub struct ClusterSpec {
     /// Names the cluster in messages; not used for addressing.
     pub name: String,
-    /// Address every listener binds.
-    #[serde(default = "default_bind_ip")]
-    pub bind_ip: IpAddr,
+    /// Address every listener binds. Absent: a process's `host` when that is an address, the
+    /// wildcard address when it is a DNS name, else 127.0.0.1.
+    #[serde(default)]
+    pub bind_ip: Option<IpAddr>,
+    /// What `shoal up` does when one of its processes exits: `on-failure` (default) restarts it
+    /// with backoff unless it exited with status 0; `never` leaves it down.
+    #[serde(default)]
+    pub restart: RestartPolicy,
     /// The Raft group holding the catalog; node ids are 1..=n in list order. Empty (or absent):
     /// no config service, shards and routers run without a catalog.
     #[serde(default)]
@@ -171,11 +180,24 @@ impl Switch {
     }
 }
 
+/// `restart:` of the spec, in systemd's words.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum RestartPolicy {
+    #[default]
+    #[serde(rename = "on-failure")]
+    OnFailure,
+    #[serde(rename = "never")]
+    Never,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigServerSpec {
     pub name: String,
     pub port: u16,
+    /// The machine it runs on (address or DNS name); see [`ClusterSpec::endpoint`].
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -183,6 +205,8 @@ pub struct ConfigServerSpec {
 pub struct RouterSpec {
     pub name: String,
     pub port: u16,
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// Members one shard's replica group may have in a spec (MongoDB allows 7 voting members).
@@ -202,10 +226,26 @@ pub struct ShardSpec {
 #[serde(deny_unknown_fields)]
 pub struct MemberSpec {
     pub port: u16,
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
-fn default_bind_ip() -> IpAddr {
-    IpAddr::V4(Ipv4Addr::LOCALHOST)
+/// Where one process listens and how the rest of the cluster reaches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The machine it belongs to: its `host`, else `bind_ip` (what `shoal up --host` selects by).
+    pub host: String,
+    /// The socket it binds.
+    pub listen: SocketAddr,
+    /// `host:port` others dial and the catalog lists (a DNS name stays a name).
+    pub advertise: String,
+}
+
+/// A process of the spec, whatever its role: its name and endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub name: String,
+    pub endpoint: Endpoint,
 }
 
 /// Where a spec came from, for messages.
@@ -251,8 +291,10 @@ pub enum SpecError {
     DuplicateName { name: String },
     #[error("{name}: port 0 is not allowed; ports must be in 1..=65535")]
     ZeroPort { name: String },
-    #[error("port {port} is used by both {first} and {second}; ports must be unique")]
-    DuplicatePort { port: u16, first: String, second: String },
+    #[error("port {port} is used by both {first} and {second} on host {host}; ports must be unique on a host")]
+    DuplicatePort { host: String, port: u16, first: String, second: String },
+    #[error("{name}: host {host:?} is not an address or a DNS name")]
+    BadHost { name: String, host: String },
     #[error("shard {name} has {members} members; a replica group has 1 to {max}", max = SHARD_MEMBERS_MAX)]
     ShardMembers { name: String, members: usize },
     #[error(
@@ -263,11 +305,11 @@ pub enum SpecError {
     #[error("shard {name}: oplogSizeMB must be at least 1")]
     ZeroOplogSize { name: String },
     #[error(
-        "bind_ip {ip} is not a loopback address: a cluster reachable from the network needs \
-         security.authorization: enabled and cluster authentication (security.clusterAuthMode); \
-         pass --insecure to start it unprotected anyway"
+        "{name} listens on {listen}, not a loopback address: a cluster reachable from the network \
+         needs security.authorization: enabled and cluster authentication \
+         (security.clusterAuthMode); pass --insecure to start it unprotected anyway"
     )]
-    NonLoopback { ip: IpAddr },
+    NonLoopback { name: String, listen: SocketAddr },
     #[error("net.tls.certificateKeyFile needs net.tls.CAFile (the CA that signed it)")]
     CertificateWithoutCa,
 }
@@ -316,9 +358,6 @@ impl ClusterSpec {
             return Err(SpecError::EvenConfigServers { count: self.config_servers.len() });
         }
         let secured = self.security.authorization.is_enabled() && self.security.effective_cluster_auth().is_some();
-        if !insecure && !secured && !self.bind_ip.is_loopback() {
-            return Err(SpecError::NonLoopback { ip: self.bind_ip });
-        }
         if self.net.tls.certificate_key_file.is_some() && self.net.tls.ca_file.is_none() {
             return Err(SpecError::CertificateWithoutCa);
         }
@@ -335,8 +374,8 @@ impl ClusterSpec {
             }
         }
         let mut names = HashSet::new();
-        let mut ports: HashMap<u16, String> = HashMap::new();
-        for (name, port) in self.listeners() {
+        let mut ports: HashMap<(String, u16), String> = HashMap::new();
+        for (name, host, port) in self.processes() {
             if !is_usable_name(&name) {
                 return Err(SpecError::BadName { name });
             }
@@ -346,22 +385,97 @@ impl ClusterSpec {
             if port == 0 {
                 return Err(SpecError::ZeroPort { name });
             }
-            if let Some(first) = ports.insert(port, name.clone()) {
-                return Err(SpecError::DuplicatePort { port, first, second: name });
+            if let Some(host) = host
+                && !is_usable_host(host)
+            {
+                return Err(SpecError::BadHost { name, host: host.to_owned() });
+            }
+            let endpoint = self.endpoint(host, port);
+            if !insecure && !secured && !endpoint.listen.ip().is_loopback() {
+                return Err(SpecError::NonLoopback { name, listen: endpoint.listen });
+            }
+            if let Some(first) = ports.insert((endpoint.host.clone(), port), name.clone()) {
+                return Err(SpecError::DuplicatePort { host: endpoint.host, port, first, second: name });
             }
         }
         Ok(())
     }
 
-    /// Every listening process as (name, port): config servers, shard members, routers.
-    fn listeners(&self) -> impl Iterator<Item = (String, u16)> + '_ {
-        let config_servers = self.config_servers.iter().map(|server| (server.name.clone(), server.port));
+    /// Every process as (name, host, port), in start order: config servers, shard members, routers.
+    fn processes(&self) -> impl Iterator<Item = (String, Option<&str>, u16)> + '_ {
+        let config_servers =
+            self.config_servers.iter().map(|server| (server.name.clone(), server.host.as_deref(), server.port));
         let shards = self.shards.iter().flat_map(|shard| {
-            shard.members.iter().enumerate().map(move |(i, member)| (shard.member_name(i), member.port))
+            shard
+                .members
+                .iter()
+                .enumerate()
+                .map(move |(i, member)| (shard.member_name(i), member.host.as_deref(), member.port))
         });
-        let routers = self.routers.iter().map(|router| (router.name.clone(), router.port));
+        let routers = self.routers.iter().map(|router| (router.name.clone(), router.host.as_deref(), router.port));
         config_servers.chain(shards).chain(routers)
     }
+
+    /// Every process with its endpoint, in start order.
+    pub fn listeners(&self) -> Vec<Listener> {
+        self.processes().map(|(name, host, port)| Listener { name, endpoint: self.endpoint(host, port) }).collect()
+    }
+
+    /// The hosts of the spec, each once, in the order their first process appears.
+    pub fn hosts(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = Vec::new();
+        for listener in self.listeners() {
+            if !hosts.contains(&listener.endpoint.host) {
+                hosts.push(listener.endpoint.host);
+            }
+        }
+        hosts
+    }
+
+    /// The one rule for addresses. A process listens on `bind_ip` when the spec sets it; else on
+    /// its `host` when that is an address, on the wildcard address when `host` is a DNS name
+    /// (whatever interface resolves to it), else on 127.0.0.1. Others dial its `host` when it
+    /// has one, else the address it listens on (loopback for a wildcard `bind_ip`).
+    pub fn endpoint(&self, host: Option<&str>, port: u16) -> Endpoint {
+        let host_ip = host.and_then(|h| h.parse::<IpAddr>().ok());
+        let listen_ip = match (self.bind_ip, host, host_ip) {
+            (Some(ip), _, _) => ip,
+            (None, _, Some(ip)) => ip,
+            (None, Some(_), None) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            (None, None, None) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        };
+        let listen = SocketAddr::new(listen_ip, port);
+        let advertise = match (host, host_ip) {
+            (_, Some(ip)) => SocketAddr::new(ip, port).to_string(),
+            (Some(name), None) => format!("{name}:{port}"),
+            (None, None) => SocketAddr::new(connect_ip(listen_ip), port).to_string(),
+        };
+        let host = host.map_or_else(|| listen_ip.to_string(), str::to_owned);
+        Endpoint { host, listen, advertise }
+    }
+}
+
+/// A wildcard bind (0.0.0.0, ::) is not an address to dial; loopback of the same family is.
+pub fn connect_ip(bind_ip: IpAddr) -> IpAddr {
+    match bind_ip {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    }
+}
+
+/// An IP address, or a DNS name (RFC 1123 labels of letters, digits and hyphens).
+fn is_usable_host(host: &str) -> bool {
+    if host.parse::<IpAddr>().is_ok() {
+        return true;
+    }
+    (1..=253).contains(&host.len())
+        && host.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
 }
 
 impl ShardSpec {
@@ -411,13 +525,13 @@ shards:
         let spec = parse_ok(EMBEDDED_LOCAL_SPEC);
         assert_eq!(spec.validate(false).ok(), Some(()));
         assert_eq!(spec.name, "local");
-        assert_eq!(spec.bind_ip, IpAddr::V4(Ipv4Addr::LOCALHOST));
-        let cfg = |name: &str, port| ConfigServerSpec { name: name.into(), port };
+        assert_eq!(spec.bind_ip, Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        let cfg = |name: &str, port| ConfigServerSpec { name: name.into(), port, host: None };
         assert_eq!(spec.config_servers, vec![cfg("cfg1", 27019), cfg("cfg2", 27020), cfg("cfg3", 27021)]);
-        assert_eq!(spec.routers, vec![RouterSpec { name: "router0".into(), port: 27017 }]);
+        assert_eq!(spec.routers, vec![RouterSpec { name: "router0".into(), port: 27017, host: None }]);
         let shard = |name: &str, port: u16| ShardSpec {
             name: name.into(),
-            members: vec![MemberSpec { port }, MemberSpec { port: port + 10 }, MemberSpec { port: port + 20 }],
+            members: [port, port + 10, port + 20].map(|port| MemberSpec { port, host: None }).to_vec(),
             oplog_size_mb: None,
         };
         assert_eq!(spec.shards, vec![shard("shard0", 27101), shard("shard1", 27102)]);
@@ -427,7 +541,8 @@ shards:
     fn good_spec_with_two_shards_and_default_bind_ip() {
         let spec = parse_ok(TWO_SHARDS);
         assert!(spec.validate(false).is_ok());
-        assert!(spec.bind_ip.is_loopback());
+        assert_eq!(spec.bind_ip, None);
+        assert!(spec.listeners().iter().all(|l| l.endpoint.listen.ip().is_loopback()));
         assert_eq!(spec.shards.len(), 2);
         // No config servers is still a valid cluster: no catalog, the behaviour before issue 3.
         assert!(spec.config_servers.is_empty());
@@ -460,7 +575,7 @@ shards:
     fn config_server_ports_and_names_are_unique_across_roles() {
         let e = validate_err(&with_config_servers(&[27019, 27101, 27021]));
         assert!(
-            matches!(&e, SpecError::DuplicatePort { port: 27101, first, second } if first == "cfg2" && second == "shard0"),
+            matches!(&e, SpecError::DuplicatePort { port: 27101, first, second, .. } if first == "cfg2" && second == "shard0"),
             "{e}"
         );
         let e = validate_err(&with_config_servers(&[27019, 27020, 27017]));
@@ -477,7 +592,7 @@ shards:
     fn duplicate_port_names_both_processes() {
         let e = validate_err(&TWO_SHARDS.replace("27102", "27017"));
         assert!(
-            matches!(&e, SpecError::DuplicatePort { port: 27017, first, second } if first == "shard1" && second == "router0"),
+            matches!(&e, SpecError::DuplicatePort { port: 27017, first, second, .. } if first == "shard1" && second == "router0"),
             "{e}"
         );
     }
@@ -576,5 +691,63 @@ shards:
         let (spec, source) = ClusterSpec::load(Some(&file)).expect("load spec");
         assert_eq!(spec.shards.len(), 2);
         assert_eq!(source, SpecSource::File(file));
+    }
+
+    const HOSTS: &str = "
+name: spread
+security: { authorization: enabled }
+config_servers:
+  - { name: cfg1, port: 27019, host: 10.1.0.1 }
+routers:
+  - { name: router0, port: 27017, host: 10.1.0.1 }
+  - { name: router1, port: 27017, host: db2.example.net }
+shards:
+  - name: shard0
+    members: [{ port: 27018, host: 10.1.0.1 }, { port: 27018, host: db2.example.net }]
+";
+
+    #[test]
+    fn ports_are_unique_per_host_and_hosts_are_listed_once() {
+        let spec = parse_ok(HOSTS);
+        assert_eq!(spec.validate(false).ok(), Some(()));
+        assert_eq!(spec.hosts(), ["10.1.0.1", "db2.example.net"]);
+        let e = validate_err(&HOSTS.replace(
+            "{ name: router1, port: 27017, host: db2.example.net }",
+            "{ name: router1, port: 27019, host: 10.1.0.1 }",
+        ));
+        assert!(matches!(&e, SpecError::DuplicatePort { host, port: 27019, .. } if host == "10.1.0.1"), "{e}");
+    }
+
+    #[test]
+    fn a_host_off_loopback_needs_security_and_names_must_be_hosts() {
+        let open = HOSTS.replace("security: { authorization: enabled }\n", "");
+        let e = validate_err(&open);
+        assert!(matches!(&e, SpecError::NonLoopback { name, .. } if name == "cfg1"), "{e}");
+        assert_eq!(parse_ok(&open).validate(true).ok(), Some(()));
+        let loopback = "name: l\nrouters: [{ name: r, port: 1, host: 127.0.0.2 }]\nshards: [{ name: s, members: [{ port: 2, host: \"::1\" }] }]\n";
+        assert_eq!(parse_ok(loopback).validate(false).ok(), Some(()));
+        for bad in ["\"-x.example\"", "\"a b\"", "\"x..y\"", "\"\""] {
+            let e = validate_err(&HOSTS.replace("db2.example.net", bad));
+            assert!(matches!(e, SpecError::BadHost { .. }), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn endpoints_follow_one_rule() {
+        let spec = parse_ok(HOSTS);
+        let ip = spec.endpoint(Some("10.1.0.1"), 5);
+        assert_eq!(
+            (ip.host.as_str(), ip.listen.to_string(), ip.advertise.as_str()),
+            ("10.1.0.1", "10.1.0.1:5".into(), "10.1.0.1:5")
+        );
+        let name = spec.endpoint(Some("db2.example.net"), 5);
+        assert_eq!((name.listen.to_string(), name.advertise.as_str()), ("0.0.0.0:5".into(), "db2.example.net:5"));
+        let v6 = spec.endpoint(Some("fd00::2"), 5);
+        assert_eq!(v6.advertise, "[fd00::2]:5");
+        let none = spec.endpoint(None, 5);
+        assert_eq!((none.host.as_str(), none.advertise.as_str()), ("127.0.0.1", "127.0.0.1:5"));
+        let bound = parse_ok(&format!("bind_ip: 0.0.0.0\n{HOSTS}"));
+        let e = bound.endpoint(Some("10.1.0.1"), 5);
+        assert_eq!((e.listen.to_string(), e.advertise.as_str()), ("0.0.0.0:5".into(), "10.1.0.1:5"));
     }
 }

@@ -11,7 +11,6 @@
 //!
 //! Reads only; every call is bounded. [`render`] is pure and unit-tested.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -19,11 +18,9 @@ use bson::{Bson, Document, doc};
 use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 
 use crate::cli::StatusArgs;
+use crate::router_client::{Login, command};
 use crate::spec::ClusterSpec;
 
-/// Bounds one command to the router (replSetGetStatus waits up to 2 s per member itself).
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
-const SERVER_SELECTION_TIMEOUT_MS: u64 = 3_000;
 /// Bounds one config server's Metrics call.
 const METRICS_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -32,22 +29,12 @@ pub type ShardStatus = (String, Result<Document, String>);
 
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     let (router, config_servers, tls_options) = targets(&args)?;
-    let uri = format!(
-        "mongodb://{router}/?directConnection=true&appName=shoal-status\
-         &serverSelectionTimeoutMS={SERVER_SELECTION_TIMEOUT_MS}&connectTimeoutMS={SERVER_SELECTION_TIMEOUT_MS}{tls_options}"
-    );
-    let mut options =
-        mongodb::options::ClientOptions::parse(&uri).await.with_context(|| format!("bad router address {router}"))?;
-    if let Some(user) = &args.username {
-        options.credential = Some(
-            mongodb::options::Credential::builder()
-                .username(user.clone())
-                .password(args.password.clone())
-                .source(args.authentication_database.clone())
-                .build(),
-        );
-    }
-    let client = mongodb::Client::with_options(options).with_context(|| format!("bad router address {router}"))?;
+    let login = Login {
+        username: args.username.clone(),
+        password: args.password.clone(),
+        authentication_database: args.authentication_database.clone(),
+    };
+    let client = crate::router_client::connect(&router, &tls_options, &login, "shoal-status").await?;
     let admin = client.database("admin");
     let shards = command(&admin, doc! { "listShards": 1 }).await.with_context(|| format!("listShards on {router}"))?;
     let mut statuses = Vec::new();
@@ -72,11 +59,10 @@ fn targets(args: &StatusArgs) -> anyhow::Result<(String, Vec<String>, String)> {
     }
     let (spec, source) = ClusterSpec::load(args.file.as_deref())?;
     let tls_options = secured(&spec, &args.data_dir)?;
-    let ip = crate::plan::connect_ip(spec.bind_ip);
-    let config = spec.config_servers.iter().map(|c| SocketAddr::new(ip, c.port).to_string()).collect();
+    let config = spec.config_servers.iter().map(|c| spec.endpoint(c.host.as_deref(), c.port).advertise).collect();
     let router = match (&args.router, spec.routers.first()) {
         (Some(r), _) => r.clone(),
-        (None, Some(r)) => SocketAddr::new(ip, r.port).to_string(),
+        (None, Some(r)) => spec.endpoint(r.host.as_deref(), r.port).advertise,
         (None, None) => anyhow::bail!("{source} names no router; pass --router host:port"),
     };
     Ok((router, config, tls_options))
@@ -84,7 +70,7 @@ fn targets(args: &StatusArgs) -> anyhow::Result<(String, Vec<String>, String)> {
 
 /// Installs the cluster's credentials (if the spec has security) and answers the TLS options for
 /// the router's connection string.
-fn secured(spec: &ClusterSpec, data_dir: &std::path::Path) -> anyhow::Result<String> {
+pub(crate) fn secured(spec: &ClusterSpec, data_dir: &std::path::Path) -> anyhow::Result<String> {
     if spec.security.effective_cluster_auth().is_none() && spec.net.tls.mode == crate::spec::TlsModeSpec::Disabled {
         return Ok(String::new());
     }
@@ -102,13 +88,6 @@ fn secured(spec: &ClusterSpec, data_dir: &std::path::Path) -> anyhow::Result<Str
         options.push_str(&format!("&tlsCertificateKeyFile={}", certificate.display()));
     }
     Ok(options)
-}
-
-async fn command(db: &mongodb::Database, body: Document) -> anyhow::Result<Document> {
-    match tokio::time::timeout(COMMAND_TIMEOUT, db.run_command(body)).await {
-        Ok(reply) => Ok(reply?),
-        Err(_) => anyhow::bail!("no answer within {} s", COMMAND_TIMEOUT.as_secs()),
-    }
 }
 
 /// `leader <addr> (term N)`, or what the config servers said instead.

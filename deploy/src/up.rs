@@ -13,7 +13,6 @@
 //! servers in the spec the catalog steps are skipped (no `--config`, nothing registered).
 
 use std::fmt::Write as _;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -42,25 +41,55 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         spec.override_first_router_port(port);
     }
     spec.validate(args.insecure).with_context(|| format!("invalid spec {source}"))?;
+    let hosts = spec.hosts();
+    if let Some(host) = &args.host
+        && !hosts.contains(host)
+    {
+        bail!("{source} has no process on host {host}; its hosts are {}", hosts.join(", "));
+    }
     // Absolute so the paths in messages and children's arguments do not depend on a cwd.
     let data_dir =
         std::path::absolute(&args.data_dir).with_context(|| format!("bad data dir {}", args.data_dir.display()))?;
     std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
-    let hosts = certificate_hosts(&spec);
-    let secrets = crate::secrets::prepare(&spec, &data_dir, &hosts, Missing::Create)?;
+    // One machine of several must not invent its own cluster key or CA: they are made once
+    // (`shoal secrets`) and copied to every host.
+    let missing = if args.host.is_some() && hosts.len() > 1 { Missing::Shared } else { Missing::Create };
+    let secrets = crate::secrets::prepare(&spec, &data_dir, &certificate_hosts(&spec), missing)?;
     // `shoal up` itself talks to the config servers (leader probe, shard registration), so it
     // authenticates as the processes it starts do.
     crate::security::install(&secrets.cluster_args(LAUNCHER))?;
     let access = Access::of(&spec, &secrets);
-    let cluster = plan(&spec, &data_dir, &secrets);
+    let mut cluster = plan(&spec, &data_dir, &secrets);
+    if let Some(host) = &args.host {
+        cluster = cluster.on_host(host);
+    }
     let exe = std::env::current_exe().context("cannot locate the shoal executable to start children")?;
-    info!(cluster = %spec.name, spec = %source, data_dir = %data_dir.display(), "starting {} processes", cluster.processes.len());
+    let scope = args.host.as_deref().map_or_else(|| "this machine".to_owned(), |h| format!("host {h}"));
+    info!(cluster = %spec.name, spec = %source, data_dir = %data_dir.display(), "starting {} processes of {scope}", cluster.processes.len());
 
     // Installed before the first child starts, so Ctrl-C during start-up still stops them all.
     let shutdown = shutdown_signal(false).context("cannot install signal handlers")?;
+    let (control_tx, control_rx) = tokio::sync::mpsc::channel(8);
+    let socket = crate::supervise::serve_control(&data_dir, control_tx)?;
     let mut launcher = Launcher::new(exe);
+    let start = Start {
+        cluster_name: &spec.name,
+        cluster: &cluster,
+        data_dir: &data_dir,
+        access: &access,
+        // Other hosts may start much later: wait for them rather than give up.
+        patient: args.host.is_some(),
+        first_router: spec
+            .listeners()
+            .into_iter()
+            .find(|l| spec.routers.iter().any(|r| r.name == l.name))
+            .map(|l| l.endpoint.advertise),
+    };
     let outcome = tokio::select! {
-        outcome = start_and_watch(&mut launcher, &spec.name, &cluster, &data_dir, &access) => outcome,
+        outcome = async {
+            start_all(&mut launcher, &start).await?;
+            crate::supervise::supervise(&mut launcher, &cluster.processes, spec.restart, control_rx).await
+        } => outcome,
         () = shutdown => Ok(()),
     };
     match &outcome {
@@ -68,29 +97,37 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         Err(_) => warn!("stopping the cluster after a failure (reported below)"),
     }
     launcher.stop_all().await;
+    let _ = std::fs::remove_file(&socket);
     if outcome.is_ok() {
         info!("cluster stopped");
     }
     outcome
 }
 
-/// Starts everything and returns only on failure: a process that fails to start, a config group
-/// without a leader, a shard the catalog refuses, a router that does not answer, or any child
-/// exiting while the cluster starts. Afterwards processes that exit are reported and the rest
-/// keep running.
-async fn start_and_watch(
-    launcher: &mut Launcher,
-    cluster_name: &str,
-    cluster: &ClusterPlan,
-    data_dir: &Path,
-    access: &Access,
-) -> anyhow::Result<()> {
+/// What [`start_all`] starts and how it reports.
+struct Start<'a> {
+    cluster_name: &'a str,
+    cluster: &'a ClusterPlan,
+    data_dir: &'a Path,
+    access: &'a Access,
+    /// Wait without bound for config servers on other hosts.
+    patient: bool,
+    /// The spec's first router, for the banner of a host that runs none.
+    first_router: Option<String>,
+}
+
+/// Starts this host's processes and prints the banner. Fails on a process that does not start, a
+/// config group without a leader (within the bound unless `patient`), a shard the catalog
+/// refuses, a router that does not answer, or any child exiting while the cluster starts.
+async fn start_all(launcher: &mut Launcher, start: &Start<'_>) -> anyhow::Result<()> {
+    let cluster = start.cluster;
     for process in cluster.of_role(Role::ConfigServer) {
         launcher.start(process).await?;
     }
     if !cluster.config_servers.is_empty() {
+        let bound = if start.patient { None } else { Some(crate::probe::LEADER_WAIT) };
         tokio::select! {
-            leader = wait_for_config_leader(&cluster.config_servers) => drop(leader?),
+            leader = wait_for_config_leader(&cluster.config_servers, bound) => drop(leader?),
             exited = launcher.first_exit() => bail!("{exited}"),
         }
     }
@@ -109,26 +146,32 @@ async fn start_and_watch(
     let routers: Vec<&ProcessPlan> = cluster.of_role(Role::Router).collect();
     for router in &routers {
         tokio::select! {
-            pinged = wait_for_ping(router.connect, &access.probe_options) => pinged.with_context(|| format!("{} is not answering", router.name))?,
+            pinged = wait_for_ping(&router.connect, &start.access.probe_options) => pinged.with_context(|| format!("{} is not answering", router.name))?,
             exited = launcher.first_exit() => bail!("{exited}"),
         }
     }
     let counts = Counts {
         config_servers: cluster.of_role(Role::ConfigServer).count(),
-        shards: cluster.shards.len().max(usize::from(cluster.of_role(Role::Shard).next().is_some())),
+        shards: cluster
+            .of_role(Role::Shard)
+            .filter_map(|p| shard_of(&p.args))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
         members: cluster.of_role(Role::Shard).count(),
     };
-    let addrs: Vec<SocketAddr> = routers.iter().map(|router| router.connect).collect();
-    print!("{}", banner(cluster_name, counts, &addrs, data_dir, access));
-    // Once up, a process that dies is a fault the cluster is built to survive (a shard member,
-    // a config server minority): report it and keep the rest running. Stop when none is left.
-    loop {
-        let exited = launcher.next_exit().await;
-        warn!("{exited}; the rest of the cluster keeps running");
-        if launcher.is_empty() {
-            bail!("every process of the cluster has exited");
-        }
+    let mut addrs: Vec<String> = routers.iter().map(|router| router.connect.clone()).collect();
+    if addrs.is_empty()
+        && let Some(first) = &start.first_router
+    {
+        addrs.push(first.clone());
     }
+    print!("{}", banner(start.cluster_name, counts, routers.len(), &addrs, start.data_dir, start.access));
+    Ok(())
+}
+
+/// The `--name` a shard member was planned with.
+fn shard_of(args: &[std::ffi::OsString]) -> Option<&std::ffi::OsStr> {
+    args.windows(2).find(|w| w[0] == "--name").map(|w| w[1].as_os_str())
 }
 
 /// Registers every shard in the catalog. Safe to repeat on every start: the catalog answers an
@@ -172,12 +215,18 @@ async fn register_shards(config_servers: &[String], shards: &[ShardRegistration]
     Ok(())
 }
 
-/// The names a process's certificate holds: what others dial it by.
-fn certificate_hosts(spec: &ClusterSpec) -> Vec<String> {
+/// The names a process's certificate holds: what others dial it by. Every certificate names
+/// every host of the spec (the cluster's own CA signs them; one list keeps a moved process valid).
+pub(crate) fn certificate_hosts(spec: &ClusterSpec) -> Vec<String> {
     let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
-    for ip in [spec.bind_ip, crate::plan::connect_ip(spec.bind_ip)] {
-        if !ip.is_unspecified() && !hosts.contains(&ip.to_string()) {
-            hosts.push(ip.to_string());
+    for listener in spec.listeners() {
+        let endpoint = listener.endpoint;
+        let listen = endpoint.listen.ip();
+        let names = [Some(endpoint.host), (!listen.is_unspecified()).then(|| listen.to_string())];
+        for name in names.into_iter().flatten() {
+            if !hosts.contains(&name) && name.parse::<std::net::IpAddr>().map_or(true, |ip| !ip.is_unspecified()) {
+                hosts.push(name);
+            }
         }
     }
     hosts
@@ -224,7 +273,15 @@ struct Counts {
 }
 
 /// What a person needs to connect, and the `SHOAL_READY cluster <addr>` line scripts wait for.
-fn banner(cluster: &str, counts: Counts, routers: &[SocketAddr], data_dir: &Path, access: &Access) -> String {
+/// `local_routers` of `routers` run here (a host without routers names the spec's first one).
+fn banner(
+    cluster: &str,
+    counts: Counts,
+    local_routers: usize,
+    routers: &[String],
+    data_dir: &Path,
+    access: &Access,
+) -> String {
     let mut out = String::new();
     let Some(first) = routers.first() else {
         return out;
@@ -240,7 +297,7 @@ fn banner(cluster: &str, counts: Counts, routers: &[SocketAddr], data_dir: &Path
         counts.config_servers,
         counts.shards,
         counts.members,
-        routers.len(),
+        local_routers,
         data_dir.display()
     );
     let _ = writeln!(out, "\n  connection string: {uri}");
@@ -270,10 +327,11 @@ mod tests {
 
     #[test]
     fn banner_names_the_first_router_and_ends_with_the_ready_line() {
-        let routers = ["127.0.0.1:27017".parse().expect("addr"), "[::1]:27018".parse().expect("addr")];
+        let routers = ["127.0.0.1:27017".to_owned(), "[::1]:27018".to_owned()];
         let text = banner(
             "local",
             Counts { config_servers: 3, shards: 1, members: 1 },
+            2,
             &routers,
             Path::new("/d"),
             &Access::default(),
