@@ -35,6 +35,7 @@ pub mod security;
 pub mod sharded_cluster;
 pub mod up;
 pub mod wire;
+pub mod writer;
 
 pub use cluster::Cluster;
 pub use context::TestContext;

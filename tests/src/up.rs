@@ -38,6 +38,27 @@ impl LocalUp {
         Ok(Self { dir: dir.to_path_buf(), spec, ports })
     }
 
+    /// Three config servers, one shard of three members and two routers, with `extra` appended:
+    /// the smallest cluster a rolling restart keeps serving. Ports: cfg1..3, router0, router1,
+    /// shard0-1..3.
+    pub fn replicated(dir: &Path, extra: &str) -> anyhow::Result<Self> {
+        let p = crate::ports::free_ports(8)?;
+        let spec = dir.join("spec.yaml");
+        let text = format!(
+            "name: test\nconfig_servers:\n  - {{ name: cfg1, port: {} }}\n  - {{ name: cfg2, port: {} }}\n  - {{ name: cfg3, port: {} }}\n\
+             routers:\n  - {{ name: router0, port: {} }}\n  - {{ name: router1, port: {} }}\n\
+             shards:\n  - name: shard0\n    members: [{{ port: {} }}, {{ port: {} }}, {{ port: {} }}]\n",
+            p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+        ) + extra;
+        std::fs::write(&spec, text).context("writing the spec")?;
+        Ok(Self { dir: dir.to_path_buf(), spec, ports: p })
+    }
+
+    /// The data dir `start` passes to `shoal up`.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
     pub fn router_port(&self) -> u16 {
         self.ports[3]
     }
@@ -58,7 +79,7 @@ impl LocalUp {
                 "-f".into(),
                 self.spec.display().to_string(),
                 "--data-dir".into(),
-                self.dir.join("data").display().to_string(),
+                self.data_dir().display().to_string(),
             ],
             log_path: self.dir.join(format!("up{run}.log")),
         })
@@ -80,4 +101,23 @@ pub async fn stop(launcher: &Process) -> anyhow::Result<()> {
         Some(s) if s.success() => Ok(()),
         other => bail!("shoal up exit status: {other:?}"),
     }
+}
+
+/// The pid of the running process whose command line holds `needle` (e.g. a child's data dir).
+pub fn pid_with_arg(needle: &str) -> Option<i32> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if args.iter().any(|a| a == needle) {
+            // Skip zombies: a killed child not yet reaped still has a /proc entry.
+            let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            if state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')) {
+                continue;
+            }
+            return Some(pid);
+        }
+    }
+    None
 }
