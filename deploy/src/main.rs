@@ -8,7 +8,7 @@
 //!  shoal up        --> up::run          (spec.rs -> plan.rs -> launcher.rs children, probe.rs ping)
 //!  shoal up --host --> the same, for the processes of one host of a multi-host spec
 //!                      (supervise.rs restarts what dies and serves the control socket)
-//!  shoal status    --> status::run      (listShards + replSetGetStatus {shard} through a router)
+//!  shoal status    --> status::run      (config servers' Raft state, routers pinged, replSetGetStatus per shard)
 //!  shoal secrets   --> secrets::run     (the cluster key / CA once, to copy to every host)
 //!  shoal restart   --> restart::run     (rolling restart through shoal up's control socket)
 //!  shoal bench     --> shoal_bench::{crud, catalog, ycsb (load, run, matrix), migration}
