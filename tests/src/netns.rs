@@ -92,7 +92,8 @@ fn delete_names(names: &[String]) {
 /// SIGKILL to every process in namespace `ns`.
 fn kill_all_in(ns: &str) -> usize {
     let Ok(out) = quiet(&["ip", "netns", "pids", ns]) else { return 0 };
-    let pids: Vec<i32> = String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect();
+    let pids: Vec<i32> =
+        String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect();
     for pid in &pids {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::Signal::SIGKILL);
     }

@@ -59,7 +59,12 @@ impl NetnsCluster {
     /// Creates the bed, writes the spec and secrets, starts every host and creates the user.
     pub async fn start() -> anyhow::Result<NetnsCluster> {
         let bed = Bed::new(HOSTS)?;
-        let dir = tempfile::Builder::new().prefix("shoal-netns-").tempdir()?;
+        // SHOAL_NETNS_KEEP=1 keeps the spec, data and logs for a post-mortem.
+        let keep = std::env::var_os("SHOAL_NETNS_KEEP").is_some();
+        let dir = tempfile::Builder::new().prefix("shoal-netns-").disable_cleanup(keep).tempdir()?;
+        if keep {
+            eprintln!("netns cluster: keeping {}", dir.path().display());
+        }
         let spec = dir.path().join("spec.yaml");
         std::fs::write(&spec, spec_text(&bed)).context("writing the spec")?;
         // The cluster's key, made once and copied to every host (docs/deploy.md).
@@ -76,7 +81,8 @@ impl NetnsCluster {
         let key = secrets.join("cluster.key");
         // This process's own gRPC channels (member status, config metrics) authenticate with it.
         let text = std::fs::read_to_string(&key).context("reading cluster.key")?;
-        let parsed = shoal_cluster::net::ClusterKey::from_text(&text).map_err(|e| anyhow::anyhow!("cluster.key: {e}"))?;
+        let parsed =
+            shoal_cluster::net::ClusterKey::from_text(&text).map_err(|e| anyhow::anyhow!("cluster.key: {e}"))?;
         anyhow::ensure!(
             shoal_cluster::net::install(shoal_cluster::net::ClusterAuth::KeyFile(parsed)),
             "this test process already has another cluster key (one netns cluster per test process)"
@@ -96,7 +102,10 @@ impl NetnsCluster {
     }
 
     /// Copies the key into host `index`'s data dir and returns its `shoal up --host` start.
-    fn launch(&mut self, index: usize) -> anyhow::Result<impl std::future::Future<Output = anyhow::Result<Process>> + use<>> {
+    fn launch(
+        &mut self,
+        index: usize,
+    ) -> anyhow::Result<impl std::future::Future<Output = anyhow::Result<Process>> + use<>> {
         let data = self.data_dir(index);
         std::fs::create_dir_all(&data)?;
         if !data.join("cluster.key").exists() {
@@ -152,7 +161,8 @@ impl NetnsCluster {
     /// The first user, through the localhost exception inside router0's namespace.
     async fn create_user(&self) -> anyhow::Result<()> {
         self.bed.within(ROUTER_HOSTS[0], || async {
-            let uri = format!("mongodb://127.0.0.1:{ROUTER_PORT}/?directConnection=true&serverSelectionTimeoutMS=20000");
+            let uri =
+                format!("mongodb://127.0.0.1:{ROUTER_PORT}/?directConnection=true&serverSelectionTimeoutMS=20000");
             let client = mongodb::Client::with_uri_str(uri).await?;
             client
                 .database("admin")
@@ -169,8 +179,13 @@ impl NetnsCluster {
             ROUTER_HOSTS.iter().map(|h| format!("{}:{ROUTER_PORT}", self.bed.host(*h).ip)).collect();
         let uri = format!("mongodb://{}/?serverSelectionTimeoutMS=10000&connectTimeoutMS=5000", routers.join(","));
         let mut options = ClientOptions::parse(uri).await?;
-        options.credential =
-            Some(Credential::builder().username(USER.to_owned()).password(PASSWORD.to_owned()).source("admin".to_owned()).build());
+        options.credential = Some(
+            Credential::builder()
+                .username(USER.to_owned())
+                .password(PASSWORD.to_owned())
+                .source("admin".to_owned())
+                .build(),
+        );
         Ok(mongodb::Client::with_options(options)?)
     }
 
@@ -215,8 +230,11 @@ impl NetnsCluster {
     }
 
     fn config_client(&self) -> ConfigClient {
-        let settings =
-            ClientSettings { rpc_timeout: CONFIG_CALL_TIMEOUT, connect_timeout: CONFIG_CALL_TIMEOUT, ..Default::default() };
+        let settings = ClientSettings {
+            rpc_timeout: CONFIG_CALL_TIMEOUT,
+            connect_timeout: CONFIG_CALL_TIMEOUT,
+            ..Default::default()
+        };
         ConfigClient::new(CONFIG_HOSTS.iter().map(|h| self.config_addr(*h)).collect(), settings)
     }
 
@@ -284,7 +302,8 @@ fn collect_logs(dir: &Path, out: &mut Vec<PathBuf>) {
 /// implied), listening on each namespace's wildcard address.
 fn spec_text(bed: &Bed) -> String {
     let ip = |h: usize| bed.ip_of(h);
-    let mut text = String::from("name: netns\nbind_ip: 0.0.0.0\nsecurity: { authorization: enabled }\nconfig_servers:\n");
+    let mut text =
+        String::from("name: netns\nbind_ip: 0.0.0.0\nsecurity: { authorization: enabled }\nconfig_servers:\n");
     for (i, h) in CONFIG_HOSTS.iter().enumerate() {
         text.push_str(&format!("  - {{ name: cfg{}, port: {CONFIG_PORT}, host: {} }}\n", i + 1, ip(*h)));
     }
