@@ -338,6 +338,18 @@ impl Bed {
         self.fault(index, &format!("ip saddr {{ {set} }} drop"), &format!("ip daddr {{ {set} }} drop"))
     }
 
+    /// TCP to and from `port` between host `index` and each of `others` is dropped both ways (one
+    /// service partitioned, the rest of the hosts' traffic flowing).
+    pub fn block_port_between(&self, index: usize, others: &[usize], port: u16) -> anyhow::Result<()> {
+        let ips: Vec<String> = others.iter().map(|o| self.host(*o).ip.to_string()).collect();
+        let set = ips.join(", ");
+        self.fault(
+            index,
+            &format!("ip saddr {{ {set} }} tcp sport {port} drop; ip saddr {{ {set} }} tcp dport {port} drop"),
+            &format!("ip daddr {{ {set} }} tcp dport {port} drop; ip daddr {{ {set} }} tcp sport {port} drop"),
+        )
+    }
+
     /// Adds rules to host `index`'s fault table (input and output chains).
     fn fault(&self, index: usize, input: &str, output: &str) -> anyhow::Result<()> {
         let ns = &self.host(index).netns;

@@ -5,10 +5,14 @@
 //!
 //! - a shard primary's host cut off: another member is elected, writes continue; healed, the old
 //!   primary rejoins as a secondary;
+//! - a shard primary cut off from its group's other members only (it still reaches the config
+//!   servers): another member should be elected (#[ignore]d: a known bug, see the test);
 //! - the config leader's host cut off: a new leader is elected and the routers keep serving,
 //!   catalog changes included;
 //! - a host lost for good (processes killed, namespace and data deleted) replaced by a new host
-//!   with the same address and spec entry and an empty data dir, which rejoins;
+//!   with the same address and spec entry and an empty data dir, which rejoins (a host with
+//!   secondaries and a config follower; the lost primary's host is #[ignore]d: a known bug, see
+//!   the test);
 //! - a random campaign of faults (cut, one-way partitions, kill -9 of a whole host, netem delay
 //!   and loss when the kernel has it), off unless asked for:
 //!
@@ -138,6 +142,36 @@ async fn a_partitioned_shard_primary_is_replaced_and_rejoins() {
     assert_ne!(new, old);
     wait_for_writes(&client, &cluster, PROGRESS).await;
 
+    cluster.bed.heal(old).expect("heal");
+    wait_secondary(&cluster, "shard0", old).await;
+    wait_for_writes(&client, &cluster, PROGRESS).await;
+    finish(&cluster, &client, writer).await;
+}
+
+/// The shard0 primary cut off from the other shard0 members only (their port, both ways) while
+/// it still reaches the config servers and the routers: a primary without its group's majority.
+///
+/// Known bug (found by this test): no other member is elected within 90 s. The config leader's
+/// arbiter logs nothing after the partition (no new term, nobody deposed): the old primary keeps
+/// heartbeating to the config leader and so keeps its term, while it cannot replicate to a
+/// majority, so w:majority writes to shard0 cannot be acknowledged until the partition heals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "bug: a primary that reaches the config leader but not its group's majority keeps its term (see the doc comment)"]
+async fn a_primary_cut_from_its_group_but_not_from_the_config_servers_is_replaced() {
+    if !bed_available() {
+        return;
+    }
+    let (cluster, client, writer) = cluster_with_writer().await;
+    let old = cluster.wait_primary("shard0", &[], RECOVERY).await.expect("shard0 has a primary");
+    let (_, port, hosts) = SHARDS[0];
+    let others: Vec<usize> = hosts.into_iter().filter(|h| *h != old).collect();
+    cluster.bed.block_port_between(old, &others, port).expect("partition the group");
+    let new = cluster
+        .wait_primary("shard0", &[old], RECOVERY)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", cluster.logs(60)));
+    assert_ne!(new, old);
+    wait_for_writes(&client, &cluster, PROGRESS).await;
     cluster.bed.heal(old).expect("heal");
     wait_secondary(&cluster, "shard0", old).await;
     wait_for_writes(&client, &cluster, PROGRESS).await;
