@@ -10,11 +10,11 @@
 //!
 //! The subnet `10.77.S.0/24` is chosen under a lock file (`/run/shoal-netns.lock`) among those no
 //! interface or route of this machine uses yet, so parallel test processes never share one.
-//! Faults: [`Bed::kill_host`] (SIGKILL to every process in the namespace), [`Bed::cut`] /
-//! [`Bed::heal`] (an nftables table in the host's namespace that drops all but loopback),
-//! [`Bed::block_one_way`] (drops what one host sends to another), [`Bed::link_down`] /
-//! [`Bed::link_up`], and [`Bed::netem`] (`tc netem` delay and loss, `Ok(false)` when the kernel
-//! lacks it).
+//! Faults are [`Fault`] values applied with [`Bed::apply`] and undone with [`Bed::undo`]: a host
+//! cut off (an nftables table in the host's namespace that drops all but loopback), a one-way
+//! partition (what one host sends to another is dropped), one port partitioned between hosts, a
+//! link down, and `tc netem` delay and loss (`Ok(false)` when the kernel lacks it). Besides,
+//! [`Bed::kill_host`] sends SIGKILL to every process in a host's namespace.
 //!
 //! Invariants:
 //! - every name this module creates starts with `shn` and carries the test process's pid; it
@@ -43,6 +43,22 @@ const LOCK_PATH: &str = "/run/shoal-netns.lock";
 const FAULT_TABLE: &str = "shoal_fault";
 /// The prefix of every interface and namespace name this module creates.
 const PREFIX: &str = "shn";
+
+/// A network fault between hosts, as a value: applied with [`Bed::apply`], undone with
+/// [`Bed::undo`] (a campaign draws them from a seed and prints them).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// The host drops everything it sends or receives but loopback.
+    Cut(usize),
+    /// `from` can no longer send to `to`.
+    OneWay { from: usize, to: usize },
+    /// TCP to and from `port` between `host` and each of `others` is dropped both ways.
+    PortBetween { host: usize, others: Vec<usize>, port: u16 },
+    /// The host's `eth0` is down.
+    LinkDown(usize),
+    /// What the host sends is delayed and some of it lost (`tc netem`).
+    Netem { host: usize, delay_ms: u32, loss_percent: f32 },
+}
 
 /// One host: a namespace and the address its `eth0` has on the bed's bridge.
 #[derive(Debug, Clone)]
@@ -318,6 +334,29 @@ impl Bed {
     /// SIGKILL to every process of host `index`; how many there were.
     pub fn kill_host(&self, index: usize) -> usize {
         kill_all_in(&self.host(index).netns)
+    }
+
+    /// Applies `fault`; `Ok(false)` when this machine cannot (netem without kernel support).
+    pub fn apply(&self, fault: &Fault) -> anyhow::Result<bool> {
+        match fault {
+            Fault::Cut(host) => self.cut(*host).map(|()| true),
+            Fault::OneWay { from, to } => self.block_one_way(*from, *to).map(|()| true),
+            Fault::PortBetween { host, others, port } => self.block_port_between(*host, others, *port).map(|()| true),
+            Fault::LinkDown(host) => self.link_down(*host).map(|()| true),
+            Fault::Netem { host, delay_ms, loss_percent } => self.netem(*host, *delay_ms, *loss_percent),
+        }
+    }
+
+    /// Undoes `fault` (and any other nftables fault of the same host).
+    pub fn undo(&self, fault: &Fault) -> anyhow::Result<()> {
+        match fault {
+            Fault::Cut(host) | Fault::PortBetween { host, .. } | Fault::OneWay { from: host, .. } => self.heal(*host),
+            Fault::LinkDown(host) => self.link_up(*host),
+            Fault::Netem { host, .. } => {
+                let _ = quiet(&["ip", "-n", &self.host(*host).netns, "qdisc", "del", "dev", "eth0", "root"]);
+                Ok(())
+            }
+        }
     }
 
     /// Cuts host `index` off: it drops everything it sends or receives but loopback.

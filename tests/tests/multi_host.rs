@@ -32,7 +32,7 @@
 use std::time::Duration;
 
 use bson::{Document, doc};
-use shoal_tests::netns::Bed;
+use shoal_tests::netns::{Bed, Fault};
 use shoal_tests::netns_cluster::{CONFIG_HOSTS, NetnsCluster, SHARDS};
 use shoal_tests::writer::{Writer, Written, check};
 
@@ -134,7 +134,7 @@ async fn a_partitioned_shard_primary_is_replaced_and_rejoins() {
     }
     let (cluster, client, writer) = cluster_with_writer().await;
     let old = cluster.wait_primary("shard0", &[], RECOVERY).await.expect("shard0 has a primary");
-    cluster.bed.cut(old).expect("cut the primary's host off");
+    cluster.bed.apply(&Fault::Cut(old)).expect("cut the primary's host off");
     let new = cluster
         .wait_primary("shard0", &[old], RECOVERY)
         .await
@@ -142,7 +142,7 @@ async fn a_partitioned_shard_primary_is_replaced_and_rejoins() {
     assert_ne!(new, old);
     wait_for_writes(&client, &cluster, PROGRESS).await;
 
-    cluster.bed.heal(old).expect("heal");
+    cluster.bed.undo(&Fault::Cut(old)).expect("heal");
     wait_secondary(&cluster, "shard0", old).await;
     wait_for_writes(&client, &cluster, PROGRESS).await;
     finish(&cluster, &client, writer).await;
@@ -165,14 +165,15 @@ async fn a_primary_cut_from_its_group_but_not_from_the_config_servers_is_replace
     let old = cluster.wait_primary("shard0", &[], RECOVERY).await.expect("shard0 has a primary");
     let (_, port, hosts) = SHARDS[0];
     let others: Vec<usize> = hosts.into_iter().filter(|h| *h != old).collect();
-    cluster.bed.block_port_between(old, &others, port).expect("partition the group");
+    let partition = Fault::PortBetween { host: old, others, port };
+    cluster.bed.apply(&partition).expect("partition the group");
     let new = cluster
         .wait_primary("shard0", &[old], RECOVERY)
         .await
         .unwrap_or_else(|e| panic!("{e:#}\n{}", cluster.logs(60)));
     assert_ne!(new, old);
     wait_for_writes(&client, &cluster, PROGRESS).await;
-    cluster.bed.heal(old).expect("heal");
+    cluster.bed.undo(&partition).expect("heal");
     wait_secondary(&cluster, "shard0", old).await;
     wait_for_writes(&client, &cluster, PROGRESS).await;
     finish(&cluster, &client, writer).await;
@@ -185,7 +186,7 @@ async fn a_partitioned_config_leader_is_replaced_and_routers_keep_serving() {
     }
     let (cluster, client, writer) = cluster_with_writer().await;
     let old = cluster.wait_config_leader(&[], RECOVERY).await.expect("a config leader");
-    cluster.bed.cut(old).expect("cut the leader's host off");
+    cluster.bed.apply(&Fault::Cut(old)).expect("cut the leader's host off");
     let new =
         cluster.wait_config_leader(&[old], RECOVERY).await.unwrap_or_else(|e| panic!("{e:#}\n{}", cluster.logs(60)));
     assert_ne!(new, old);
@@ -206,7 +207,7 @@ async fn a_partitioned_config_leader_is_replaced_and_routers_keep_serving() {
         .await
         .expect("insert into other");
 
-    cluster.bed.heal(old).expect("heal");
+    cluster.bed.undo(&Fault::Cut(old)).expect("heal");
     let deadline = tokio::time::Instant::now() + RECOVERY;
     loop {
         match cluster.config_state(old).await {
@@ -327,35 +328,27 @@ async fn random_fault_campaign() {
         round += 1;
         let host = rng.random_range(1..=5usize);
         let hold = Duration::from_millis(rng.random_range(2_000..15_000));
-        match rng.random_range(0..4) {
-            0 => {
-                eprintln!("round {round}: cut host {host} off for {hold:?}");
-                cluster.bed.cut(host).expect("cut");
+        if rng.random_range(0..4) == 0 {
+            eprintln!("round {round}: kill -9 every process of host {host}, then start it again after {hold:?}");
+            cluster.kill_host(host);
+            tokio::time::sleep(hold).await;
+            cluster.start_host(host).await.unwrap_or_else(|e| panic!("host {host} restarts: {e:#}"));
+        } else {
+            let fault = match rng.random_range(0..4) {
+                0 => Fault::Cut(host),
+                1 => Fault::OneWay { from: host, to: host % 5 + 1 },
+                2 => Fault::LinkDown(host),
+                _ => Fault::Netem {
+                    host,
+                    delay_ms: rng.random_range(5..60),
+                    loss_percent: rng.random_range(0..5) as f32,
+                },
+            };
+            eprintln!("round {round}: {fault:?} for {hold:?}");
+            if cluster.bed.apply(&fault).expect("apply the fault") {
                 tokio::time::sleep(hold).await;
-                cluster.bed.heal(host).expect("heal");
             }
-            1 => {
-                let other = (host % 5) + 1;
-                eprintln!("round {round}: host {host} cannot send to host {other} for {hold:?}");
-                cluster.bed.block_one_way(host, other).expect("block");
-                tokio::time::sleep(hold).await;
-                cluster.bed.heal(host).expect("heal");
-            }
-            2 => {
-                eprintln!("round {round}: kill -9 every process of host {host}, then start it again");
-                cluster.kill_host(host);
-                tokio::time::sleep(hold).await;
-                cluster.start_host(host).await.unwrap_or_else(|e| panic!("host {host} restarts: {e:#}"));
-            }
-            _ => {
-                let delay = rng.random_range(5..60);
-                let loss = rng.random_range(0..5) as f32;
-                eprintln!("round {round}: netem on host {host}: {delay} ms, {loss}% loss for {hold:?}");
-                if cluster.bed.netem(host, delay, loss).expect("tc") {
-                    tokio::time::sleep(hold).await;
-                }
-                cluster.bed.heal_all().expect("heal");
-            }
+            cluster.bed.undo(&fault).expect("undo the fault");
         }
         // Recovered before the next fault: every shard has a primary and writes go on.
         for (shard, _, _) in SHARDS {
