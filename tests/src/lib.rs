@@ -13,7 +13,8 @@
 //! migrations and shard restarts), [`context`] (per-test client, shared cluster, watchdog), [`expect`] (asserting exact
 //! MongoDB error codes), [`fixtures`] (seeding and reading back small datasets), [`wire`] (raw
 //! OP_MSG), [`up`] (a whole `shoal up` cluster from a spec), [`ports`] (loopback ports outside
-//! the kernel's ephemeral range, claimed per test process).
+//! the kernel's ephemeral range, claimed per test process), [`netns`] (hosts as network namespaces
+//! on a bridge, and network faults), [`netns_cluster`] (a five-host cluster on them).
 
 // A harness that cannot start or drive a cluster has nothing better to do than fail the test that
 // asked: its panics are test failures with a message, not server crashes. Replies from the server
@@ -27,6 +28,8 @@ pub mod context;
 pub mod expect;
 pub mod fixtures;
 pub mod grpc;
+pub mod netns;
+pub mod netns_cluster;
 pub mod ports;
 pub mod process;
 pub mod repl;

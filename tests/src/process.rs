@@ -83,7 +83,13 @@ pub struct Process {
 impl Process {
     /// Spawns the process and blocks until it prints its readiness line.
     /// On failure the error carries the exit status and the tail of its log.
-    pub fn start_blocking(mut spec: ProcessSpec) -> anyhow::Result<Process> {
+    pub fn start_blocking(spec: ProcessSpec) -> anyhow::Result<Process> {
+        Self::start_blocking_wrapped(spec, &[])
+    }
+
+    /// [`Process::start_blocking`] of `wrapper... shoal <args>` (e.g. `ip netns exec NS`, which
+    /// execs `shoal` in the same process, so the pid and SIGKILL stay the child's).
+    pub fn start_blocking_wrapped(mut spec: ProcessSpec, wrapper: &[String]) -> anyhow::Result<Process> {
         let bin = shoal_bin()?;
         let secured = crate::security::server_args(&spec.role, &spec.args, &spec.log_path)?;
         spec.args.extend(secured);
@@ -94,7 +100,14 @@ impl Process {
             .with_context(|| format!("opening {}", spec.log_path.display()))?;
         writeln!(log, "=== {} {}", bin.display(), spec.args.join(" "))?;
 
-        let mut cmd = Command::new(&bin);
+        let mut cmd = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(rest).arg(&bin);
+                cmd
+            }
+            None => Command::new(&bin),
+        };
         cmd.args(&spec.args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -142,6 +155,13 @@ impl Process {
     /// [`Process::start_blocking`] off the async runtime's worker threads.
     pub async fn start(spec: ProcessSpec) -> anyhow::Result<Process> {
         tokio::task::spawn_blocking(move || Process::start_blocking(spec))
+            .await
+            .context("process start task panicked")?
+    }
+
+    /// [`Process::start_blocking_wrapped`] off the async runtime's worker threads.
+    pub async fn start_wrapped(spec: ProcessSpec, wrapper: Vec<String>) -> anyhow::Result<Process> {
+        tokio::task::spawn_blocking(move || Process::start_blocking_wrapped(spec, &wrapper))
             .await
             .context("process start task panicked")?
     }
