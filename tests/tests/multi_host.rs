@@ -11,8 +11,8 @@
 //!   catalog changes included;
 //! - a host lost for good (processes killed, namespace and data deleted) replaced by a new host
 //!   with the same address and spec entry and an empty data dir, which rejoins (a host with
-//!   secondaries and a config follower; the lost primary's host is #[ignore]d: a known bug, see
-//!   the test);
+//!   secondaries and a config follower, and the shard0 primary's host replaced before the config
+//!   leader noticed it was gone);
 //! - a random campaign of faults (cut, one-way partitions, kill -9 of a whole host, netem delay
 //!   and loss when the kernel has it), off unless asked for:
 //!
@@ -285,17 +285,13 @@ async fn a_host_lost_for_good_is_replaced_by_a_new_one() {
     replace_host_and_check(cluster, client, writer, lost).await;
 }
 
-/// The shard0 primary's host is lost and replaced by a new one at the same address.
-///
-/// Known bug (found by this test): the new, empty member at the old primary's address becomes
-/// primary of the old term within a second ("became primary term=1" in its log, the catalog's
-/// primary of term 1 being its address) before the config leader deposes the dead one; the old
-/// secondaries, which hold every acknowledged write, are then told they are too stale and start an
-/// initial sync from the empty primary ("initial sync clone started"), and the new member never
-/// becomes a secondary. A member with an empty data dir must not inherit the term of the process
-/// that had its address.
+/// The shard0 primary's host is lost and at once replaced by a new one at the same address, before
+/// the config leader noticed: the catalog still names that address primary of the term. The new,
+/// empty member must not take the old term over (this test found that it did, and the old
+/// secondaries, which hold every acknowledged write, resynced from it and lost them all): it
+/// resigns, a member with the writes is elected, and the new one syncs from it
+/// (`shard/src/repl/heartbeat.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "bug: an empty member at a lost primary's address becomes primary of the old term (see the doc comment)"]
 async fn a_lost_primary_host_is_replaced_by_a_new_one() {
     if !bed_available() {
         return;

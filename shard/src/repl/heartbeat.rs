@@ -8,7 +8,13 @@
 //! - named primary of its current term, it writes the term's no-op and takes writes only while
 //!   its lease lasts: `lease_ms` counted from when it *sent* the heartbeat, so its lease always
 //!   ends before the config service's view of it does;
-//! - after a change it heartbeats again at once, so a failover costs round trips, not intervals.
+//! - after a change it heartbeats again at once, so a failover costs round trips, not intervals;
+//! - named primary of a term it learns from that very reply (and holds no entry of), it never
+//!   promotes: the arbiter promotes only members that already reported the term, so the catalog
+//!   names an earlier incarnation at this address (a member replaced or restarted without its
+//!   data). It resigns instead, so the arbiter opens a new term at once and elects a member that
+//!   holds the group's writes (no lease is waited out: the earlier incarnation cannot be serving
+//!   at the address this member now holds).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -95,9 +101,41 @@ enum Action {
     },
 }
 
+/// Whether a reply naming this member primary of `reply_term` promotes it (pure).
+#[derive(Debug, PartialEq, Eq)]
+enum Named {
+    Promote,
+    /// Named in a term this member had not reported: an earlier incarnation was promoted.
+    Disown,
+    Keep,
+}
+
+fn named_primary(
+    adopted_now: bool,
+    state: MemberState,
+    promoted_term: u64,
+    resigning: bool,
+    reply_term: u64,
+    lease_ms: u64,
+) -> Named {
+    if state == MemberState::Primary {
+        return Named::Keep;
+    }
+    if adopted_now {
+        return Named::Disown;
+    }
+    // Promoted once per term without a lease (the lease may follow on the next heartbeat);
+    // again in the same term (after the lease lapsed) only with one.
+    let fresh = promoted_term != reply_term || lease_ms > 0;
+    if state == MemberState::Secondary && fresh && !resigning { Named::Promote } else { Named::Keep }
+}
+
 /// Applies a reply to the member's state; returns whether to heartbeat again at once.
 async fn on_reply(repl: &Arc<Repl>, reply: HeartbeatReply, sent_at: Instant) -> bool {
     let primary = (!reply.primary.is_empty()).then(|| reply.primary.clone());
+    // The newest term this member holds an entry of: a restarted primary's own no-op shows it
+    // was promoted in that term, though it has not reported the term since it restarted.
+    let held_term = u64::try_from(repl.store.position().optime.term).unwrap_or(0);
     let action = {
         let mut inner = repl.lock();
         if !reply.members.is_empty() {
@@ -107,6 +145,7 @@ async fn on_reply(repl: &Arc<Repl>, reply: HeartbeatReply, sent_at: Instant) -> 
             inner.state = MemberState::Secondary;
         }
         let mut action = Action::Nothing;
+        let adopted_now = reply.term > inner.term.max(held_term);
         if reply.term > inner.term {
             if inner.state == MemberState::Primary {
                 tracing::warn!(old_term = inner.term, new_term = reply.term, "stepping down: a newer term began");
@@ -124,10 +163,18 @@ async fn on_reply(repl: &Arc<Repl>, reply: HeartbeatReply, sent_at: Instant) -> 
             action = Action::Adopted;
         }
         let named = reply.term == inner.term && primary.as_deref() == Some(repl.me.as_str());
-        // Promoted once per term without a lease (the lease may follow on the next heartbeat);
-        // again in the same term (after the lease lapsed) only with one.
-        let fresh = inner.promoted_term != reply.term || reply.lease_ms > 0;
-        if named && inner.state == MemberState::Secondary && fresh {
+        let verdict = named.then(|| {
+            named_primary(adopted_now, inner.state, inner.promoted_term, inner.resigning, reply.term, reply.lease_ms)
+        });
+        if verdict == Some(Named::Disown) {
+            tracing::warn!(
+                term = reply.term,
+                "named primary of a term this member never reported: the catalog remembers an earlier incarnation \
+                 at this address (replaced or restarted without its data); resigning so a member with the \
+                 group's writes is elected"
+            );
+            inner.resigning = true;
+        } else if verdict == Some(Named::Promote) {
             action = Action::Promote { term: reply.term };
         } else if named && inner.state == MemberState::Primary && reply.lease_ms > 0 && !inner.resigning {
             let until = sent_at + Duration::from_millis(reply.lease_ms);
@@ -176,5 +223,31 @@ async fn promote(repl: &Arc<Repl>, term: u64, sent_at: Instant, lease_ms: u64) {
         }
         Ok(Err(e)) => tracing::error!(term, error = %e, "becoming primary failed"),
         Err(e) => tracing::error!(term, error = %e, "becoming primary failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MemberState, Named, named_primary};
+
+    #[test]
+    fn a_member_named_in_a_term_it_never_reported_disowns_it() {
+        // A wiped member comes back at the address the catalog names primary of term 4.
+        assert_eq!(named_primary(true, MemberState::Secondary, 0, false, 4, 0), Named::Disown);
+        assert_eq!(named_primary(true, MemberState::Startup, 0, false, 4, 3_000), Named::Disown);
+    }
+
+    #[test]
+    fn a_member_frozen_in_the_term_is_promoted_once_then_only_with_a_lease() {
+        assert_eq!(named_primary(false, MemberState::Secondary, 3, false, 4, 0), Named::Promote);
+        assert_eq!(named_primary(false, MemberState::Secondary, 4, false, 4, 0), Named::Keep);
+        assert_eq!(named_primary(false, MemberState::Secondary, 4, false, 4, 3_000), Named::Promote);
+        assert_eq!(named_primary(false, MemberState::Primary, 4, false, 4, 3_000), Named::Keep);
+    }
+
+    #[test]
+    fn a_resigning_member_is_not_promoted_again() {
+        assert_eq!(named_primary(false, MemberState::Secondary, 0, true, 4, 0), Named::Keep);
+        assert_eq!(named_primary(false, MemberState::Secondary, 4, true, 4, 3_000), Named::Keep);
     }
 }
