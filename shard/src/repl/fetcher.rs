@@ -193,24 +193,33 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Sends (applied, durable) whenever either moves, at most every few milliseconds.
+/// Sends (applied, durable) whenever either moves, at most every few milliseconds, and at least
+/// every keepalive interval: an idle secondary's reports are how its primary knows it still
+/// reaches a majority (`Repl::step_down_if_isolated`).
 async fn report_progress(repl: Arc<Repl>, tx: mpsc::Sender<SyncRequest>) {
     let mut changes = repl.subscribe_progress();
     let mut sent = (OpTime::ZERO, OpTime::ZERO);
+    let mut last_sent = tokio::time::Instant::now();
     loop {
         let now = (repl.store.position().optime, repl.lock().durable);
-        if now != sent {
+        if now != sent || last_sent.elapsed() >= repl.settings.keepalive_interval {
             let report =
                 SyncRequest { applied: Some(to_shard(now.0)), durable: Some(to_shard(now.1)), ..Default::default() };
             if tx.send(report).await.is_err() {
                 return;
             }
             sent = now;
+            last_sent = tokio::time::Instant::now();
         }
-        if changes.changed().await.is_err() {
-            return;
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                // Coalesce a burst of batches into one report.
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            _ = tokio::time::sleep_until(last_sent + repl.settings.keepalive_interval) => {}
         }
-        // Coalesce a burst of batches into one report.
-        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }

@@ -8,6 +8,8 @@
 //! - named primary of its current term, it writes the term's no-op and takes writes only while
 //!   its lease lasts: `lease_ms` counted from when it *sent* the heartbeat, so its lease always
 //!   ends before the config service's view of it does;
+//! - as primary, it steps down and resigns when no majority of its group has reported for a
+//!   window (`Repl::step_down_if_isolated`);
 //! - after a change it heartbeats again at once, so a failover costs round trips, not intervals;
 //! - named primary of a term it learns from that very reply (and holds no entry of), it never
 //!   promotes: the arbiter promotes only members that already reported the term, so the catalog
@@ -33,6 +35,7 @@ pub async fn run(repl: Arc<Repl>, config: Arc<ConfigClient>) {
     let mut failures = 0u32;
     loop {
         repl.step_down_if_lease_lapsed();
+        repl.step_down_if_isolated();
         let sent_at = Instant::now();
         let request = request(&repl);
         let outcome = tokio::time::timeout(repl.settings.heartbeat_timeout, config.heartbeat(request)).await;
@@ -216,6 +219,7 @@ async fn promote(repl: &Arc<Repl>, term: u64, sent_at: Instant, lease_ms: u64) {
                 inner.peers.clear();
                 inner.lease_until = (lease_ms > 0).then_some(until);
                 inner.promoted_term = term;
+                inner.promoted_at = Some(std::time::Instant::now());
             }
             tracing::warn!(term, %noop, "became primary");
             repl.publish_role();

@@ -143,6 +143,8 @@ pub(crate) struct Inner {
     pub min_valid: Option<OpTime>,
     /// The last term this member became primary in (its no-op is written once per promotion).
     pub promoted_term: u64,
+    /// When it last became primary: secondaries get one isolation window to connect.
+    pub promoted_at: Option<Instant>,
 }
 
 impl Repl {
@@ -185,6 +187,7 @@ impl Repl {
                 progress: String::new(),
                 min_valid: None,
                 promoted_term: 0,
+                promoted_at: None,
             }),
             role,
             commit_point,
@@ -266,6 +269,41 @@ impl Repl {
     /// A primary whose lease lapsed takes no writes and no longer counts as primary: waiters
     /// for replication are told, and it becomes primary again only if the config service still
     /// names it (after writing a fresh no-op).
+    /// A primary that has not heard from a majority of its group for an isolation window (twice
+    /// the stream idle timeout) steps down and resigns, as a MongoDB primary that cannot see a
+    /// majority does: cut off from its secondaries it may still reach the config service and
+    /// renew its lease, but no w:majority write can succeed through it. It stays unelectable for
+    /// a window, so the arbiter's next term goes to a member the majority can reach.
+    pub(crate) fn step_down_if_isolated(&self) {
+        let window = self.settings.stream_idle_timeout * 2;
+        let now = Instant::now();
+        let isolated = {
+            let mut inner = self.lock();
+            let settled = inner.promoted_at.is_some_and(|t| now.saturating_duration_since(t) >= window);
+            let isolated = inner.state == MemberState::Primary
+                && settled
+                && !progress::sees_majority(&inner.members, &self.me, &inner.peers, now, window);
+            if isolated {
+                inner.state = MemberState::Secondary;
+                inner.peers.clear();
+                inner.lease_until = None;
+                inner.resigning = true;
+                inner.unelectable_until = Some(now + window);
+            }
+            isolated
+        };
+        if isolated {
+            self.store.set_not_writable();
+            tracing::warn!(
+                term = self.role().term,
+                window_ms = window.as_millis() as u64,
+                "stepping down: no report from a majority of the group within the window"
+            );
+            self.publish_role();
+            self.heartbeat_now.notify_one();
+        }
+    }
+
     pub(crate) fn step_down_if_lease_lapsed(&self) {
         let lapsed = {
             let mut inner = self.lock();

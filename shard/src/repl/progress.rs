@@ -8,6 +8,7 @@
 //! majority, and optimes order by term first), and so everything before it.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use super::state::PeerProgress;
 use crate::store::oplog::OpTime;
@@ -32,6 +33,25 @@ pub fn commit_point(
     let majority = durable.len() / 2 + 1;
     let candidate = durable[majority - 1];
     (candidate.term == term && !candidate.is_zero()).then_some(candidate)
+}
+
+/// Whether a primary still hears from a majority of its group (itself included): a secondary
+/// counts if its last report on the replication stream is younger than `window`. Secondaries
+/// report at least every keepalive interval, idle or not (`fetcher::report_progress`).
+pub fn sees_majority(
+    members: &[String],
+    me: &str,
+    peers: &HashMap<String, PeerProgress>,
+    now: Instant,
+    window: Duration,
+) -> bool {
+    let heard = members
+        .iter()
+        .filter(|m| *m != me)
+        .filter_map(|m| peers.get(m).and_then(|p| p.seen))
+        .filter(|seen| now.saturating_duration_since(*seen) < window)
+        .count();
+    heard + 1 >= members.len() / 2 + 1
 }
 
 #[cfg(test)]
@@ -77,5 +97,19 @@ mod tests {
         // A clock that went back in a later term still sorts after the earlier term.
         let p = peers(&[("b", at(3, 1)), ("c", at(2, 100))]);
         assert_eq!(commit_point(&group(), "a", at(3, 2), &p, 3), Some(at(3, 1)));
+    }
+
+    #[test]
+    fn a_primary_sees_a_majority_only_through_recent_reports() {
+        let members: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let now = Instant::now();
+        let window = Duration::from_secs(10);
+        let seen = |ago: u64| PeerProgress { seen: now.checked_sub(Duration::from_secs(ago)), ..Default::default() };
+        let peers = |list: &[(&str, PeerProgress)]| list.iter().map(|(m, p)| (m.to_string(), *p)).collect();
+        assert!(sees_majority(&members, "a", &peers(&[("b", seen(1)), ("c", seen(30))]), now, window));
+        assert!(!sees_majority(&members, "a", &peers(&[("b", seen(11)), ("c", seen(30))]), now, window));
+        assert!(!sees_majority(&members, "a", &HashMap::new(), now, window));
+        // Alone in its group, a member is its own majority.
+        assert!(sees_majority(&members[..1], "a", &HashMap::new(), now, window));
     }
 }
