@@ -51,7 +51,8 @@ pub fn sees_majority(
         .filter_map(|m| peers.get(m).and_then(|p| p.seen))
         .filter(|seen| now.saturating_duration_since(*seen) < window)
         .count();
-    heard + 1 >= members.len() / 2 + 1
+    // This member, and the secondaries heard from, against a majority (`n / 2 + 1`).
+    heard + 1 > members.len() / 2
 }
 
 #[cfg(test)]
