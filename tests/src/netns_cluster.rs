@@ -116,15 +116,7 @@ impl NetnsCluster {
         let spec = ProcessSpec {
             name: format!("h{index}-up{}", self.runs),
             role: "cluster".into(),
-            args: vec![
-                "up".into(),
-                "-f".into(),
-                self.spec.display().to_string(),
-                "--data-dir".into(),
-                data.display().to_string(),
-                "--host".into(),
-                ip,
-            ],
+            args: [crate::up::up_args(&self.spec, &data), vec!["--host".into(), ip]].concat(),
             log_path: self.dir.path().join(format!("h{index}-up{}.log", self.runs)),
         };
         Ok(Process::start_wrapped(spec, self.bed.wrapper(index)))

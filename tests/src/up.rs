@@ -74,13 +74,7 @@ impl LocalUp {
         Process::start(ProcessSpec {
             name: format!("up{run}"),
             role: "cluster".into(),
-            args: vec![
-                "up".into(),
-                "-f".into(),
-                self.spec.display().to_string(),
-                "--data-dir".into(),
-                self.data_dir().display().to_string(),
-            ],
+            args: up_args(&self.spec, &self.data_dir()),
             log_path: self.dir.join(format!("up{run}.log")),
         })
         .await
@@ -120,4 +114,9 @@ pub fn pid_with_arg(needle: &str) -> Option<i32> {
         }
     }
     None
+}
+
+/// `shoal up`'s arguments for a spec and a data dir (the multi-host bed adds `--host`).
+pub fn up_args(spec: &std::path::Path, data_dir: &std::path::Path) -> Vec<String> {
+    vec!["up".into(), "-f".into(), spec.display().to_string(), "--data-dir".into(), data_dir.display().to_string()]
 }

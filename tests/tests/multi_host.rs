@@ -127,25 +127,32 @@ async fn wait_secondary(cluster: &NetnsCluster, shard: &str, host: usize) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_partitioned_shard_primary_is_replaced_and_rejoins() {
-    if !bed_available() {
-        return;
-    }
+/// Applies `fault` (built from the shard0 primary's host) under the writer: another member is
+/// elected and takes writes; healed, the old primary is a secondary again and nothing
+/// acknowledged is lost.
+async fn shard0_primary_is_replaced_under(fault: impl FnOnce(usize) -> Fault) {
     let (cluster, client, writer) = cluster_with_writer().await;
     let old = cluster.wait_primary("shard0", &[], RECOVERY).await.expect("shard0 has a primary");
-    cluster.bed.apply(&Fault::Cut(old)).expect("cut the primary's host off");
+    let fault = fault(old);
+    cluster.bed.apply(&fault).expect("apply the fault");
     let new = cluster
         .wait_primary("shard0", &[old], RECOVERY)
         .await
         .unwrap_or_else(|e| panic!("{e:#}\n{}", cluster.logs(60)));
     assert_ne!(new, old);
     wait_for_writes(&client, &cluster, PROGRESS).await;
-
-    cluster.bed.undo(&Fault::Cut(old)).expect("heal");
+    cluster.bed.undo(&fault).expect("heal");
     wait_secondary(&cluster, "shard0", old).await;
     wait_for_writes(&client, &cluster, PROGRESS).await;
     finish(&cluster, &client, writer).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_partitioned_shard_primary_is_replaced_and_rejoins() {
+    if !bed_available() {
+        return;
+    }
+    shard0_primary_is_replaced_under(Fault::Cut).await;
 }
 
 /// The shard0 primary cut off from the other shard0 members only (their port, both ways) while
@@ -160,22 +167,13 @@ async fn a_primary_cut_from_its_group_but_not_from_the_config_servers_is_replace
     if !bed_available() {
         return;
     }
-    let (cluster, client, writer) = cluster_with_writer().await;
-    let old = cluster.wait_primary("shard0", &[], RECOVERY).await.expect("shard0 has a primary");
     let (_, port, hosts) = SHARDS[0];
-    let others: Vec<usize> = hosts.into_iter().filter(|h| *h != old).collect();
-    let partition = Fault::PortBetween { host: old, others, port };
-    cluster.bed.apply(&partition).expect("partition the group");
-    let new = cluster
-        .wait_primary("shard0", &[old], RECOVERY)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", cluster.logs(60)));
-    assert_ne!(new, old);
-    wait_for_writes(&client, &cluster, PROGRESS).await;
-    cluster.bed.undo(&partition).expect("heal");
-    wait_secondary(&cluster, "shard0", old).await;
-    wait_for_writes(&client, &cluster, PROGRESS).await;
-    finish(&cluster, &client, writer).await;
+    shard0_primary_is_replaced_under(|old| Fault::PortBetween {
+        host: old,
+        others: hosts.into_iter().filter(|h| *h != old).collect(),
+        port,
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
