@@ -8,7 +8,8 @@
 //!       -> shutdown: end watch streams, stop serving, stop Raft, final journal sync
 //! ```
 //!
-//! Initialization rule: only a server started with `--init` may form a cluster, and only when its
+//! Initialization rule: only a server started with `--init` may form a cluster, only the lowest id
+//! of `--peers` acts on it (so a StatefulSet may give every member the same flags), and only when its
 //! own store is pristine and no peer that answers within `init_probe` reports any Raft state. A
 //! server that already has state never re-initializes, whatever its flags.
 
@@ -204,6 +205,11 @@ pub async fn run(config: ConfigServerSettings, shutdown: impl Future<Output = ()
 }
 
 /// Parses `1=127.0.0.1:27019,2=127.0.0.1:27020` into id -> address.
+/// The id `peers` gives `advertise` (a server started without `--id`).
+pub fn id_of(peers: &BTreeMap<NodeId, String>, advertise: &str) -> Option<NodeId> {
+    peers.iter().find(|(_, addr)| addr.as_str() == advertise).map(|(id, _)| *id)
+}
+
 pub fn parse_peers(s: &str) -> Result<BTreeMap<NodeId, String>, String> {
     let mut peers = BTreeMap::new();
     for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
@@ -257,6 +263,12 @@ async fn initialize(raft: Raft, config: ConfigServerSettings, bound: SocketAddr)
             tracing::error!(error = %e, "cannot read raft state; not initializing");
             return;
         }
+    }
+    if let Some(first) = config.peers.keys().next()
+        && *first != config.id
+    {
+        tracing::info!(first, "--init left to the lowest id of --peers; waiting for it to form the cluster");
+        return;
     }
     let members: BTreeMap<NodeId, Node> = if config.peers.is_empty() {
         BTreeMap::from([(config.id, Node { addr: bound.to_string() })])

@@ -33,9 +33,115 @@ pub enum Command {
     Secrets(SecretsArgs),
     /// Restart the processes `shoal up` runs, one at a time, without losing availability.
     Restart(RestartArgs),
+    /// Is one process alive (or, with --ready, ready for traffic)? Exit status 0 or 1: the check
+    /// behind Kubernetes probes and Compose healthchecks.
+    Probe(ProbeArgs),
+    /// Deployment manifests and steps for supervisors other than `shoal up`.
+    #[command(subcommand)]
+    Deploy(DeployCommand),
     /// Run a benchmark.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeployCommand {
+    /// Write Kubernetes, Docker Compose or systemd manifests for a spec.
+    Render(RenderArgs),
+    /// Register shards in the catalog once the config servers have a leader (what `shoal up` does
+    /// after starting the shards; idempotent): the registration job of rendered manifests.
+    Register(RegisterArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RenderFormat {
+    /// StatefulSets, headless Services, a router Deployment, PodDisruptionBudgets, a Secret, a Job.
+    K8s,
+    /// One docker-compose.yaml service per process.
+    Compose,
+    /// One unit per process under `<host>/`, with an install layout.
+    Systemd,
+}
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// Cluster spec [default: ./deploy/local.yaml if present, else a built-in copy of it].
+    #[arg(short = 'f', long = "file", value_name = "SPEC.yaml")]
+    pub file: Option<PathBuf>,
+    #[arg(long, value_enum)]
+    pub format: RenderFormat,
+    /// Directory to write into (created; existing files of the same names are replaced).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// The container image (k8s, compose).
+    #[arg(long, default_value = "shoal:latest")]
+    pub image: String,
+    /// Kubernetes namespace the manifests name (pod DNS names include it).
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// Storage requested per data volume (k8s PersistentVolumeClaims).
+    #[arg(long, default_value = "10Gi")]
+    pub storage: String,
+    /// Where the `shoal` binary is installed (systemd).
+    #[arg(long, default_value = "/usr/local/bin/shoal")]
+    pub binary: PathBuf,
+    /// Render a spec without authorization and cluster authentication although its processes are
+    /// reachable from the network.
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RegisterArgs {
+    /// Config servers (`host:port,host:port,...`).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub config: Vec<String>,
+    /// A shard and its members: `NAME=host:port,host:port,...`; repeatable.
+    #[arg(long = "shard", value_name = "NAME=MEMBERS", required = true)]
+    pub shards: Vec<String>,
+    /// Give up after this many seconds without a config leader (0: wait forever).
+    #[arg(long, default_value_t = 600)]
+    pub wait_secs: u64,
+    #[command(flatten)]
+    pub cluster_auth: ClusterAuthArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProbeRole {
+    Router,
+    Shard,
+    Configsvr,
+}
+
+impl ProbeRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeRole::Router => "router",
+            ProbeRole::Shard => "shard",
+            ProbeRole::Configsvr => "configsvr",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    #[arg(long, value_enum)]
+    pub role: ProbeRole,
+    /// The process's `host:port`.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub addr: String,
+    /// Ready for traffic, not merely alive: a shard member PRIMARY or SECONDARY, a config server
+    /// that knows its leader.
+    #[arg(long)]
+    pub ready: bool,
+    /// The whole check's bound.
+    #[arg(long, default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: u64,
+    /// Reach a router over TLS (with --tlsCAFile, and --tlsCertificateKeyFile if it wants one).
+    #[arg(long)]
+    pub tls: bool,
+    #[command(flatten)]
+    pub cluster_auth: ClusterAuthArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -379,9 +485,14 @@ pub struct BalancerArgs {
 
 #[derive(Debug, Args)]
 pub struct ConfigsvrArgs {
-    /// This server's Raft node id (1, 2, 3, ...), unique in the config cluster.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub id: u64,
+    /// This server's Raft node id (1, 2, 3, ...), unique in the config cluster. Absent: the id
+    /// `--peers` gives `--advertise` (how a StatefulSet's pods, which share one command line, find
+    /// theirs).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), required_unless_present = "advertise")]
+    pub id: Option<u64>,
+    /// This server's address as `--peers` lists it (`host:port`); names its id when `--id` is absent.
+    #[arg(long, requires = "peers", conflicts_with = "id")]
+    pub advertise: Option<String>,
     /// gRPC listen address, for peers and clients alike.
     #[arg(long, default_value = "127.0.0.1:27019")]
     pub listen: SocketAddr,
@@ -392,7 +503,8 @@ pub struct ConfigsvrArgs {
     #[arg(long, value_parser = shoal_configsvr::server::parse_peers)]
     pub peers: Option<BTreeMap<u64, String>>,
     /// Form the cluster from --peers (or a one-node cluster) unless this server or any peer
-    /// already has Raft state; never re-initializes.
+    /// already has Raft state; never re-initializes. Only the lowest id of `--peers` acts on it, so
+    /// every member may be given it.
     #[arg(long)]
     pub init: bool,
     /// Take a catalog snapshot (and purge the log behind it) after this many log entries.

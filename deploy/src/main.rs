@@ -11,15 +11,21 @@
 //!  shoal status    --> status::run      (config servers' Raft state, routers pinged, replSetGetStatus per shard)
 //!  shoal secrets   --> secrets::run     (the cluster key / CA once, to copy to every host)
 //!  shoal restart   --> restart::run     (rolling restart through shoal up's control socket)
+//!  shoal probe     --> health::run      (one process alive / ready: Kubernetes probes, healthchecks)
+//!  shoal deploy render   --> render::run   (k8s / compose / systemd manifests from a spec)
+//!  shoal deploy register --> register::run (AddShard once the config servers have a leader)
 //!  shoal bench     --> shoal_bench::{crud, catalog, ycsb (load, run, matrix), migration}
 //! ```
 
 #![forbid(unsafe_code)]
 
 mod cli;
+mod health;
 mod launcher;
 mod plan;
 mod probe;
+mod register;
+mod render;
 mod restart;
 mod router_client;
 mod secrets;
@@ -64,6 +70,9 @@ fn main() -> ExitCode {
             Command::Status(args) => status::run(args).await,
             Command::Secrets(args) => secrets::run(args),
             Command::Restart(args) => restart::run(args).await,
+            Command::Probe(args) => health::run(args).await,
+            Command::Deploy(cli::DeployCommand::Render(args)) => render::run(args),
+            Command::Deploy(cli::DeployCommand::Register(args)) => register::run(args).await,
             Command::Bench(cli::BenchCommand::Crud(args)) => bench_crud(args).await,
             Command::Bench(cli::BenchCommand::Catalog(args)) => bench_catalog(args).await,
             Command::Bench(cli::BenchCommand::Load(args)) => bench_ycsb(shoal_bench::ycsb::Phase::Load, args).await,

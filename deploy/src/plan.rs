@@ -90,9 +90,28 @@ impl ClusterPlan {
     }
 }
 
+/// Who keeps the planned processes running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Supervisor {
+    /// `shoal up`: its children exit when it goes away (`--exit-on-stdin-eof`).
+    Launcher,
+    /// Kubernetes, Compose or systemd (`shoal deploy render`): processes run on their own.
+    External,
+}
+
 /// Lays out the processes of `spec` (already validated) under `data_dir`, with the credentials in
-/// `secrets` on their command lines.
+/// `secrets` on their command lines, as `shoal up` runs them.
 pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPlan {
+    plan_for(spec, data_dir, secrets, Supervisor::Launcher)
+}
+
+/// [`plan`] for the given supervisor.
+pub fn plan_for(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets, supervisor: Supervisor) -> ClusterPlan {
+    let supervised = |args: &mut Vec<OsString>| {
+        if supervisor == Supervisor::Launcher {
+            args.push(EXIT_WITH_LAUNCHER.into());
+        }
+    };
     let config_endpoints: Vec<Endpoint> =
         spec.config_servers.iter().map(|server| spec.endpoint(server.host.as_deref(), server.port)).collect();
     let config_servers: Vec<String> = config_endpoints.iter().map(|e| e.advertise.clone()).collect();
@@ -122,7 +141,7 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
             args.push("--init".into());
         }
         args.extend(secrets.cluster_args(&server.name).to_args());
-        args.push(EXIT_WITH_LAUNCHER.into());
+        supervised(&mut args);
         config_plans.push(ProcessPlan {
             name: server.name.clone(),
             role: Role::ConfigServer,
@@ -164,7 +183,7 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
                 args.extend(["--oplog-size-mb".into(), mb.to_string().into()]);
             }
             args.extend(secrets.cluster_args(&member_name).to_args());
-            args.push(EXIT_WITH_LAUNCHER.into());
+            supervised(&mut args);
             first_shard.get_or_insert_with(|| connect.clone());
             members.push(connect.clone());
             processes.push(ProcessPlan {
@@ -220,7 +239,7 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
             }
         }
         args.extend(cluster_args);
-        args.push(EXIT_WITH_LAUNCHER.into());
+        supervised(&mut args);
         processes.push(ProcessPlan {
             name: router.name.clone(),
             role: Role::Router,

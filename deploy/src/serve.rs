@@ -59,8 +59,16 @@ pub async fn router(args: RouterArgs) -> anyhow::Result<()> {
 pub async fn configsvr(args: ConfigsvrArgs) -> anyhow::Result<()> {
     crate::security::install(&args.cluster_auth)?;
     let shutdown = shutdown_signal(args.child.exit_on_stdin_eof).context("cannot install signal handlers")?;
-    let mut config = shoal_configsvr::server::ConfigServerSettings::new(args.id, args.listen, args.data_dir);
-    config.peers = args.peers.unwrap_or_default();
+    let peers = args.peers.unwrap_or_default();
+    let id = match (args.id, &args.advertise) {
+        (Some(id), _) => id,
+        (None, Some(advertise)) => shoal_configsvr::server::id_of(&peers, advertise).with_context(|| {
+            format!("--advertise {advertise} is none of --peers; the id comes from the peer with that address")
+        })?,
+        (None, None) => anyhow::bail!("--id or --advertise is required"),
+    };
+    let mut config = shoal_configsvr::server::ConfigServerSettings::new(id, args.listen, args.data_dir);
+    config.peers = peers;
     config.init = args.init;
     config.raft.snapshot_logs_since_last = args.snapshot_logs_since_last;
     config.raft.snapshot_logs_to_keep = args.snapshot_logs_to_keep;

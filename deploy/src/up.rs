@@ -12,28 +12,18 @@
 //! Stop order is the reverse of start order: routers, shards, config servers. Without config
 //! servers in the spec the catalog steps are skipped (no `--config`, nothing registered).
 
+use anyhow::{Context, bail};
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Duration;
-
-use anyhow::{Context, bail};
-use shoal_cluster::config_client::{ClientSettings, ConfigClient};
-use shoal_configsvr::catalog::Command;
 use tracing::{info, warn};
 
 use crate::cli::UpArgs;
 use crate::launcher::Launcher;
-use crate::plan::{ClusterPlan, ProcessPlan, Role, ShardRegistration, plan};
+use crate::plan::{ClusterPlan, ProcessPlan, Role, plan};
 use crate::probe::{wait_for_config_leader, wait_for_ping};
 use crate::secrets::{LAUNCHER, Missing, Secrets};
 use crate::signals::shutdown_signal;
 use crate::spec::{ClusterSpec, TlsModeSpec};
-
-/// Tries of one shard's registration; `AddShard` is idempotent, so a write whose outcome was
-/// unknown (timeout, leader change) is simply sent again. Each try is bounded by the client's own
-/// deadline (`ClientSettings::deadline`).
-const REGISTER_ATTEMPTS_MAX: u32 = 3;
-const REGISTER_BACKOFF_INITIAL: Duration = Duration::from_millis(200);
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let (mut spec, source) = ClusterSpec::load(args.file.as_deref())?;
@@ -136,7 +126,7 @@ async fn start_all(launcher: &mut Launcher, start: &Start<'_>) -> anyhow::Result
     }
     if !cluster.shards.is_empty() {
         tokio::select! {
-            registered = register_shards(&cluster.config_servers, &cluster.shards) => registered?,
+            registered = crate::register::register_shards(&cluster.config_servers, &cluster.shards) => registered?,
             exited = launcher.first_exit() => bail!("{exited}"),
         }
     }
@@ -172,47 +162,6 @@ async fn start_all(launcher: &mut Launcher, start: &Start<'_>) -> anyhow::Result
 /// The `--name` a shard member was planned with.
 fn shard_of(args: &[std::ffi::OsString]) -> Option<&std::ffi::OsStr> {
     args.windows(2).find(|w| w[0] == "--name").map(|w| w[1].as_os_str())
-}
-
-/// Registers every shard in the catalog. Safe to repeat on every start: the catalog answers an
-/// `AddShard` of a shard it already has, with the same replica set and members, as a success that
-/// changes nothing. A shard it has with other members (the spec changed under an existing data
-/// dir) is refused, and that refusal is reported as the error.
-async fn register_shards(config_servers: &[String], shards: &[ShardRegistration]) -> anyhow::Result<()> {
-    let client = ConfigClient::new(config_servers.to_vec(), ClientSettings::default());
-    for shard in shards {
-        let command = Command::AddShard {
-            shard: shard.shard.clone(),
-            replica_set: shard.replica_set.clone(),
-            members: shard.members.clone(),
-        };
-        let mut backoff = REGISTER_BACKOFF_INITIAL;
-        let mut attempt = 1;
-        loop {
-            match client.write(&command).await {
-                Ok(written) => match written.outcome {
-                    Ok(_) => {
-                        info!(shard = %shard.shard, members = ?shard.members, catalog_version = written.catalog_version, "shard registered in the catalog");
-                        break;
-                    }
-                    Err(refused) => bail!(
-                        "the catalog refused to register shard {} ({}): {refused}; the data dir's catalog \
-                         was made from a different spec (start with another --data-dir, or remove this one)",
-                        shard.shard,
-                        shard.members.join(",")
-                    ),
-                },
-                Err(e) if attempt < REGISTER_ATTEMPTS_MAX => {
-                    warn!(shard = %shard.shard, attempt, "registering the shard failed, retrying: {e}");
-                    tokio::time::sleep(backoff).await;
-                    backoff *= 2;
-                    attempt += 1;
-                }
-                Err(e) => bail!("cannot register shard {} in the catalog after {attempt} attempts: {e}", shard.shard),
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The names a process's certificate holds: what others dial it by. Every certificate names
