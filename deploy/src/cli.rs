@@ -36,6 +36,8 @@ pub enum Command {
     /// Is one process alive (or, with --ready, ready for traffic)? Exit status 0 or 1: the check
     /// behind Kubernetes probes and Compose healthchecks.
     Probe(ProbeArgs),
+    /// Add or remove a config server (one Raft voter per call), or print the config servers' group.
+    Reconfig(ReconfigArgs),
     /// Deployment manifests and steps for supervisors other than `shoal up`.
     #[command(subcommand)]
     Deploy(DeployCommand),
@@ -102,6 +104,22 @@ pub struct RegisterArgs {
     /// Give up after this many seconds without a config leader (0: wait forever).
     #[arg(long, default_value_t = 600)]
     pub wait_secs: u64,
+    #[command(flatten)]
+    pub cluster_auth: ClusterAuthArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReconfigArgs {
+    /// Config servers to reach the group through (`host:port,host:port,...`).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub config: Vec<String>,
+    /// Add a config server, already started without --init: `ID=HOST:PORT`. It becomes a voter
+    /// once it has caught up with the leader's log.
+    #[arg(long, value_name = "ID=HOST:PORT", conflicts_with = "remove_config_server")]
+    pub add_config_server: Option<String>,
+    /// Remove the voter with this id.
+    #[arg(long, value_name = "ID")]
+    pub remove_config_server: Option<u64>,
     #[command(flatten)]
     pub cluster_auth: ClusterAuthArgs,
 }

@@ -11,6 +11,7 @@
 //!  shoal status    --> status::run      (config servers' Raft state, routers pinged, replSetGetStatus per shard)
 //!  shoal secrets   --> secrets::run     (the cluster key / CA once, to copy to every host)
 //!  shoal restart   --> restart::run     (rolling restart through shoal up's control socket)
+//!  shoal reconfig  --> reconfig::run    (add / remove a config server: Raft membership, one voter at a time)
 //!  shoal probe     --> health::run      (one process alive / ready: Kubernetes probes, healthchecks)
 //!  shoal deploy render   --> render::run   (k8s / compose / systemd manifests from a spec)
 //!  shoal deploy register --> register::run (AddShard once the config servers have a leader)
@@ -24,6 +25,7 @@ mod health;
 mod launcher;
 mod plan;
 mod probe;
+mod reconfig;
 mod register;
 mod render;
 mod restart;
@@ -71,6 +73,7 @@ fn main() -> ExitCode {
             Command::Secrets(args) => secrets::run(args),
             Command::Restart(args) => restart::run(args).await,
             Command::Probe(args) => health::run(args).await,
+            Command::Reconfig(args) => reconfig::run(args).await,
             Command::Deploy(cli::DeployCommand::Render(args)) => render::run(args),
             Command::Deploy(cli::DeployCommand::Register(args)) => register::run(args).await,
             Command::Bench(cli::BenchCommand::Crud(args)) => bench_crud(args).await,

@@ -12,7 +12,8 @@ use crate::process::{Process, ProcessSpec};
 
 pub struct CatalogCluster {
     dir: tempfile::TempDir,
-    _config: Vec<Process>,
+    /// The config servers, node id i+1 at index i.
+    pub config: Vec<Process>,
     pub shard: Process,
     pub router: Process,
     /// `host:port` of each config server, for a catalog client.
@@ -99,7 +100,7 @@ impl CatalogCluster {
         router_all.extend_from_slice(router_args);
         let router = start_router(dir.path(), "router", &config_addrs, &router_all).await?;
         let secured_by_test = crate::security::names_own_security(&router_all);
-        Ok(CatalogCluster { dir, _config: config, shard, router, config_addrs, secured_by_test })
+        Ok(CatalogCluster { dir, config, shard, router, config_addrs, secured_by_test })
     }
 
     /// The cluster's temp dir (key files and certificates a test writes live there too).
