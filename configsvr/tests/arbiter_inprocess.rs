@@ -78,6 +78,7 @@ impl Fake {
                     commit_point: None,
                     progress: String::new(),
                     heartbeat_interval_ms: HEARTBEAT_INTERVAL.as_millis() as u64,
+                    config_version: 1,
                 };
                 let sent = wall_ms();
                 let Ok(reply) = client.heartbeat(req).await else { continue };

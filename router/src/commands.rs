@@ -304,6 +304,15 @@ pub static COMMANDS: &[Spec] = &[
         .needs(Cluster)
         .admin_only()
         .on(OnCluster, &[A::ReplSetGetStatus]),
+    Spec::new("replSetGetConfig", Sharding, h!(sharding::repl_config::repl_set_get_config))
+        .needs(Cluster)
+        .admin_only()
+        .on(OnCluster, &[A::ReplSetGetConfig]),
+    Spec::new("replSetReconfig", Sharding, h!(sharding::repl_config::repl_set_reconfig))
+        .needs(Cluster)
+        .admin_only()
+        .on(OnCluster, &[A::ReplSetConfigure])
+        .audited(),
     Spec::new("replSetStepDown", Sharding, h!(sharding::repl_status::repl_set_step_down))
         .needs(Cluster)
         .admin_only()

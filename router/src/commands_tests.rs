@@ -64,6 +64,8 @@ const EXPECTED: &[Facts] = &[
     ("collStats",                    Read,     false, true,  false, false, false, false, true),
     ("listShards",                   Sharding, false, true,  false, true,  false, false, true),
     ("replSetGetStatus",             Sharding, false, true,  false, true,  false, false, true),
+    ("replSetGetConfig",             Sharding, false, true,  false, true,  false, false, true),
+    ("replSetReconfig",              Sharding, false, true,  false, true,  false, false, true),
     ("replSetStepDown",              Sharding, false, true,  false, true,  false, false, true),
     ("addShard",                     Sharding, false, true,  false, true,  false, false, true),
     ("enableSharding",               Sharding, false, true,  false, true,  false, false, true),

@@ -77,6 +77,17 @@ impl ReplicaCluster {
         Ok(cluster)
     }
 
+    /// Starts one more member process (not yet in the group's configuration: add it with
+    /// `replSetReconfig`); returns its index.
+    pub async fn start_member(&mut self) -> anyhow::Result<usize> {
+        let port = crate::ports::free_ports(1)?[0];
+        let i = self.ports.len();
+        let spec = member_spec(self.dir.path(), i, port, &self.config_addrs, &self.member_flags);
+        self.members.push(Some(Process::start(spec).await?));
+        self.ports.push(port);
+        Ok(i)
+    }
+
     pub fn size(&self) -> usize {
         self.ports.len()
     }

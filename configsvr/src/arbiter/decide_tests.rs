@@ -20,7 +20,7 @@ fn settings() -> ArbiterSettings {
 }
 
 fn group(term: u64, primary: Option<&str>) -> ReplicaGroup {
-    ReplicaGroup { members: vec![A.into(), B.into(), C.into()], term, primary: primary.map(str::to_owned) }
+    ReplicaGroup { term, primary: primary.map(str::to_owned), ..ReplicaGroup::new(vec![A.into(), B.into(), C.into()]) }
 }
 
 fn report(at: Instant, term: u64, state: &str, applied: OpTime) -> MemberReport {
@@ -35,6 +35,7 @@ fn report(at: Instant, term: u64, state: &str, applied: OpTime) -> MemberReport 
         resign: false,
         unelectable_until: at,
         heartbeat_interval: shoal_proto::heartbeat::INTERVAL_DEFAULT,
+        config_version: 1,
     }
 }
 

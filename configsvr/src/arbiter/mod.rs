@@ -7,6 +7,7 @@
 //!         <--{catalog term, primary, members, lease_ms (primary of the term only)}--
 //!  task (every tick_interval, leader only): for each shard
 //!      View + catalog group --decide()--> OpenTerm / Promote --SetReplicaGroupTerm--> Raft
+//!      View + catalog group --joinable()--> a caught-up pending member --PromoteMember--> Raft
 //!
 //!  failover of primary P in term T:
 //!   P silent >= failover_timeout (or resigns) --> deposing: no more leases for P
@@ -30,6 +31,7 @@
 //! across an await.
 
 pub mod decide;
+pub mod join;
 mod rpc;
 pub mod task;
 pub mod view;

@@ -25,14 +25,15 @@ use crate::error::ServiceError;
 use crate::service::{ApiResult, ConfigService};
 
 impl ConfigService {
-    /// The shard's group from the applied catalog, checking that `member` belongs to it.
+    /// The shard's group from the applied catalog, checking that `member` belongs to it (voting or
+    /// pending: a pending member heartbeats to learn the primary it initial-syncs from).
     fn group_of(&self, shard: &str, member: Option<&str>) -> ApiResult<ReplicaGroup> {
         let applied = self.state.read();
         let Some(s) = applied.catalog.shard(shard) else {
             return Err(CatalogError::ShardNotFound { shard: shard.to_owned() }.into());
         };
         if let Some(m) = member
-            && !s.group.members.iter().any(|x| x == m)
+            && !s.group.has(m)
         {
             return Err(ServiceError::NotAMember { shard: shard.to_owned(), member: m.to_owned() });
         }
@@ -70,6 +71,7 @@ impl ConfigService {
             primary: group.primary.unwrap_or_default(),
             lease_ms,
             members: group.members,
+            config_version: group.config_version,
         })
     }
 
@@ -91,6 +93,7 @@ impl ConfigService {
             primary: group.primary.unwrap_or_default(),
             members,
             phase,
+            config_version: group.config_version,
             commit_point: Some(commit_point.to_proto()),
         })
     }

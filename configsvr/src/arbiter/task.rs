@@ -78,13 +78,20 @@ async fn tick(arbiter: &Arbiter, raft: &Raft, state: &CatalogState, write_timeou
         let applied = state.read();
         applied.catalog.shards().iter().map(|(id, s)| (id.clone(), s.group.clone())).collect()
     };
-    let actions: Vec<(String, ReplicaGroup, Action)> = {
+    type Joins = Vec<(String, String)>;
+    let (joins, actions): (Joins, Vec<(String, ReplicaGroup, Action)>) = {
         let mut view = arbiter.view();
         let Some(epoch_start) = view.observe_leadership(leader, now) else {
             return;
         };
         view.retain(&groups);
-        groups
+        let joins = groups
+            .iter()
+            .filter_map(|(id, group)| {
+                super::join::joinable(group, view.shard(id), now, &arbiter.settings).map(|m| (id.clone(), m))
+            })
+            .collect();
+        let actions = groups
             .iter()
             .map(|(id, group)| {
                 let decision = decide(group, view.shard(id), epoch_start, now, &arbiter.settings);
@@ -98,7 +105,8 @@ async fn tick(arbiter: &Arbiter, raft: &Raft, state: &CatalogState, write_timeou
                 }
                 (id.clone(), group.clone(), decision.action)
             })
-            .collect()
+            .collect();
+        (joins, actions)
     };
     waits.forget_except(&groups);
     let mut commits = Vec::new();
@@ -139,6 +147,10 @@ async fn tick(arbiter: &Arbiter, raft: &Raft, state: &CatalogState, write_timeou
         };
         waits.clear(&shard);
         commits.push(commit(raft, shard, command, write_timeout));
+    }
+    for (shard, member) in joins {
+        tracing::info!(shard = %shard, %member, "the added member caught up: it now votes and counts toward majorities");
+        commits.push(commit(raft, shard.clone(), Command::PromoteMember { shard, member }, write_timeout));
     }
     futures::future::join_all(commits).await;
 }

@@ -74,6 +74,8 @@ pub struct MemberReport {
     pub unelectable_until: Instant,
     /// The interval the member says it heartbeats at.
     pub heartbeat_interval: Duration,
+    /// The group configuration version the member runs with.
+    pub config_version: u64,
 }
 
 impl MemberReport {
@@ -98,6 +100,7 @@ impl MemberReport {
             resign: req.resign,
             unelectable_until: now + unelectable_for,
             heartbeat_interval: shoal_proto::heartbeat::interval_of(req.heartbeat_interval_ms),
+            config_version: req.config_version,
         }
     }
 
@@ -194,7 +197,7 @@ impl View {
     pub fn retain(&mut self, groups: &BTreeMap<String, ReplicaGroup>) {
         self.shards.retain(|id, view| match groups.get(id) {
             Some(group) => {
-                view.members.retain(|m, _| group.members.contains(m));
+                view.members.retain(|m, _| group.has(m));
                 true
             }
             None => false,
@@ -236,7 +239,9 @@ impl View {
         let members = group
             .members
             .iter()
-            .map(|m| match view.and_then(|v| v.members.get(m)) {
+            .chain(&group.pending)
+            .map(|m| (m, group.pending.contains(m)))
+            .map(|(m, pending)| match view.and_then(|v| v.members.get(m)) {
                 Some(r) => {
                     commit_point = commit_point.max(r.commit_point);
                     let ago = now.saturating_duration_since(r.last_heartbeat).as_millis();
@@ -250,6 +255,8 @@ impl View {
                         progress: r.progress.clone(),
                         unelectable: !r.electable(now),
                         heartbeat_interval_ms: shoal_proto::heartbeat::report(r.heartbeat_interval),
+                        config_version: r.config_version,
+                        pending,
                     }
                 }
                 None => pb::MemberStatus {
@@ -257,6 +264,7 @@ impl View {
                     last_heartbeat_ms_ago: -1,
                     state: "UNKNOWN".to_owned(),
                     unelectable: true,
+                    pending,
                     ..Default::default()
                 },
             })
@@ -270,7 +278,7 @@ mod tests {
     use super::*;
 
     fn group() -> ReplicaGroup {
-        ReplicaGroup { members: vec!["a:1".into(), "b:1".into()], term: 3, primary: Some("a:1".into()) }
+        ReplicaGroup { term: 3, primary: Some("a:1".into()), ..ReplicaGroup::new(vec!["a:1".into(), "b:1".into()]) }
     }
 
     fn hb(member: &str, term: u64, state: &str) -> pb::HeartbeatRequest {

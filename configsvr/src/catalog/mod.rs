@@ -188,6 +188,10 @@ impl ClusterCatalog {
             C::SetReplicaGroupTerm { shard, expected_term, new_term, primary } => {
                 self.set_replica_group_term(shard, *expected_term, *new_term, primary.as_deref())
             }
+            C::ReconfigReplicaGroup { shard, expected_version, change } => {
+                self.reconfig_replica_group(shard, *expected_version, change)
+            }
+            C::PromoteMember { shard, member } => self.promote_member(shard, member),
             C::CreateDatabase { name, primary, uuid } => self.create_database(name, primary, *uuid, now),
             C::DropDatabase { name } => self.drop_database(name),
             C::MovePrimary { name, to } => self.move_primary(name, to),

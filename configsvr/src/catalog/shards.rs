@@ -1,5 +1,12 @@
 //! Shard membership and replica-group arbitration: `AddShard`, `RemoveShard` (MongoDB's
-//! draining state machine) and `SetReplicaGroupTerm`.
+//! draining state machine), `SetReplicaGroupTerm`, and a group's own membership
+//! (`ReconfigReplicaGroup`, `PromoteMember`).
+//!
+//! ```text
+//!  ReconfigReplicaGroup Add(m)    --> m pending (heartbeats, initial-syncs, counts toward nothing)
+//!  PromoteMember m (the arbiter)  --> m a voting member, once it caught up
+//!  ReconfigReplicaGroup Remove(m) --> m gone (never the primary; never the last member)
+//! ```
 //!
 //! ```text
 //!  AddShard --> Active --RemoveShard--> Draining --RemoveShard (nothing left)--> removed
@@ -9,15 +16,16 @@
 //! Invariants: a host belongs to at most one shard; a draining shard receives no chunk and no
 //! database; a shard is removed only when it owns no chunk, is no database's primary, and is not
 //! the last holder of a zone that still has key ranges. Replica-group terms only grow, and a term
-//! has at most one primary.
+//! has at most one primary, always a voting member. A group changes by one member per
+//! configuration version, so any two consecutive majorities overlap.
 
 use std::collections::BTreeSet;
 
 use super::CatalogError;
 use super::changelog::LogDraft;
 use super::{ClusterCatalog, Outcome};
+use super::{MemberChange, ReplicaGroup, Shard, ShardState};
 use super::{RemoveShardProgress, RemoveShardState, Reply};
-use super::{ReplicaGroup, Shard, ShardState};
 
 /// MongoDB's replica-set member limit.
 pub const REPLICA_GROUP_MEMBERS_MAX: usize = 50;
@@ -81,14 +89,15 @@ impl ClusterCatalog {
             return Err(CatalogError::ShardExists { shard: id.to_owned() });
         }
         for other in self.shards.values() {
-            if let Some(m) = other.group.members.iter().find(|m| seen.contains(m.as_str())) {
+            if let Some(m) = other.group.members.iter().chain(&other.group.pending).find(|m| seen.contains(m.as_str()))
+            {
                 return Err(CatalogError::HostInUse { host: m.clone(), shard: other.id.clone() });
             }
         }
         let shard = Shard {
             id: id.to_owned(),
             replica_set: replica_set.to_owned(),
-            group: ReplicaGroup { members: members.to_vec(), term: 0, primary: None },
+            group: ReplicaGroup::new(members.to_vec()),
             state: ShardState::Active,
             zones: BTreeSet::new(),
             topology_time: self.clock.next_timestamp(now),
@@ -185,5 +194,101 @@ impl ClusterCatalog {
         }
         let response = Reply::ReplicaGroup { term: new_term, primary: primary.map(str::to_owned) };
         Ok(Outcome::logged(response, log))
+    }
+
+    /// `replSetReconfig {shard}`: adds one pending member or removes one voting member.
+    pub(super) fn reconfig_replica_group(
+        &mut self,
+        id: &str,
+        expected_version: u64,
+        change: &MemberChange,
+    ) -> Result<Outcome, CatalogError> {
+        let Some(shard) = self.shards.get(id) else {
+            return Err(CatalogError::ShardNotFound { shard: id.to_owned() });
+        };
+        let incompatible = |reason: String| CatalogError::IncompatibleReplicaConfig { shard: id.to_owned(), reason };
+        let group = &shard.group;
+        if group.config_version != expected_version {
+            return Err(incompatible(format!(
+                "the configuration is at version {}, the change was made from version {expected_version}",
+                group.config_version
+            )));
+        }
+        let mut next = group.clone();
+        let (what, member) = match change {
+            MemberChange::Add(member) => {
+                check_member(member)?;
+                if group.has(member) {
+                    return Err(incompatible(format!("'{member}' is already a member")));
+                }
+                if let Some(other) = self.shards.values().find(|s| s.id != id && s.group.has(member)) {
+                    return Err(CatalogError::HostInUse { host: member.clone(), shard: other.id.clone() });
+                }
+                if group.members.len() + group.pending.len() >= REPLICA_GROUP_MEMBERS_MAX {
+                    return Err(CatalogError::limit("members of a replica group", REPLICA_GROUP_MEMBERS_MAX));
+                }
+                next.pending.push(member.clone());
+                ("replicaGroup.add", member)
+            }
+            MemberChange::Remove(member) => {
+                if group.pending.contains(member) {
+                    next.pending.retain(|m| m != member);
+                } else if !group.members.contains(member) {
+                    return Err(incompatible(format!("'{member}' is not a member")));
+                } else if group.primary.as_deref() == Some(member.as_str()) {
+                    return Err(incompatible(format!(
+                        "'{member}' is the primary; step it down (replSetStepDown) before removing it"
+                    )));
+                } else if group.members.len() == 1 {
+                    return Err(incompatible(format!("'{member}' is the last voting member")));
+                } else {
+                    next.members.retain(|m| m != member);
+                }
+                ("replicaGroup.remove", member)
+            }
+        };
+        next.config_version += 1;
+        let log = LogDraft::new(what, id).with("member", member.as_str()).with("version", next.config_version);
+        Ok(self.replace_group(id, next, log))
+    }
+
+    /// Moves a caught-up pending member into the voting members (the arbiter's decision).
+    /// Repeating it once done changes nothing.
+    pub(super) fn promote_member(&mut self, id: &str, member: &str) -> Result<Outcome, CatalogError> {
+        let Some(shard) = self.shards.get(id) else {
+            return Err(CatalogError::ShardNotFound { shard: id.to_owned() });
+        };
+        let group = &shard.group;
+        if group.members.iter().any(|m| m == member) {
+            return Ok(Outcome::unchanged(members_reply(group)));
+        }
+        if !group.pending.iter().any(|m| m == member) {
+            return Err(CatalogError::bad_value(
+                "member",
+                format!("'{member}' is not a pending member of shard '{id}'"),
+            ));
+        }
+        let mut next = group.clone();
+        next.pending.retain(|m| m != member);
+        next.members.push(member.to_owned());
+        next.config_version += 1;
+        let log = LogDraft::new("replicaGroup.promote", id).with("member", member).with("version", next.config_version);
+        Ok(self.replace_group(id, next, log))
+    }
+
+    fn replace_group(&mut self, id: &str, group: ReplicaGroup, log: LogDraft) -> Outcome {
+        let reply = members_reply(&group);
+        if let Some(s) = self.shards.get_mut(id) {
+            s.group = group;
+        }
+        Outcome::logged(reply, log)
+    }
+}
+
+fn members_reply(group: &ReplicaGroup) -> Reply {
+    Reply::ReplicaGroupMembers {
+        members: group.members.clone(),
+        pending: group.pending.clone(),
+        config_version: group.config_version,
     }
 }

@@ -56,6 +56,19 @@ pub enum Command {
         new_term: u64,
         primary: Option<String>,
     },
+    /// `replSetReconfig {shard}`: one member added (as pending, until the arbiter finds it caught
+    /// up) or one voting member removed, never the primary. `expected_version` is the
+    /// configuration version the change was computed from (compare-and-set).
+    ReconfigReplicaGroup {
+        shard: ShardId,
+        expected_version: u64,
+        change: MemberChange,
+    },
+    /// The arbiter's move of a caught-up pending member into the voting members.
+    PromoteMember {
+        shard: ShardId,
+        member: String,
+    },
     /// Creates a database on the primary shard the caller chose. Repeating it is a no-op.
     CreateDatabase {
         name: String,
@@ -190,6 +203,13 @@ pub enum Command {
     Security(SecurityCommand),
 }
 
+/// One change of a replica group's membership.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum MemberChange {
+    Add(String),
+    Remove(String),
+}
+
 /// A partial change of the settings: `None` fields keep their value, so two admins changing
 /// different settings do not overwrite each other.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -248,6 +268,10 @@ impl fmt::Display for Command {
             Command::SetReplicaGroupTerm { shard, expected_term, new_term, primary } => {
                 write!(f, "setReplicaGroupTerm {shard} {expected_term} -> {new_term} primary {primary:?}")
             }
+            Command::ReconfigReplicaGroup { shard, expected_version, change } => {
+                write!(f, "reconfigReplicaGroup {shard} v{expected_version} {change:?}")
+            }
+            Command::PromoteMember { shard, member } => write!(f, "promoteMember {shard} {member}"),
             Command::CreateDatabase { name, primary, .. } => write!(f, "createDatabase {name} on {primary}"),
             Command::DropDatabase { name } => write!(f, "dropDatabase {name}"),
             Command::MovePrimary { name, to } => write!(f, "movePrimary {name} to {to}"),

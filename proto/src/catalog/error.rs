@@ -69,6 +69,10 @@ pub enum CatalogError {
     StaleFencingToken { lease: String, presented: u64, current: Option<u64> },
     #[error("replica group of shard '{shard}' is at term {current}, the request expected {expected}")]
     StaleTerm { shard: String, expected: u64, current: u64 },
+    /// A replica-group reconfiguration MongoDB would refuse as incompatible with the current one
+    /// (more than one voting change, the primary removed, a stale version).
+    #[error("shard '{shard}': {reason}")]
+    IncompatibleReplicaConfig { shard: String, reason: String },
     #[error("{what} is limited to {limit}")]
     LimitExceeded { what: String, limit: u64 },
     #[error("chunk versions of '{ns}' would overflow")]
@@ -127,6 +131,7 @@ impl CatalogError {
             E::RangeOverlap { .. } => ErrorCode::RangeOverlapConflict,
             E::LeaseBusy { .. } | E::LeaseNotHeld { .. } | E::StaleFencingToken { .. } => ErrorCode::LockBusy,
             E::StaleTerm { .. } => ErrorCode::StaleTerm,
+            E::IncompatibleReplicaConfig { .. } => ErrorCode::NewReplicaSetConfigurationIncompatible,
             E::VersionOverflow { .. } => ErrorCode::Overflow,
             E::UserNotFound { .. } => ErrorCode::UserNotFound,
             E::UserExists { .. } => ErrorCode::Location51003,

@@ -22,7 +22,7 @@ mod types;
 mod view;
 pub mod wire;
 
-pub use command::{Command, InitialChunks, SettingsUpdate, WindowChange};
+pub use command::{Command, InitialChunks, MemberChange, SettingsUpdate, WindowChange};
 pub use error::CatalogError;
 pub use log::{BALANCER_LEASE, BalancerRounds, ChangelogEntry, Detail, Fencing, Lease};
 pub use reply::{RemoveShardProgress, RemoveShardState, Reply};

@@ -41,6 +41,12 @@ pub enum Reply {
         term: u64,
         primary: Option<String>,
     },
+    /// A group's membership after `ReconfigReplicaGroup` or `PromoteMember`.
+    ReplicaGroupMembers {
+        members: Vec<String>,
+        pending: Vec<String>,
+        config_version: u64,
+    },
     /// How many users or roles a `dropAll...FromDatabase` removed.
     Count(u64),
 }

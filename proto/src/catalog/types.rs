@@ -210,10 +210,36 @@ pub enum ShardState {
 /// in that term (none while a failover runs).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaGroup {
-    /// `host:port` of each member, in the order given to `AddShard`.
+    /// `host:port` of each member, in the order given to `AddShard`: the members that vote, count
+    /// toward a majority and may be elected.
     pub members: Vec<String>,
     pub term: u64,
     pub primary: Option<String>,
+    /// Members being added (MongoDB's `newlyAdded`): they heartbeat and initial-sync but count
+    /// toward no majority and are never elected, until the arbiter moves each to `members` once
+    /// it has caught up with the group's commit point.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
+    /// The group's configuration version (`replSetGetConfig`'s `config.version`): 1 at
+    /// `AddShard`, one more at every change of `members` or `pending`.
+    #[serde(default = "first_config_version")]
+    pub config_version: u64,
+}
+
+fn first_config_version() -> u64 {
+    1
+}
+
+impl ReplicaGroup {
+    /// A new group of `members`.
+    pub fn new(members: Vec<String>) -> ReplicaGroup {
+        ReplicaGroup { members, term: 0, primary: None, pending: Vec::new(), config_version: first_config_version() }
+    }
+
+    /// Whether `member` belongs to the group, voting or pending.
+    pub fn has(&self, member: &str) -> bool {
+        self.members.iter().chain(&self.pending).any(|m| m == member)
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

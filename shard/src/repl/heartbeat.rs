@@ -49,6 +49,11 @@ pub async fn run(repl: Arc<Repl>, config: Arc<ConfigClient>) {
                 if e.code() == Some(ErrorCode::ShardNotFound) {
                     repl.set_state_if(MemberState::Startup, "not registered in the catalog yet");
                 }
+                // MongoDB's REMOVED: the catalog no longer lists this member (replSetReconfig
+                // removed it, or it was never added); it neither serves nor counts until added.
+                if e.code() == Some(ErrorCode::NoSuchKey) {
+                    repl.set_removed();
+                }
                 if failures % 25 == 1 {
                     tracing::info!(error = %e, failures, "heartbeat to the config service failed");
                 }
@@ -89,6 +94,7 @@ fn request(repl: &Repl) -> HeartbeatRequest {
         commit_point: Some(to_config(repl.commit_point())),
         progress: inner.progress.clone(),
         heartbeat_interval_ms: shoal_proto::heartbeat::report(repl.settings.heartbeat_interval),
+        config_version: inner.config_version,
     }
 }
 
@@ -143,9 +149,11 @@ async fn on_reply(repl: &Arc<Repl>, reply: HeartbeatReply, sent_at: Instant) -> 
         let mut inner = repl.lock();
         if !reply.members.is_empty() {
             inner.members = reply.members.clone();
+            inner.config_version = reply.config_version;
         }
-        if inner.state == MemberState::Startup {
+        if matches!(inner.state, MemberState::Startup | MemberState::Removed) {
             inner.state = MemberState::Secondary;
+            inner.progress.clear();
         }
         let mut action = Action::Nothing;
         let adopted_now = reply.term > inner.term.max(held_term);

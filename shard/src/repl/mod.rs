@@ -126,6 +126,8 @@ pub(crate) struct Inner {
     pub state: MemberState,
     pub primary: Option<String>,
     pub members: Vec<String>,
+    /// The group configuration version `members` is of (0 until the first heartbeat reply).
+    pub config_version: u64,
     /// Secondaries' reports (primary only; cleared on every role change).
     pub peers: HashMap<String, PeerProgress>,
     /// This member's newest durable entry.
@@ -179,6 +181,7 @@ impl Repl {
                 state,
                 primary,
                 members: vec![me],
+                config_version: 0,
                 peers: HashMap::new(),
                 durable: OpTime::ZERO,
                 lease_until: None,
@@ -260,6 +263,24 @@ impl Repl {
             } else {
                 false
             }
+        };
+        if changed {
+            self.publish_role();
+        }
+    }
+
+    /// The catalog no longer lists this member: a settled secondary (or a member still starting)
+    /// becomes REMOVED, as MongoDB's removed members do.
+    pub(crate) fn set_removed(&self) {
+        let changed = {
+            let mut inner = self.lock();
+            let settled = matches!(inner.state, MemberState::Startup | MemberState::Secondary);
+            if settled {
+                tracing::warn!("this member is not in its shard's configuration any more (removed): REMOVED");
+                inner.state = MemberState::Removed;
+                inner.progress = "removed from the replica group's configuration".to_owned();
+            }
+            settled
         };
         if changed {
             self.publish_role();

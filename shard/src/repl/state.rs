@@ -21,6 +21,9 @@ pub enum MemberState {
     Recovering,
     /// Outside any replica group: always primary.
     Standalone,
+    /// No longer listed in its group's configuration (`replSetReconfig` removed it): serves no
+    /// reads and counts toward nothing until it is added again.
+    Removed,
 }
 
 impl MemberState {
@@ -33,6 +36,7 @@ impl MemberState {
             MemberState::Rollback => "ROLLBACK",
             MemberState::Recovering => "RECOVERING",
             MemberState::Standalone => "PRIMARY",
+            MemberState::Removed => "REMOVED",
         }
     }
 
@@ -45,6 +49,7 @@ impl MemberState {
             MemberState::Recovering => 3,
             MemberState::Startup2 => 5,
             MemberState::Rollback => 9,
+            MemberState::Removed => 10,
         }
     }
 

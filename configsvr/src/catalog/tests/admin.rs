@@ -411,6 +411,75 @@ fn replica_group_terms_are_compare_and_set() {
 }
 
 #[test]
+fn a_replica_group_changes_one_member_per_configuration_version() {
+    use shoal_proto::catalog::MemberChange;
+    let mut fx = Fx::with_shards(1);
+    let reconfig =
+        |expected_version, change| Command::ReconfigReplicaGroup { shard: "s0".into(), expected_version, change };
+    let members = fx.cat.shard("s0").expect("exists").group.members.clone();
+    // An added member is pending: it votes only once the arbiter promotes it.
+    let added = fx.ok(reconfig(1, MemberChange::Add("s0-d:27018".into())));
+    assert_eq!(
+        added,
+        Reply::ReplicaGroupMembers { members: members.clone(), pending: vec!["s0-d:27018".into()], config_version: 2 }
+    );
+    // Computed from an older version: refused (compare-and-set).
+    let stale = fx.err(reconfig(1, MemberChange::Add("s0-e:27018".into())));
+    assert_eq!(stale.code(), ErrorCode::NewReplicaSetConfigurationIncompatible);
+    assert_eq!(
+        fx.err(reconfig(2, MemberChange::Add("s0-d:27018".into()))).code(),
+        ErrorCode::NewReplicaSetConfigurationIncompatible
+    );
+    assert_eq!(
+        fx.err(reconfig(2, MemberChange::Remove("stranger:1".into()))).code(),
+        ErrorCode::NewReplicaSetConfigurationIncompatible
+    );
+    assert_eq!(fx.err(reconfig(2, MemberChange::Add("bad host".into()))).code(), ErrorCode::BadValue);
+    // A pending member may not be made primary.
+    let pending_primary = Command::SetReplicaGroupTerm {
+        shard: "s0".into(),
+        expected_term: 0,
+        new_term: 1,
+        primary: Some("s0-d:27018".into()),
+    };
+    assert_eq!(fx.err(pending_primary).code(), ErrorCode::BadValue);
+    let promoted = fx.ok(Command::PromoteMember { shard: "s0".into(), member: "s0-d:27018".into() });
+    let mut grown = members.clone();
+    grown.push("s0-d:27018".into());
+    assert_eq!(promoted, Reply::ReplicaGroupMembers { members: grown.clone(), pending: vec![], config_version: 3 });
+    // Promoting again changes nothing; promoting a stranger is refused.
+    fx.ok(Command::PromoteMember { shard: "s0".into(), member: "s0-d:27018".into() });
+    assert_eq!(fx.cat.shard("s0").expect("exists").group.config_version, 3);
+    assert_eq!(fx.err(Command::PromoteMember { shard: "s0".into(), member: "x:1".into() }).code(), ErrorCode::BadValue);
+    // The primary cannot be removed; a secondary can.
+    fx.ok(Command::SetReplicaGroupTerm {
+        shard: "s0".into(),
+        expected_term: 0,
+        new_term: 1,
+        primary: Some(members[0].clone()),
+    });
+    assert_eq!(
+        fx.err(reconfig(3, MemberChange::Remove(members[0].clone()))).code(),
+        ErrorCode::NewReplicaSetConfigurationIncompatible
+    );
+    fx.ok(reconfig(3, MemberChange::Remove(members[1].clone())));
+    let group = &fx.cat.shard("s0").expect("exists").group;
+    assert!(!group.members.contains(&members[1]) && group.config_version == 4);
+    // Another shard's member cannot be added.
+    let mut two = Fx::with_shards(2);
+    let other = two.cat.shard("s1").expect("exists").group.members[0].clone();
+    assert_eq!(
+        two.err(Command::ReconfigReplicaGroup {
+            shard: "s0".into(),
+            expected_version: 1,
+            change: MemberChange::Add(other)
+        })
+        .code(),
+        ErrorCode::IllegalOperation
+    );
+}
+
+#[test]
 fn cluster_id_is_set_once() {
     let mut c = ClusterCatalog::new();
     assert_eq!(c.cluster_id(), None);

@@ -9,6 +9,7 @@ mod key;
 mod median;
 mod primary;
 mod refine;
+pub mod repl_config;
 pub mod repl_status;
 mod shard_collection;
 mod zones;

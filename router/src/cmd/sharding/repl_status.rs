@@ -41,7 +41,7 @@ async fn member_status(addr: &str) -> Result<Document, String> {
 
 /// The `shard` a replica-set command names: a router has no replica set of its own, so without
 /// one the command is refused as mongos refuses it.
-fn shard_named(body: &Document, command: &str) -> Result<String, CommandError> {
+pub(super) fn shard_named(body: &Document, command: &str) -> Result<String, CommandError> {
     match body.get("shard") {
         Some(Bson::String(s)) => Ok(s.clone()),
         None => Err(CommandError::new(
@@ -60,10 +60,16 @@ pub async fn repl_set_get_status(state: &RouterState, _conn: &ConnContext, cmd: 
         .shard(&shard_id)
         .await?
         .ok_or_else(|| CommandError::new(ErrorCode::ShardNotFound, format!("shard '{shard_id}' not found")))?;
-    let answers = futures::future::join_all(shard.group.members.iter().map(|m| member_status(m))).await;
+    // Voting members, then members being added (MongoDB shows those with `newlyAdded`).
+    let group = &shard.group;
+    let names: Vec<&String> = group.members.iter().chain(&group.pending).collect();
+    let answers = futures::future::join_all(names.iter().map(|m| member_status(m))).await;
     let mut members = Vec::new();
-    for (i, (name, answer)) in shard.group.members.iter().zip(answers).enumerate() {
+    for (i, (name, answer)) in names.into_iter().zip(answers).enumerate() {
         let mut m = doc! { "_id": i as i32, "name": name };
+        if group.pending.contains(name) {
+            m.insert("newlyAdded", true);
+        }
         match answer {
             Ok(s) => {
                 let state_str = s.get_str("stateStr").unwrap_or("UNKNOWN").to_owned();
