@@ -89,8 +89,11 @@ async fn a_member_is_added_under_load_and_another_removed_without_losing_a_write
     let mut grown = original.clone();
     grown.push(added_host.clone());
     reconfig(&admin, &grown).await.expect("replSetReconfig adding a member");
+    // At least two heartbeats (it learns the configuration, then reports its sync) separate the
+    // change from any promotion; the configuration read right after it shows the member pending.
     let config = get_config(&admin).await;
     assert_eq!(config.get_i64("version").unwrap(), 2, "{config}");
+    assert!(hosts(&config).contains(&(added_host.clone(), true)), "not newlyAdded: {config}");
     wait_voting(&admin, &added_host).await;
     cluster.wait_caught_up(added, "app", "seed", SEED_DOCS as u64, WAIT).await.expect("the new member has the data");
 
