@@ -36,6 +36,11 @@ pub enum Command {
     /// Is one process alive (or, with --ready, ready for traffic)? Exit status 0 or 1: the check
     /// behind Kubernetes probes and Compose healthchecks.
     Probe(ProbeArgs),
+    /// Copy a cluster (or one database) through a router into mongodump's directory format,
+    /// with the balancer paused.
+    Dump(DumpArgs),
+    /// Load a mongodump-format directory into a cluster through a router (any number of shards).
+    Restore(RestoreArgs),
     /// Add or remove a config server (one Raft voter per call), or print the config servers' group.
     Reconfig(ReconfigArgs),
     /// Deployment manifests and steps for supervisors other than `shoal up`.
@@ -106,6 +111,60 @@ pub struct RegisterArgs {
     pub wait_secs: u64,
     #[command(flatten)]
     pub cluster_auth: ClusterAuthArgs,
+}
+
+/// Which router a tool talks to, and as whom.
+#[derive(Debug, Args)]
+pub struct RouterTarget {
+    /// Router to use (`host:port`) [default: the spec's first router that answers].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub router: Option<String>,
+    /// Cluster spec: its routers, its TLS settings and (restore) the config servers users are
+    /// written to with the cluster's key.
+    #[arg(short = 'f', long = "file", value_name = "SPEC.yaml")]
+    pub file: Option<PathBuf>,
+    /// The data directory `shoal up` used: where a secured spec's key file and certificates are.
+    #[arg(long, default_value = "shoal-data")]
+    pub data_dir: PathBuf,
+    /// A user to authenticate as, when the routers require authentication.
+    #[arg(short = 'u', long)]
+    pub username: Option<String>,
+    /// Its password (or set SHOAL_PASSWORD).
+    #[arg(short = 'p', long, env = "SHOAL_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+    /// The database the user is defined on.
+    #[arg(long = "authenticationDatabase", default_value = "admin")]
+    pub authentication_database: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DumpArgs {
+    #[command(flatten)]
+    pub target: RouterTarget,
+    /// Directory to write (mongodump's layout: `<db>/<collection>.bson` and `.metadata.json`).
+    #[arg(long, short = 'o', default_value = "dump")]
+    pub out: PathBuf,
+    /// Dump only this database.
+    #[arg(long, short = 'd')]
+    pub db: Option<String>,
+    /// Dump only this collection (with --db).
+    #[arg(long, short = 'c')]
+    pub collection: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    pub target: RouterTarget,
+    /// The directory `shoal dump` (or mongodump) wrote.
+    #[arg(default_value = "dump")]
+    pub dir: PathBuf,
+    /// Restore only this database.
+    #[arg(long, short = 'd')]
+    pub db: Option<String>,
+    /// Drop each collection before restoring it.
+    #[arg(long)]
+    pub drop: bool,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,8 @@
 //!  shoal status    --> status::run      (config servers' Raft state, routers pinged, replSetGetStatus per shard)
 //!  shoal secrets   --> secrets::run     (the cluster key / CA once, to copy to every host)
 //!  shoal restart   --> restart::run     (rolling restart through shoal up's control socket)
+//!  shoal dump      --> dump::dump       (mongodump's layout through a router, balancer paused)
+//!  shoal restore   --> dump::restore    (collections, shard keys, indexes, documents, roles, users)
 //!  shoal reconfig  --> reconfig::run    (add / remove a config server: Raft membership, one voter at a time)
 //!  shoal probe     --> health::run      (one process alive / ready: Kubernetes probes, healthchecks)
 //!  shoal deploy render   --> render::run   (k8s / compose / systemd manifests from a spec)
@@ -21,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod dump;
 mod health;
 mod launcher;
 mod plan;
@@ -74,6 +77,8 @@ fn main() -> ExitCode {
             Command::Restart(args) => restart::run(args).await,
             Command::Probe(args) => health::run(args).await,
             Command::Reconfig(args) => reconfig::run(args).await,
+            Command::Dump(args) => dump::dump(args).await,
+            Command::Restore(args) => dump::restore(args).await,
             Command::Deploy(cli::DeployCommand::Render(args)) => render::run(args),
             Command::Deploy(cli::DeployCommand::Register(args)) => register::run(args).await,
             Command::Bench(cli::BenchCommand::Crud(args)) => bench_crud(args).await,
