@@ -18,8 +18,8 @@ pub enum NamespaceError {
     TooLong(String),
 }
 
-/// MongoDB's database-name limit (bytes).
-const DB_NAME_MAX_BYTES: usize = 64;
+/// MongoDB's database-name limit: fewer than 64 bytes.
+const DB_NAME_MAX_BYTES: usize = 63;
 /// MongoDB's namespace limit (bytes), `db.coll`.
 const NAMESPACE_MAX_BYTES: usize = 255;
 
@@ -69,6 +69,10 @@ mod tests {
         assert!(Namespace::new("bad db", "c").is_err());
         assert!(Namespace::new("db", "").is_err());
         assert!(Namespace::new("db", "a$b").is_err());
-        assert!(Namespace::new(&"x".repeat(65), "c").is_err());
+        assert!(Namespace::new(&"x".repeat(64), "c").is_err());
+        assert!(Namespace::new(&"x".repeat(63), "c").is_ok());
+        for bad in [".", "a.b", "a/b", "a b", "a\"b", "a\0b", "a$b", "a\\b", ""] {
+            assert!(validate_db(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -534,5 +534,21 @@ pub(crate) fn value_size(v: &Bson) -> usize {
     }
 }
 
+/// The `cursor` option of an `aggregate` command as MongoDB requires it, for the shard and the
+/// router alike: a document (the caller reads its `batchSize`), absent only with `explain`.
+pub fn cursor_option(body: &Document) -> Result<Option<&Document>> {
+    match body.get("cursor") {
+        Some(Bson::Document(c)) => Ok(Some(c)),
+        Some(other) => Err(QueryError::type_mismatch(format!(
+            "BSON field 'aggregate.cursor' is the wrong type '{}', expected type 'object'",
+            crate::display::type_name(other)
+        ))),
+        None if body.contains_key("explain") => Ok(None),
+        None => Err(QueryError::failed_to_parse(
+            "The 'cursor' option is required, except for aggregate with the explain argument",
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -76,6 +76,12 @@ pub fn error_reply(e: &CommandError) -> RawDocumentBuf {
 }
 
 async fn route(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    // `$external` (users authenticated outside, e.g. X.509) is the one name MongoDB allows a `$`.
+    if cmd.db != "$external"
+        && let Err(e) = shoal_proto::namespace::validate_db(&cmd.db)
+    {
+        return Err(CommandError::new(ErrorCode::InvalidNamespace, e.to_string()));
+    }
     let Some(spec) = cmd.spec else {
         return Err(CommandError::new(ErrorCode::CommandNotFound, format!("no such command: '{}'", cmd.name)));
     };

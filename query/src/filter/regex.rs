@@ -83,6 +83,9 @@ fn translate(source: &str) -> Result<String, QueryError> {
     // possessive, which the crate would silently read as a nested repetition instead.
     let mut after_quantifier = false;
     let mut prev_open_paren = false;
+    // Whether the previous token was a quantifier or a quantifier's `?` / `+` modifier: a `*` then
+    // repeats nothing, which PCRE refuses ("a**") and the crate would read as a nested repetition.
+    let mut prev_quantified = false;
     while let Some(c) = chars.next() {
         let quantifier = class.is_none() && matches!(c, '*' | '+' | '?') && !prev_open_paren;
         if quantifier && c == '+' && after_quantifier {
@@ -90,6 +93,12 @@ fn translate(source: &str) -> Result<String, QueryError> {
                 "Regular expression is invalid: possessive quantifiers are not supported",
             ));
         }
+        if quantifier && c == '*' && prev_quantified {
+            return Err(QueryError::bad_value(
+                "Regular expression is invalid: quantifier does not follow a repeatable item",
+            ));
+        }
+        prev_quantified = quantifier;
         after_quantifier = quantifier && !(c == '?' && after_quantifier);
         prev_open_paren = class.is_none() && c == '(';
         match (c, class) {
@@ -225,13 +234,13 @@ mod tests {
 
     #[test]
     fn unsupported_features_are_refused() {
-        for p in [r"(a)\1", "a(?=b)", "(?<!a)b", "a*+", "(?>a)", "a{2}+", "a{1,}+"] {
+        for p in [r"(a)\1", "a(?=b)", "(?<!a)b", "a*+", "(?>a)", "a{2}+", "a{1,}+", "a**", "a+*", "a?*", "a*?*"] {
             let err = Pattern::new(p, "").expect_err(p);
             assert_eq!(err.code, shoal_proto::ErrorCode::BadValue, "{p}");
             assert!(err.message.starts_with("Regular expression is invalid"), "{p}: {}", err.message);
         }
         assert!(Pattern::new("a\0", "").is_err());
-        for ok in [r"a+?b", r"\++", "(?i)a+", "[+]+", "a?b+", "a{2}?", "a{2}b+", r"\{2}+"] {
+        for ok in [r"a+?b", r"\++", "(?i)a+", "[+]+", "a?b+", "a{2}?", "a{2}b+", r"\{2}+", r"a*\*", "[*]*", "a*b*"] {
             assert!(Pattern::new(ok, "").is_ok(), "{ok}");
         }
     }

@@ -29,7 +29,17 @@ use crate::state::{ConnContext, RouterState};
 async fn read(state: &RouterState, cmd: &Command, coll: &str, kind: ReadKind) -> HandlerResult {
     let read = &parse::read(cmd, coll, kind)?;
     call::with_placement(state, &cmd.db, coll, read.creates(), |placement| async move {
-        let route = target::read(read, &placement)?;
+        let route = match target::read(read, &placement)? {
+            // A database that does not exist answers empty, but only after a shard has checked
+            // the command as it checks every other read (one parser per command, on the shard).
+            target::Route::Nowhere if matches!(placement, crate::routing::Placement::NoDatabase) => {
+                match crate::routing::every_shard(state).await?.into_iter().next() {
+                    Some(shard) => target::Route::One(shard),
+                    None => target::Route::Nowhere,
+                }
+            }
+            route => route,
+        };
         let answers = call::read(state, read, &placement, route).await?;
         let merged = merge::read(state, read, answers).await?;
         reply::read(state, read, merged)

@@ -198,6 +198,7 @@ fn aggregate(mut body: Document) -> Result<Plan, CommandError> {
         Some(Bson::Array(a)) => a.clone(),
         _ => return Err(CommandError::type_mismatch("'pipeline' option must be specified as an array")),
     };
+    shoal_query::aggregate::cursor_option(&body)?;
     let allow_disk_use = body.get_bool("allowDiskUse").unwrap_or(false);
     let lets = body.get_document("let").ok().cloned();
     // Validates the whole pipeline before any shard sees a piece of it.

@@ -97,15 +97,9 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     if body.contains_key("explain") {
         return Err(ExecError::new(ErrorCode::NotImplemented, "explain is not supported yet"));
     }
-    let batch_size = match body.get("cursor") {
-        Some(Bson::Document(c)) => args::opt_non_negative(c, "aggregate.cursor", "batchSize")?.map(|b| b as usize),
-        Some(other) => return Err(args::wrong_type("aggregate", "cursor", other, "object")),
-        None => {
-            return Err(ExecError::new(
-                ErrorCode::FailedToParse,
-                "The 'cursor' option is required, except for aggregate with the explain argument",
-            ));
-        }
+    let batch_size = match shoal_query::aggregate::cursor_option(body)? {
+        Some(c) => args::opt_non_negative(c, "aggregate.cursor", "batchSize")?.map(|b| b as usize),
+        None => None,
     };
     args::check_collation(body, "aggregate")?;
     args::check_hint(body, "aggregate")?;

@@ -50,18 +50,27 @@ pub async fn call(
 
 /// The documents of the command's array field `field` (`documents`, `updates`, `deletes`), from
 /// its kind-1 sequence or its body, and the body without that field.
+/// The field is required, and must be an array of documents (MongoDB's 40414 and TypeMismatch,
+/// as the shard answers an unsharded write).
 pub fn split_items(cmd: &Command, field: &str) -> Result<(RawDocumentBuf, Vec<Bytes>), CommandError> {
     let mut template = RawDocumentBuf::new();
     let mut items = Vec::new();
+    let mut present = false;
     for el in cmd.body.iter() {
         let (k, v) = el?;
         if k == field {
-            if let bson::raw::RawBsonRef::Array(a) = v {
-                for item in a {
-                    match item? {
-                        bson::raw::RawBsonRef::Document(d) => items.push(Bytes::copy_from_slice(d.as_bytes())),
-                        _ => return Err(CommandError::type_mismatch(format!("{field} must contain documents"))),
-                    }
+            present = true;
+            let bson::raw::RawBsonRef::Array(a) = v else {
+                return Err(CommandError::type_mismatch(format!(
+                    "BSON field '{}.{field}' is the wrong type '{}', expected type 'array'",
+                    cmd.name,
+                    shoal_query::display::type_name(&bson::Bson::try_from(v)?)
+                )));
+            };
+            for item in a {
+                match item? {
+                    bson::raw::RawBsonRef::Document(d) => items.push(Bytes::copy_from_slice(d.as_bytes())),
+                    _ => return Err(CommandError::type_mismatch(format!("{field} must contain documents"))),
                 }
             }
             continue;
@@ -70,8 +79,15 @@ pub fn split_items(cmd: &Command, field: &str) -> Result<(RawDocumentBuf, Vec<By
     }
     for s in &cmd.sequences {
         if s.identifier == field {
+            present = true;
             items.extend(s.documents.iter().cloned());
         }
+    }
+    if !present {
+        return Err(CommandError::new(
+            ErrorCode::Location40414,
+            format!("BSON field '{}.{field}' is missing but a required field", cmd.name),
+        ));
     }
     Ok((template, items))
 }
