@@ -146,6 +146,23 @@ async fn secondary_reads_see_what_the_primary_has_and_preferences_fall_back() {
     for i in 0..cluster.size() {
         cluster.wait_settled(i, WAIT).await.expect("settled");
     }
+    // The resumed member may still call itself PRIMARY for a moment after a failover it slept
+    // through: wait until every member reports the same term and exactly one is PRIMARY in it, so
+    // the members paused next are really the secondaries.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (mut primaries, mut terms) = (0, std::collections::BTreeSet::new());
+        for i in 0..cluster.size() {
+            let status = shoal_tests::repl::member_status(&cluster.addr(i)).await.expect("member status");
+            primaries += usize::from(status.get_str("stateStr").is_ok_and(|s| s == "PRIMARY"));
+            terms.insert(status.get_i64("term").unwrap_or(-1));
+        }
+        if primaries == 1 && terms.len() == 1 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{primaries} PRIMARY members, terms {terms:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // Every secondary paused: secondaryPreferred falls back to the primary, secondary fails.
     let primary = cluster.wait_primary(WAIT).await.expect("a primary");

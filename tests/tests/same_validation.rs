@@ -23,6 +23,19 @@ async fn code(db: &Database, command: Document) -> Option<i32> {
     code_of(db.run_command(command).await)
 }
 
+/// The command's error code, or its first write error's (a write refuses a bad statement that way).
+async fn failure(db: &Database, command: Document) -> Option<i32> {
+    match db.run_command(command).await {
+        Ok(reply) => reply
+            .get_array("writeErrors")
+            .ok()
+            .and_then(|e| e.first())
+            .and_then(Bson::as_document)
+            .and_then(|e| e.get_i32("code").ok()),
+        Err(e) => code_of(Err(e)),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn malformed_commands_are_refused_alike_on_every_path() {
     let cluster = ShardedCluster::start().await.expect("cluster");
@@ -76,6 +89,23 @@ async fn malformed_commands_are_refused_alike_on_every_path() {
     }
     assert_eq!(code(&shop, doc! { "insert": "sharded" }).await, Some(40414));
     assert_eq!(code(&shop, doc! { "aggregate": "sharded", "pipeline": [] }).await, Some(9));
+
+    // Explained as run: what running a command refuses, explaining it refuses too.
+    let explained = |coll: &str| {
+        vec![
+            doc! { "update": coll, "updates": [{ "q": {}, "u": { "$fuzzOp": { "a": 1 } } }] },
+            doc! { "aggregate": coll, "pipeline": [{ "$group": { "_id": null, "x": { "$fuzzAcc": 1 } } }], "cursor": {} },
+            doc! { "distinct": coll },
+            doc! { "findAndModify": coll, "query": {} },
+        ]
+    };
+    for coll in ["plain", "sharded"] {
+        for command in explained(coll) {
+            let expected = failure(&shop, command.clone()).await;
+            assert!(expected.is_some(), "{command} was accepted when run");
+            assert_eq!(code(&shop, doc! { "explain": command.clone() }).await, expected, "explain of {command}");
+        }
+    }
 
     // Database names MongoDB refuses: InvalidNamespace (73), before anything is created.
     for name in [".", "a.b", "a/b", "a b", "a\"b", "a$b", "a\\b", &"x".repeat(64)] {

@@ -55,19 +55,7 @@ pub fn distinct(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     args::check_known_fields(body, "distinct", &["key", "query", "collation", "hint"])?;
     let coll_name = args::collection_name(body, "distinct")?;
     let ns = args::namespace(req.db, &coll_name)?;
-    let key = match body.get("key") {
-        Some(Bson::String(k)) if !k.is_empty() => k.clone(),
-        Some(Bson::String(_)) => {
-            return Err(ExecError::bad_value("FieldPath cannot be constructed with empty string"));
-        }
-        Some(other) => return Err(args::wrong_type("distinct", "key", other, "string")),
-        None => {
-            return Err(ExecError::new(
-                ErrorCode::Location40414,
-                "BSON field 'distinct.key' is missing but a required field",
-            ));
-        }
-    };
+    let key = distinct_key(body)?;
     let query = args::opt_document(body, "distinct", "query")?.cloned().unwrap_or_default();
     let collation = args::collation(body, "distinct")?;
     args::check_hint(body, "distinct")?;
@@ -132,6 +120,18 @@ fn collect_path(v: &Bson, parts: &[&str], out: &mut Vec<Bson>) {
             }
         }
         _ => {}
+    }
+}
+
+/// `distinct`'s required `key`, a non-empty field path. Run and explain share it.
+pub(crate) fn distinct_key(body: &Document) -> ExecResult<String> {
+    match body.get("key") {
+        Some(Bson::String(k)) if !k.is_empty() => Ok(k.clone()),
+        Some(Bson::String(_)) => Err(ExecError::bad_value("FieldPath cannot be constructed with empty string")),
+        Some(other) => Err(args::wrong_type("distinct", "key", other, "string")),
+        None => {
+            Err(ExecError::new(ErrorCode::Location40414, "BSON field 'distinct.key' is missing but a required field"))
+        }
     }
 }
 

@@ -55,12 +55,21 @@ fn query_of(cmd: &str, inner: &Document) -> ExecResult<Query> {
             q.limit = opt_u64(inner, "limit");
         }
         "count" | "distinct" => {
+            if cmd == "distinct" {
+                crate::exec::count::distinct_key(inner)?;
+            }
             q.filter = doc_of("query").unwrap_or_default();
             q.skip = opt_u64(inner, "skip").unwrap_or(0);
             q.limit = opt_u64(inner, "limit");
         }
         "aggregate" => {
-            let stages = inner.get_array("pipeline").map(|a| a.as_slice()).unwrap_or_default();
+            let stages = match inner.get("pipeline") {
+                Some(Bson::Array(stages)) => stages.as_slice(),
+                Some(other) => return Err(args::wrong_type("aggregate", "pipeline", other, "array")),
+                None => &[],
+            };
+            // The whole pipeline is checked as running it would (unknown stages, accumulators).
+            shoal_query::aggregate::Pipeline::parse(stages)?;
             let mut rest = stages.iter();
             if let Some(Bson::Document(first)) = stages.first()
                 && let Ok(m) = first.get_document("$match")
@@ -76,6 +85,15 @@ fn query_of(cmd: &str, inner: &Document) -> ExecResult<Query> {
         }
         "update" | "delete" => {
             let field = if cmd == "update" { "updates" } else { "deletes" };
+            if cmd == "update" {
+                let vars = shoal_query::vars::LetVars::from_command(inner, cmd)?;
+                for stmt in inner.get_array(field).map(|a| a.as_slice()).unwrap_or_default() {
+                    let Bson::Document(stmt) = stmt else {
+                        return Err(args::wrong_type("update", field, stmt, "object"));
+                    };
+                    crate::exec::update::UpdateStatement::parse(stmt, &vars)?;
+                }
+            }
             if let Some(Bson::Document(stmt)) = inner.get_array(field).ok().and_then(|a| a.first()) {
                 q.filter = stmt.get_document("q").cloned().unwrap_or_default();
                 q.hint = stmt.get("hint").cloned();
@@ -83,6 +101,8 @@ fn query_of(cmd: &str, inner: &Document) -> ExecResult<Query> {
             q.runnable = false;
         }
         "findAndModify" => {
+            let flag = |f: &str| args::opt_bool(inner, "findAndModify", f).map(|b| b.unwrap_or(false));
+            crate::exec::find_and_modify::update_of(inner, flag("remove")?, flag("upsert")?, flag("new")?)?;
             q.filter = doc_of("query").unwrap_or_default();
             q.sort = doc_of("sort");
             q.runnable = false;

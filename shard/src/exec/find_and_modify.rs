@@ -51,31 +51,7 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let upsert = args::opt_bool(body, CMD, "upsert")?.unwrap_or(false);
     let collation = args::collation(body, CMD)?;
     args::check_hint(body, CMD)?;
-    let array_filters = crate::exec::update::array_filters(body, CMD)?;
-    let update = match body.get("update") {
-        None | Some(Bson::Null) => None,
-        Some(Bson::Document(u)) => Some(UpdateSpec::parse_with_filters(u, &array_filters)?),
-        Some(Bson::Array(stages)) => Some(crate::exec::update::pipeline_update(stages, &array_filters)?),
-        Some(other) => return Err(args::wrong_type(CMD, "update", other, "object")),
-    };
-    match (&update, remove) {
-        (Some(_), true) => {
-            return Err(ExecError::new(ErrorCode::FailedToParse, "Cannot specify both an update and remove=true"));
-        }
-        (None, false) => {
-            return Err(ExecError::new(ErrorCode::FailedToParse, "Either an update or remove=true must be specified"));
-        }
-        (None, true) if upsert => {
-            return Err(ExecError::new(ErrorCode::FailedToParse, "Cannot specify both upsert=true and remove=true"));
-        }
-        (None, true) if return_new => {
-            return Err(ExecError::new(
-                ErrorCode::FailedToParse,
-                "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
-            ));
-        }
-        _ => {}
-    }
+    let update = update_of(body, remove, upsert, return_new)?;
     let vars = shoal_query::vars::LetVars::from_command(body, CMD)?;
     let filter = Filter::parse(&filter_doc)?.with_vars(&vars).with_collation(collation)?;
     let sort = sort.map(|s| s.with_collation(collation));
@@ -146,4 +122,40 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
         }
     })?;
     Ok((reply?, seq))
+}
+
+/// The `update` (a document or a pipeline) of a findAndModify, checked against `remove`,
+/// `upsert` and `new` as MongoDB checks them; `None` for a remove. Run and explain share it.
+pub(crate) fn update_of(
+    body: &Document,
+    remove: bool,
+    upsert: bool,
+    return_new: bool,
+) -> ExecResult<Option<UpdateSpec>> {
+    let array_filters = crate::exec::update::array_filters(body, CMD)?;
+    let update = match body.get("update") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Document(u)) => Some(UpdateSpec::parse_with_filters(u, &array_filters)?),
+        Some(Bson::Array(stages)) => Some(crate::exec::update::pipeline_update(stages, &array_filters)?),
+        Some(other) => return Err(args::wrong_type(CMD, "update", other, "object")),
+    };
+    match (&update, remove) {
+        (Some(_), true) => {
+            return Err(ExecError::new(ErrorCode::FailedToParse, "Cannot specify both an update and remove=true"));
+        }
+        (None, false) => {
+            return Err(ExecError::new(ErrorCode::FailedToParse, "Either an update or remove=true must be specified"));
+        }
+        (None, true) if upsert => {
+            return Err(ExecError::new(ErrorCode::FailedToParse, "Cannot specify both upsert=true and remove=true"));
+        }
+        (None, true) if return_new => {
+            return Err(ExecError::new(
+                ErrorCode::FailedToParse,
+                "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
+            ));
+        }
+        _ => {}
+    }
+    Ok(update)
 }
