@@ -95,7 +95,7 @@ use record::{Record, Side};
 pub const PEER_RPC_TIMEOUT_MS: u64 = 60_000;
 pub const PEER_CONNECT_TIMEOUT_MS: u64 = 5_000;
 /// How long a recipient waits for earlier deletions of the range before refusing to start.
-pub const RANGE_DELETION_WAIT_MS: u64 = 60_000;
+pub const RANGE_DELETION_WAIT_MS: u64 = 20_000;
 /// How long the donor waits for in-flight writes when entering the critical section.
 pub const CRITICAL_SECTION_ENTER_WAIT_MS: u64 = 30_000;
 /// Catch-up passes before the critical section; a pass with fewer mods and bytes than these is

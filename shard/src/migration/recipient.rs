@@ -102,18 +102,7 @@ async fn drive(
                 None => Event::Done,
             },
             Action::Refresh => refresh(mig, record).await,
-            Action::WaitRangeDeletions => {
-                // An earlier aborted attempt's deletion must not run over what we are about to receive.
-                let wait = Duration::from_millis(RANGE_DELETION_WAIT_MS);
-                let deletions = mig.node.sharding.wait_for_range_deletion(&record.ns, &record.min, &record.max);
-                match tokio::time::timeout(wait, deletions).await {
-                    Ok(()) => Event::Done,
-                    Err(_) => Event::Failed(MigrationError::refused(
-                        ErrorCode::ConflictingOperationInProgress,
-                        format!("a deletion of an overlapping range of {} is still running", record.ns),
-                    )),
-                }
-            }
+            Action::WaitRangeDeletions => done(wait_range_deletions(mig, record).await),
             Action::PersistRecord => {
                 let (store, rec) = (Arc::clone(&mig.node.store), record.clone());
                 done(blocking(move || Ok(rec.save(&store, Side::Recipient)?)).await)
@@ -319,4 +308,42 @@ pub async fn abort_record(mig: &Migrations, record: &Record) -> Result<(), Migra
     node.sharding.schedule_range_deletion(&node.store, &node.cursors, task).await?;
     let (store, id) = (Arc::clone(&node.store), record.id.clone());
     blocking(move || Ok(Record::remove(&store, Side::Recipient, &id)?)).await
+}
+
+/// Waits for scheduled deletions overlapping the incoming range (an earlier owner's documents, or
+/// an aborted attempt's) to finish: they must not run over what is about to arrive. A deletion
+/// held back by reads that began before it (a client's open cursor on the range, which may stay
+/// open indefinitely) fails the migration at once, naming it; one that is running gets
+/// [`RANGE_DELETION_WAIT_MS`], less than the donor's call timeout, so the donor hears why.
+async fn wait_range_deletions(mig: &Migrations, record: &Record) -> Result<(), MigrationError> {
+    let (ns, min, max) = (&record.ns, &record.min, &record.max);
+    let sharding = &mig.node.sharding;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(RANGE_DELETION_WAIT_MS);
+    loop {
+        if let Some((id, held_min, held_max)) = sharding.range_deletion_held_by_reads(&mig.node.cursors, ns, min, max) {
+            return Err(MigrationError::refused(
+                ErrorCode::ConflictingOperationInProgress,
+                format!(
+                    "cannot receive [{min}, {max}) of {ns}: this shard's deletion of the overlapping range \
+                     [{held_min}, {held_max}) (range deletion {id}) waits for cursors and reads opened before it \
+                     to finish; retry once they are closed (or killed)"
+                ),
+            ));
+        }
+        let poll = Duration::from_millis(crate::sharding::range_deleter::PIN_POLL_INTERVAL_MS);
+        match tokio::time::timeout(poll, sharding.wait_for_range_deletion(ns, min, max)).await {
+            Ok(()) => return Ok(()),
+            Err(_) if tokio::time::Instant::now() >= deadline => {
+                return Err(MigrationError::refused(
+                    ErrorCode::ConflictingOperationInProgress,
+                    format!(
+                        "cannot receive [{min}, {max}) of {ns}: a deletion of an overlapping range is still \
+                         running after {} s; retry later",
+                        RANGE_DELETION_WAIT_MS / 1000
+                    ),
+                ));
+            }
+            Err(_) => {}
+        }
+    }
 }

@@ -229,6 +229,18 @@ impl ShardingState {
         self.range_deleter.wait_for(ns, min, max).await
     }
 
+    /// A scheduled deletion overlapping `[min, max)` of `ns` that is held back by open reads
+    /// (see `RangeDeleter::held_by_reads`).
+    pub fn range_deletion_held_by_reads(
+        &self,
+        cursors: &CursorManager,
+        ns: &str,
+        min: &ChunkBound,
+        max: &ChunkBound,
+    ) -> Option<(u64, ChunkBound, ChunkBound)> {
+        self.range_deleter.held_by_reads(cursors, ns, min, max)
+    }
+
     /// Range deletions scheduled and not finished (for `serverStatus`-like reporting).
     pub fn range_deletions_pending(&self) -> usize {
         self.range_deleter.pending_count()

@@ -217,6 +217,25 @@ impl RangeDeleter {
         self.lock().pending.len()
     }
 
+    /// A pending task of `ns` overlapping `[min, max)` that waits for reads begun before it was
+    /// scheduled (an open cursor on the range), if any: its id and range. Such a task may wait as
+    /// long as a client keeps its cursor open.
+    pub fn held_by_reads(
+        &self,
+        cursors: &crate::cursors::CursorManager,
+        ns: &str,
+        min: &ChunkBound,
+        max: &ChunkBound,
+    ) -> Option<(u64, ChunkBound, ChunkBound)> {
+        let tasks = self.lock();
+        tasks
+            .pending
+            .iter()
+            .filter(|(_, p)| p.task.overlaps(ns, min, max))
+            .find(|(_, p)| p.pin_barrier != 0 && cursors.pinned_at_or_before(&p.task.ns, p.pin_barrier))
+            .map(|(id, p)| (*id, p.task.min.clone(), p.task.max.clone()))
+    }
+
     /// The first task (in id order) whose pinned reads are gone.
     fn next_ready(&self, node: &Node) -> Option<(u64, RangeDeletion)> {
         let tasks = self.lock();
