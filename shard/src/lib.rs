@@ -113,7 +113,7 @@ pub fn open_node(config: &ShardSettings) -> Result<Arc<Node>, ShardError> {
         store.wipe()?;
     }
     let sharding = ShardingState::new(config.name.clone(), &config.config_servers);
-    let resumed = sharding.range_deleter.load(&store)?;
+    let resumed = sharding.range_deleter.load(&store, 0)?;
     if resumed > 0 {
         tracing::info!(tasks = resumed, "resuming range deletions");
     }

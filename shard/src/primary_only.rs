@@ -81,7 +81,7 @@ pub async fn run(node: Arc<Node>, migrations: Arc<Migrations>) {
 async fn start(node: &Arc<Node>, migrations: &Arc<Migrations>) -> Result<Vec<JoinHandle<()>>, String> {
     let (e, m) = (Arc::clone(node), Arc::clone(migrations));
     let loaded = tokio::task::spawn_blocking(move || {
-        let tasks = e.sharding.range_deleter.reload(&e.store)?;
+        let tasks = e.sharding.range_deleter.reload(&e.store, e.cursors.pin_seq())?;
         let (donors, recipients) = migration::recovery::load(&m)?;
         Ok::<_, crate::storage::StorageError>((tasks, donors, recipients))
     })

@@ -148,9 +148,10 @@ impl RangeDeleter {
         self.tasks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Loads the persisted tasks (at startup, on the blocking pool). Unreadable records are logged
-    /// and left in place for an operator rather than deleted.
-    pub fn load(&self, store: &Store) -> Result<usize, StorageError> {
+    /// Loads the persisted tasks (at startup, on the blocking pool), each waiting for reads pinned
+    /// at or before `pin_barrier` (0 at startup: no read is open yet). Unreadable records are
+    /// logged and left in place for an operator rather than deleted.
+    pub fn load(&self, store: &Store, pin_barrier: u64) -> Result<usize, StorageError> {
         let records = store.meta_records(keys::RANGE_DELETION_PREFIX)?;
         let mut tasks = self.lock();
         for (key, value) in records {
@@ -159,7 +160,7 @@ impl RangeDeleter {
             tasks.next_id = tasks.next_id.max(id + 1);
             match Document::from_reader(&mut &value[..]).ok().as_ref().and_then(RangeDeletion::from_record) {
                 Some(task) => {
-                    tasks.pending.insert(id, Pending { task, pin_barrier: 0 });
+                    tasks.pending.insert(id, Pending { task, pin_barrier });
                 }
                 None => tracing::error!(id, "unreadable range-deletion task record; leaving it in place"),
             }
@@ -169,9 +170,11 @@ impl RangeDeleter {
 
     /// Replaces the queued tasks with the persisted ones (a member becoming primary: tasks its
     /// predecessor scheduled arrived through the oplog; ones it finished are gone). Blocking.
-    pub fn reload(&self, store: &Store) -> Result<usize, StorageError> {
+    /// Reads this member began before taking over (`pin_barrier`, `CursorManager::pin_seq`: its
+    /// cursors as a secondary) finish first, as they would have had it scheduled the tasks itself.
+    pub fn reload(&self, store: &Store, pin_barrier: u64) -> Result<usize, StorageError> {
         self.lock().pending.clear();
-        let n = self.load(store)?;
+        let n = self.load(store, pin_barrier)?;
         self.done.send_modify(|d| *d += 1);
         if n > 0 {
             self.wake.notify_one();

@@ -178,3 +178,19 @@ async fn deletion_waits_for_cursors_open_when_scheduled() {
     assert_eq!(a_values(&e), (0..10).collect::<Vec<_>>());
     e.cursors.kill(later.cursor_id);
 }
+
+#[tokio::test]
+async fn a_member_taking_over_waits_for_the_cursors_it_opened_before() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = node(dir.path());
+    insert_twenty(&e);
+    e.sharding.schedule_range_deletion(&e.store, &e.cursors, task(key(10), ChunkBound::Max)).await.expect("schedule");
+    // A cursor on the range opened before this member takes over (as a secondary, say).
+    let (batch, _) = run_cmd(&e, doc! { "find": "c", "batchSize": 2 }, exec::find::run);
+    assert_ne!(batch.cursor_id, 0);
+    e.sharding.range_deleter.reload(&e.store, e.cursors.pin_seq()).expect("reload as a new primary");
+    assert_eq!(e.sharding.range_deletions_pending(), 1);
+    assert!(e.sharding.range_deleter.next_ready(&e).is_none(), "the open cursor holds the resumed deletion back");
+    e.cursors.kill(batch.cursor_id);
+    assert!(e.sharding.range_deleter.next_ready(&e).is_some());
+}
