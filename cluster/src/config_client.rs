@@ -27,7 +27,7 @@ use shoal_proto::catalog::{
     CatalogError, Collection, Command, Database, Reply, RoutingAnswer, RoutingSince, SecurityCatalog, Settings, Shard,
 };
 
-use crate::net::connect_lazy;
+use crate::net::{CONFIG_KEEPALIVE, connect_lazy_with};
 use shoal_proto::catalog::{ClusterCatalogView, Parts};
 pub use shoal_proto::config::CatalogQuery;
 pub use shoal_proto::config::catalog_query::What;
@@ -146,7 +146,7 @@ impl ConfigClient {
         let channel = match channels.get(addr) {
             Some(c) => c.clone(),
             None => {
-                let c = connect_lazy(addr, self.settings.connect_timeout)
+                let c = connect_lazy_with(addr, self.settings.connect_timeout, CONFIG_KEEPALIVE)
                     .map_err(|e| ClientError::Unavailable(format!("bad address {addr:?}: {e}")))?;
                 channels.insert(addr.to_owned(), c.clone());
                 c
@@ -201,9 +201,14 @@ impl ConfigClient {
             attempts += 1;
             let addr = match redirect.take() {
                 Some(a) => a,
+                // The next server in turn, passing over those that did not answer in this call
+                // (a paused leader must not be waited on twice) while another is left to try.
                 None => {
-                    next += 1;
-                    self.addrs[(next - 1) % self.addrs.len()].clone()
+                    let n = self.addrs.len();
+                    let fresh = (0..n).map(|i| (next + i) % n).find(|i| !unreachable.contains(&self.addrs[*i]));
+                    let i = fresh.unwrap_or(next % n);
+                    next = i + 1;
+                    self.addrs[i].clone()
                 }
             };
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());

@@ -92,13 +92,37 @@ pub fn cluster_auth() -> &'static ClusterAuth {
     CLUSTER_AUTH.get().unwrap_or(&NONE)
 }
 
+/// How often a connection with calls in flight is pinged, and how long a ping may go unanswered
+/// before the connection (and every call on it) fails: the data path's patient default.
+pub const KEEPALIVE: Keepalive = Keepalive { interval: Duration::from_secs(10), timeout: Duration::from_secs(5) };
+/// The same for the config service's clients: a paused or cut-off config server must cost a
+/// call about two seconds, not the call's whole timeout, so the client moves on to another server
+/// (the liveness of the whole cluster waits on these calls).
+pub const CONFIG_KEEPALIVE: Keepalive = Keepalive { interval: Duration::from_secs(1), timeout: Duration::from_secs(2) };
+
+/// HTTP/2 keepalive of a channel.
+#[derive(Debug, Clone, Copy)]
+pub struct Keepalive {
+    pub interval: Duration,
+    pub timeout: Duration,
+}
+
 /// A lazily connecting channel to `addr` (`host:port`) with the cluster's usual settings.
 pub fn connect_lazy(addr: &str, connect_timeout: Duration) -> Result<Channel, tonic::transport::Error> {
+    connect_lazy_with(addr, connect_timeout, KEEPALIVE)
+}
+
+/// [`connect_lazy`] with its own keepalive.
+pub fn connect_lazy_with(
+    addr: &str,
+    connect_timeout: Duration,
+    keepalive: Keepalive,
+) -> Result<Channel, tonic::transport::Error> {
     let endpoint = Endpoint::from_shared(shoal_proto::endpoint::uri(addr))?
         .connect_timeout(connect_timeout)
         .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(5));
+        .http2_keep_alive_interval(keepalive.interval)
+        .keep_alive_timeout(keepalive.timeout);
     Ok(channel(&endpoint))
 }
 
