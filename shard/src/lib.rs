@@ -159,17 +159,18 @@ pub async fn run(config: ShardSettings, shutdown: impl Future<Output = ()> + Sen
         tokio::spawn(repl::track_durability(Arc::clone(&node.repl))),
         tokio::spawn(repl::oplog_cap::run(Arc::clone(&node.repl))),
     ];
+    let mut heartbeat_thread = None;
     if !config.config_servers.is_empty() {
-        // Its own client: heartbeats must not wait behind catalog reads, and give up fast.
+        // Its own client, thread and runtime: heartbeats (the lease) must not wait behind catalog
+        // reads or a runtime busy with writes, and give up fast.
         let settings = shoal_cluster::config_client::ClientSettings {
             rpc_timeout: config.repl.heartbeat_timeout,
             deadline: config.repl.heartbeat_timeout,
             connect_timeout: config.repl.heartbeat_timeout,
             ..Default::default()
         };
-        let catalog =
-            Arc::new(shoal_cluster::config_client::ConfigClient::new(config.config_servers.clone(), settings));
-        repl_tasks.push(tokio::spawn(repl::heartbeat::run(Arc::clone(&node.repl), catalog)));
+        let heartbeat = repl::heartbeat::spawn_thread(Arc::clone(&node.repl), config.config_servers.clone(), settings)?;
+        heartbeat_thread = Some(heartbeat);
         repl_tasks.push(tokio::spawn(repl::fetcher::run(Arc::clone(&node.repl))));
     }
     let replication = ReplicationServer::new(repl::source::ReplicationService::new(Arc::clone(&node.repl)))
@@ -197,6 +198,9 @@ pub async fn run(config: ShardSettings, shutdown: impl Future<Output = ()> + Sen
     primary_only.abort();
     for task in repl_tasks {
         task.abort();
+    }
+    if let Some(heartbeat) = heartbeat_thread {
+        heartbeat.abort();
     }
     let store = Arc::clone(&node.store);
     tokio::task::spawn_blocking(move || store.shutdown()).await.map_err(std::io::Error::other)?;

@@ -1,5 +1,6 @@
 //! The member's heartbeat to the config service: reports its term, state and optimes; learns the
-//! group's term, members and primary; and, as primary, renews its lease.
+//! group's term, members and primary; and, as primary, renews its lease. It runs on a thread and
+//! runtime of its own ([`spawn_thread`]), so a member busy with writes still renews on time.
 //!
 //! Rules this member follows (the config service arbitrates: docs/architecture.md,
 //! "Replica-group arbitration"):
@@ -28,6 +29,28 @@ use shoal_proto::config::{HeartbeatReply, HeartbeatRequest};
 use super::Repl;
 use super::state::MemberState;
 use super::wire::to_config;
+
+/// Runs [`run`] on a thread and single-threaded runtime of its own, with its own config client
+/// (whose connections then live on that runtime too): a member busy writing on its main runtime
+/// still heartbeats on time, so its lease does not lapse under its own load. Returns the handle
+/// that stops it.
+pub fn spawn_thread(
+    repl: Arc<Repl>,
+    servers: Vec<String>,
+    settings: shoal_cluster::config_client::ClientSettings,
+) -> std::io::Result<tokio::task::AbortHandle> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new().name("shoal-heartbeat".into()).spawn(move || {
+        runtime.block_on(async move {
+            let config = Arc::new(ConfigClient::new(servers, settings));
+            let task = tokio::spawn(run(repl, config));
+            let _ = tx.send(task.abort_handle());
+            let _ = task.await;
+        });
+    })?;
+    rx.recv().map_err(|_| std::io::Error::other("the heartbeat thread did not start"))
+}
 
 /// Runs for the member's lifetime.
 pub async fn run(repl: Arc<Repl>, config: Arc<ConfigClient>) {
