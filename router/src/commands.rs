@@ -218,6 +218,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("authenticate", Info, h!(x509::authenticate)).op_query(),
     // Users and roles.
     Spec::new("createUser", UserAdmin, h!(users::create_user)).on(OnDatabase, &[A::CreateUser]).audited(),
+    Spec::new("_shoalRestoreUser", UserAdmin, h!(users::restore_user)).on(OnDatabase, &[A::CreateUser]).audited(),
     Spec::new("updateUser", UserAdmin, h!(users::update_user)).authenticated().audited(),
     Spec::new("dropUser", UserAdmin, h!(users::drop_user)).on(OnDatabase, &[A::DropUser]).audited(),
     Spec::new("dropAllUsersFromDatabase", UserAdmin, h!(users::drop_all_users_from_database))

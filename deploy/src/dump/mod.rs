@@ -8,8 +8,7 @@
 //!           -> users and roles -> balancerStart if it was on (also after a failure)
 //!  restore: per collection: [drop] -> create (options) -> shardCollection with the recorded key
 //!           -> createIndexes -> documents in unordered batches at w:majority
-//!           -> roles (createRole) -> users with their stored credentials (catalog write, needs
-//!              the cluster's key: -f SPEC --data-dir)
+//!           -> roles (createRole) -> users with their stored credentials (_shoalRestoreUser)
 //! ```
 //!
 //! Consistency is the migration-fenced kind: no balancer migration runs during the dump, and a
@@ -42,8 +41,6 @@ pub const INTERNAL_DATABASES: [&str; 2] = ["local", "config"];
 pub struct Target {
     pub client: mongodb::Client,
     pub address: String,
-    /// The spec, when one was named (its config servers write restored users).
-    pub spec: Option<ClusterSpec>,
 }
 
 /// Connects to the first router that answers `ping`: `--router`, else the spec's routers in order.
@@ -53,8 +50,8 @@ pub async fn connect_target(target: &RouterTarget, app: &str) -> anyhow::Result<
         password: target.password.clone(),
         authentication_database: target.authentication_database.clone(),
     };
-    let (routers, tls_options, spec) = match (&target.router, &target.file) {
-        (Some(router), None) => (vec![router.clone()], String::new(), None),
+    let (routers, tls_options) = match (&target.router, &target.file) {
+        (Some(router), None) => (vec![router.clone()], String::new()),
         (router, Some(file)) => {
             let (spec, _) = ClusterSpec::load(Some(file))?;
             let tls_options = crate::status::secured(&spec, &target.data_dir)?;
@@ -62,7 +59,7 @@ pub async fn connect_target(target: &RouterTarget, app: &str) -> anyhow::Result<
                 Some(router) => vec![router.clone()],
                 None => spec.routers.iter().map(|r| spec.endpoint(r.host.as_deref(), r.port).advertise).collect(),
             };
-            (routers, tls_options, Some(spec))
+            (routers, tls_options)
         }
         (None, None) => bail!("name a router with --router HOST:PORT, or a spec with -f SPEC.yaml"),
     };
@@ -74,7 +71,7 @@ pub async fn connect_target(target: &RouterTarget, app: &str) -> anyhow::Result<
             anyhow::Ok(client)
         };
         match attempt.await {
-            Ok(client) => return Ok(Target { client, address, spec }),
+            Ok(client) => return Ok(Target { client, address }),
             Err(e) => last = format!("{address}: {e:#}"),
         }
     }

@@ -1,17 +1,16 @@
 //! `shoal restore`: a mongodump-layout directory into a cluster through a router — collections
 //! with their options, shard keys and indexes, documents in unordered batches, then roles and
-//! users (with their stored credentials, so they log in with their old passwords).
+//! users (with their stored credentials through the router's `_shoalRestoreUser`, so they log in
+//! with their old passwords).
 
 use std::path::Path;
 
 use anyhow::{Context, bail};
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use mongodb::options::{InsertManyOptions, WriteConcern};
-use shoal_cluster::config_client::{ClientSettings, ConfigClient};
-use shoal_configsvr::catalog::{Command, Credentials, RoleName, ScramCredential, SecurityCommand, User, UserName};
 
 use super::layout::{BsonReader, Metadata, paths};
-use super::{INTERNAL_DATABASES, Target, connect_target};
+use super::{INTERNAL_DATABASES, connect_target};
 use crate::cli::RestoreArgs;
 use crate::router_client::command;
 
@@ -19,8 +18,13 @@ use crate::router_client::command;
 const BATCH_DOCS_MAX: usize = 1000;
 const BATCH_BYTES_MAX: usize = 8 * 1024 * 1024;
 const DUPLICATE_KEY: i32 = 11000;
-/// "already exists" answers a re-run of a restore may meet: NamespaceExists, role exists.
-const EXISTS: [i32; 2] = [48, 51002];
+/// MongoDB's codes a re-run of a restore meets.
+const NAMESPACE_EXISTS: i32 = 48;
+const NAMESPACE_NOT_FOUND: i32 = 26;
+const USER_NOT_FOUND: i32 = 11;
+const ROLE_NOT_FOUND: i32 = 31;
+const ROLE_EXISTS: i32 = 51002;
+const USER_EXISTS: i32 = 51003;
 
 pub async fn run(args: RestoreArgs) -> anyhow::Result<()> {
     let target = connect_target(&args.target, "shoal-restore").await?;
@@ -47,7 +51,7 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<()> {
         }
     }
     if databases.iter().any(|d| d == "admin") {
-        restore_security(&target, &args.dir).await?;
+        restore_security(&target.client, &args.dir, args.drop).await?;
     }
     println!("restored {documents} document(s) into {}{}", target.address, duplicate_note(duplicates));
     Ok(())
@@ -97,20 +101,15 @@ async fn restore_collection(
     let database = client.database(db);
     let ns = format!("{db}.{coll}");
     if drop {
-        let dropped = database.collection::<Document>(coll).drop().await;
-        if let Err(e) = dropped
-            && code_of(&e) != Some(26)
-        {
-            return Err(e).with_context(|| format!("dropping {ns}"));
-        }
+        allow_code(command(&database, doc! { "drop": coll }).await, NAMESPACE_NOT_FOUND)
+            .with_context(|| format!("dropping {ns}"))?;
     }
     let mut create = doc! { "create": coll };
     create.extend(metadata.options.clone());
-    allow_exists(command(&database, create).await).with_context(|| format!("creating {ns}"))?;
+    allow_code(command(&database, create).await, NAMESPACE_EXISTS).with_context(|| format!("creating {ns}"))?;
     if let Some(key) = &metadata.shard_key {
         let admin = client.database("admin");
-        allow_exists(command(&admin, doc! { "enableSharding": db }).await)
-            .with_context(|| format!("enableSharding {db}"))?;
+        command(&admin, doc! { "enableSharding": db }).await.with_context(|| format!("enableSharding {db}"))?;
         let shard = doc! { "shardCollection": &ns, "key": key.clone(), "unique": metadata.shard_key_unique };
         command(&admin, shard).await.with_context(|| format!("shardCollection {ns} (key {key})"))?;
     }
@@ -152,7 +151,10 @@ async fn insert_all(client: &mongodb::Client, db: &str, coll: &str, path: &Path)
         let next = reader.next().await?;
         let flush = match &next {
             None => !batch.is_empty(),
-            Some(d) => batch.len() >= BATCH_DOCS_MAX || batch_bytes + d.as_bytes().len() > BATCH_BYTES_MAX,
+            Some(d) => {
+                !batch.is_empty()
+                    && (batch.len() >= BATCH_DOCS_MAX || batch_bytes + d.as_bytes().len() > BATCH_BYTES_MAX)
+            }
         };
         if flush {
             let sent = batch.len() as u64;
@@ -186,124 +188,105 @@ fn duplicate_count(e: &mongodb::error::Error) -> anyhow::Result<u64> {
     bail!("{e}")
 }
 
-fn code_of(e: &mongodb::error::Error) -> Option<i32> {
-    match e.kind.as_ref() {
+/// The server's error code of a failed command.
+fn error_code(e: &anyhow::Error) -> Option<i32> {
+    match e.downcast_ref::<mongodb::error::Error>()?.kind.as_ref() {
         mongodb::error::ErrorKind::Command(c) => Some(c.code),
         _ => None,
     }
 }
 
-/// A command result where "already exists" counts as done.
-fn allow_exists(result: anyhow::Result<Document>) -> anyhow::Result<()> {
+/// A command result where the error `code` counts as done.
+fn allow_code(result: anyhow::Result<Document>, code: i32) -> anyhow::Result<()> {
     match result {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            let exists =
-                e.downcast_ref::<mongodb::error::Error>().and_then(code_of).is_some_and(|c| EXISTS.contains(&c))
-                    || e.to_string().contains("already");
-            if exists { Ok(()) } else { Err(e) }
-        }
+        Err(e) if error_code(&e) != Some(code) => Err(e),
+        _ => Ok(()),
     }
 }
 
-/// Roles through the router (`createRole`), then users with their stored credentials straight
-/// into the catalog, which only the cluster's own key may write: they need `-f SPEC`.
-async fn restore_security(target: &Target, dir: &Path) -> anyhow::Result<()> {
+/// Roles (`createRole`, a role before the roles that inherit it), then users with their stored
+/// credentials (`_shoalRestoreUser`: they log in with their old passwords), all through the
+/// router. One that exists is counted as already there; `--drop` replaces it.
+async fn restore_security(client: &mongodb::Client, dir: &Path, drop: bool) -> anyhow::Result<()> {
     let (roles_path, _) = paths(dir, "admin", "system.roles")?;
-    let mut restored_roles = 0;
+    let mut pending = Vec::new();
     if roles_path.exists() {
         let mut reader = BsonReader::open(&roles_path).await?;
         while let Some(raw) = reader.next().await? {
-            let role = Document::try_from(raw)?;
-            let (Ok(name), Ok(db)) = (role.get_str("role"), role.get_str("db")) else { continue };
+            pending.push(Document::try_from(raw)?);
+        }
+    }
+    let (mut roles, mut roles_there) = (0u64, 0u64);
+    // Each pass creates the roles whose inherited roles exist; a pass that creates none ends it.
+    while !pending.is_empty() {
+        let before = pending.len();
+        let mut waiting = Vec::new();
+        let mut last_error = None;
+        for role in std::mem::take(&mut pending) {
+            let (Ok(name), Ok(db)) = (role.get_str("role"), role.get_str("db")) else {
+                bail!("{}: a role without \"role\" and \"db\": {role}", roles_path.display());
+            };
+            let database = client.database(db);
+            if drop {
+                allow_code(command(&database, doc! { "dropRole": name }).await, ROLE_NOT_FOUND)
+                    .with_context(|| format!("dropRole {name}@{db}"))?;
+            }
             let create = doc! {
                 "createRole": name,
                 "privileges": role.get_array("privileges").cloned().unwrap_or_default(),
                 "roles": role.get_array("roles").cloned().unwrap_or_default(),
             };
-            allow_exists(command(&target.client.database(db), create).await)
-                .with_context(|| format!("createRole {name}@{db}"))?;
-            restored_roles += 1;
+            match command(&database, create).await {
+                Ok(_) => roles += 1,
+                Err(e) if error_code(&e) == Some(ROLE_EXISTS) => roles_there += 1,
+                Err(e) if error_code(&e) == Some(ROLE_NOT_FOUND) => {
+                    last_error = Some(format!("createRole {name}@{db}: {e:#}"));
+                    waiting.push(role.clone());
+                }
+                Err(e) => return Err(e).with_context(|| format!("createRole {name}@{db}")),
+            }
         }
+        if waiting.len() == before {
+            bail!(
+                "{} role(s) inherit roles that neither exist nor are in the dump ({})",
+                before,
+                last_error.unwrap_or_default()
+            );
+        }
+        pending = waiting;
     }
+
     let (users_path, _) = paths(dir, "admin", "system.users")?;
-    let mut users = Vec::new();
+    let (mut users, mut users_there) = (0u64, 0u64);
     if users_path.exists() {
         let mut reader = BsonReader::open(&users_path).await?;
         while let Some(raw) = reader.next().await? {
-            users.push(user_of(&Document::try_from(raw)?)?);
+            let user = Document::try_from(raw)?;
+            let (Ok(name), Ok(db)) = (user.get_str("user"), user.get_str("db")) else {
+                bail!("{}: a user without \"user\" and \"db\": {user}", users_path.display());
+            };
+            let database = client.database(db);
+            if drop {
+                allow_code(command(&database, doc! { "dropUser": name }).await, USER_NOT_FOUND)
+                    .with_context(|| format!("dropUser {name}@{db}"))?;
+            }
+            let mut restore = doc! { "_shoalRestoreUser": name };
+            for field in ["userId", "credentials", "roles", "customData"] {
+                if let Some(value) = user.get(field) {
+                    restore.insert(field, value.clone());
+                }
+            }
+            match command(&database, restore).await {
+                Ok(_) => users += 1,
+                Err(e) if error_code(&e) == Some(USER_EXISTS) => users_there += 1,
+                Err(e) => return Err(e).with_context(|| format!("restoring user {name}@{db}")),
+            }
         }
     }
-    if users.is_empty() {
-        println!("  roles: {restored_roles}, users: 0");
-        return Ok(());
-    }
-    let Some(spec) = &target.spec else {
-        bail!(
-            "{} user(s) not restored: users keep their stored credentials, which only the cluster's own key may \
-             write; run restore with -f SPEC.yaml --data-dir DIR (the spec and data dir of shoal up) or --db to skip admin",
-            users.len()
-        );
-    };
-    let config: Vec<String> =
-        spec.config_servers.iter().map(|c| spec.endpoint(c.host.as_deref(), c.port).advertise).collect();
-    if config.is_empty() {
-        bail!("the spec has no config servers to write users to");
-    }
-    let client = ConfigClient::new(config, ClientSettings::default());
-    let mut existing = 0;
-    for user in &users {
-        let written = client.write(&Command::Security(SecurityCommand::CreateUser(user.clone()))).await?;
-        match written.outcome {
-            Ok(_) => {}
-            Err(e) if e.code() == shoal_proto::ErrorCode::Location51003 => existing += 1,
-            Err(e) => bail!("restoring user {}@{}: {e}", user.name.user, user.name.db),
-        }
-    }
-    println!("  roles: {restored_roles}, users: {} ({existing} already there)", users.len());
+    println!("  roles: {roles}{}, users: {users}{}", there_note(roles_there), there_note(users_there));
     Ok(())
 }
 
-/// A `system.users` document (as `usersInfo` with `showCredentials` gives it) as the catalog's user.
-fn user_of(d: &Document) -> anyhow::Result<User> {
-    use base64::Engine;
-    let b64 = |c: &Document, f: &str| -> anyhow::Result<Vec<u8>> {
-        Ok(base64::engine::general_purpose::STANDARD
-            .decode(c.get_str(f).with_context(|| format!("credential without {f}"))?)?)
-    };
-    let scram = |name: &str| -> anyhow::Result<Option<ScramCredential>> {
-        let Ok(c) = d.get_document("credentials").and_then(|c| c.get_document(name)) else { return Ok(None) };
-        let iterations = c.get_i64("iterationCount").or_else(|_| c.get_i32("iterationCount").map(i64::from))?;
-        Ok(Some(ScramCredential {
-            iteration_count: u32::try_from(iterations)?,
-            salt: b64(c, "salt")?,
-            stored_key: b64(c, "storedKey")?,
-            server_key: b64(c, "serverKey")?,
-        }))
-    };
-    let roles = d
-        .get_array("roles")
-        .map(|a| a.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(Bson::as_document)
-        .filter_map(|r| {
-            Some(RoleName { role: r.get_str("role").ok()?.to_owned(), db: r.get_str("db").ok()?.to_owned() })
-        })
-        .collect();
-    let user_id = match d.get("userId") {
-        Some(Bson::Binary(b)) => uuid::Uuid::from_slice(&b.bytes).unwrap_or_else(|_| uuid::Uuid::new_v4()),
-        _ => uuid::Uuid::new_v4(),
-    };
-    let custom_data = match d.get_document("customData") {
-        Ok(custom) => Some(RawDocumentBuf::try_from(custom)?.into_bytes()),
-        Err(_) => None,
-    };
-    Ok(User {
-        name: UserName { user: d.get_str("user")?.to_owned(), db: d.get_str("db")?.to_owned() },
-        user_id,
-        credentials: Credentials { scram_sha1: scram("SCRAM-SHA-1")?, scram_sha256: scram("SCRAM-SHA-256")? },
-        roles,
-        custom_data,
-    })
+fn there_note(n: u64) -> String {
+    if n == 0 { String::new() } else { format!(" ({n} already there)") }
 }

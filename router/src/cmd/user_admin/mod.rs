@@ -1,4 +1,5 @@
-//! User and role management commands (`createUser` ... `rolesInfo`), in MongoDB's shapes: the
+//! User and role management commands (`createUser` ... `rolesInfo`, and Shoal's
+//! `_shoalRestoreUser` for `shoal restore`), in MongoDB's shapes: the
 //! arguments they parse, the documents they answer, and the one way they change the catalog
 //! ([`commit`]: the config service applies the change; this router re-reads users and roles before
 //! answering, so the client's next command sees it).
@@ -14,8 +15,11 @@ pub mod users;
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use shoal_auth::ActionSet;
 use shoal_auth::resource::namespace;
+use shoal_auth::scram::Mechanism;
 use shoal_proto::ErrorCode;
-use shoal_proto::catalog::{Command, Privilege, Reply, Resource, RoleName, ScramCredential, SecurityCommand};
+use shoal_proto::catalog::{
+    Command, Credentials, Privilege, Reply, Resource, RoleName, ScramCredential, SecurityCommand,
+};
 
 use crate::error::CommandError;
 use crate::state::RouterState;
@@ -194,6 +198,66 @@ pub(crate) fn credential_doc(c: &ScramCredential, shown: Shown) -> Document {
     d
 }
 
+/// Stored credentials as `usersInfo` with `showCredentials` shows them (`{SCRAM-SHA-1: {...},
+/// SCRAM-SHA-256: {...}}`, the `credentials` of a dumped `admin.system.users` document): the
+/// inverse of [`credential_doc`] with [`Shown::Full`]. Keys of the wrong size for their
+/// mechanism, unknown mechanisms and missing fields are refused.
+pub(crate) fn stored_credentials(d: &Document) -> Result<Credentials, CommandError> {
+    use base64::Engine;
+    let mut out = Credentials::default();
+    for (name, value) in d {
+        // `external: true` marks an $external user, which keeps no secret.
+        if name == "external" {
+            continue;
+        }
+        let (Some(mechanism), Bson::Document(c)) = (Mechanism::from_name(name), value) else {
+            return Err(CommandError::bad_value(format!(
+                "unknown credential \"{name}\" (SCRAM-SHA-1 or SCRAM-SHA-256)"
+            )));
+        };
+        let bytes = |field: &str| -> Result<Vec<u8>, CommandError> {
+            let text = c.get_str(field).map_err(|_| {
+                CommandError::bad_value(format!("credentials.{name} needs a base64 \"{field}\" string"))
+            })?;
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|e| CommandError::bad_value(format!("credentials.{name}.{field} is not base64: {e}")))
+        };
+        let iterations = match c.get("iterationCount") {
+            Some(Bson::Int32(n)) => i64::from(*n),
+            Some(Bson::Int64(n)) => *n,
+            _ => {
+                return Err(CommandError::bad_value(format!("credentials.{name} needs an integer \"iterationCount\"")));
+            }
+        };
+        let iteration_count = u32::try_from(iterations)
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| CommandError::bad_value(format!("credentials.{name}.iterationCount must be positive")))?;
+        let credential = ScramCredential {
+            iteration_count,
+            salt: bytes("salt")?,
+            stored_key: bytes("storedKey")?,
+            server_key: bytes("serverKey")?,
+        };
+        let digest = match mechanism {
+            Mechanism::ScramSha1 => 20,
+            Mechanism::ScramSha256 => 32,
+        };
+        if credential.salt.is_empty() || credential.stored_key.len() != digest || credential.server_key.len() != digest
+        {
+            return Err(CommandError::bad_value(format!(
+                "credentials.{name}: a salt and {digest}-byte storedKey and serverKey are needed"
+            )));
+        }
+        match mechanism {
+            Mechanism::ScramSha1 => out.scram_sha1 = Some(credential),
+            Mechanism::ScramSha256 => out.scram_sha256 = Some(credential),
+        }
+    }
+    Ok(out)
+}
+
 /// A true boolean-ish option (`showPrivileges: true`, `1`).
 pub(crate) fn flag(body: &Document, field: &str) -> bool {
     match body.get(field) {
@@ -228,6 +292,35 @@ mod tests {
         );
         assert!(role_names(Some(&bson::bson!([1])), "app", "roles").is_err());
         assert!(role_names(None, "app", "roles").is_err());
+    }
+
+    #[test]
+    fn stored_credentials_read_back_what_show_credentials_shows() {
+        let sha1 = ScramCredential {
+            iteration_count: 10000,
+            salt: vec![1; 16],
+            stored_key: vec![2; 20],
+            server_key: vec![3; 20],
+        };
+        let sha256 = ScramCredential {
+            iteration_count: 15000,
+            salt: vec![4; 28],
+            stored_key: vec![5; 32],
+            server_key: vec![6; 32],
+        };
+        let shown = doc! {
+            "SCRAM-SHA-1": credential_doc(&sha1, Shown::Full),
+            "SCRAM-SHA-256": credential_doc(&sha256, Shown::Full),
+        };
+        let read = stored_credentials(&shown).unwrap();
+        assert_eq!((read.scram_sha1, read.scram_sha256), (Some(sha1.clone()), Some(sha256)));
+        // What admin.system.users shows (no keys), a key of the wrong size, an unknown mechanism.
+        assert!(stored_credentials(&doc! { "SCRAM-SHA-1": credential_doc(&sha1, Shown::Redacted) }).is_err());
+        let mut short = credential_doc(&sha1, Shown::Full);
+        short.insert("storedKey", "AAAA");
+        assert!(stored_credentials(&doc! { "SCRAM-SHA-1": short }).is_err());
+        assert!(stored_credentials(&doc! { "MONGODB-CR": { "iterationCount": 1 } }).is_err());
+        assert_eq!(stored_credentials(&doc! { "external": true }).unwrap(), Credentials::default());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `createUser`, `updateUser`, `dropUser`, `dropAllUsersFromDatabase`, `grantRolesToUser`,
-//! `revokeRolesFromUser` and `usersInfo`.
+//! `revokeRolesFromUser`, `usersInfo`, and `_shoalRestoreUser` (a dumped user with its stored
+//! credentials).
 //!
 //! Beyond the table's check (`createUser`/`dropUser` on the database), granting a role needs
 //! `grantRole` on the role's database and revoking one `revokeRole`; a password change needs
@@ -14,7 +15,7 @@ use shoal_proto::catalog::{Credentials, RoleName, SecurityCommand, User, UserNam
 
 use super::{
     Shown, commit, count_reply, credential_doc, first_name, flag, privilege_docs, refuse_unsupported, role_docs,
-    role_names,
+    role_names, stored_credentials,
 };
 use crate::auth::check::{self, Authority};
 use crate::command::Command;
@@ -48,6 +49,40 @@ pub async fn create_user(state: &RouterState, conn: &ConnContext, cmd: &Command)
         (Some(pwd), _) => derive(&name.user, pwd, &mechanisms).await?,
     };
     let user = User { name, user_id: uuid::Uuid::new_v4(), credentials, roles, custom_data: custom_data(&body)? };
+    commit(state, SecurityCommand::CreateUser(user)).await?;
+    Ok(RawDocumentBuf::new())
+}
+
+/// `_shoalRestoreUser` (Shoal's own, for `shoal restore`): creates a user from a dumped
+/// `admin.system.users` document — its `userId`, `roles`, `customData` and the stored
+/// `credentials` `usersInfo` shows with `showCredentials` — so it logs in with its old password.
+/// It takes what `createUser` takes (the action on the database, `grantRole` on each role); the
+/// stored keys give no more than a password would. MongoDB's tools do this with
+/// `_mergeAuthzCollections` over temporary collections instead. A user that exists is refused
+/// (51003), as `createUser` refuses it.
+pub async fn restore_user(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    let body = Document::try_from(cmd.body.as_ref())?;
+    let name = UserName::new(first_name(&body, "_shoalRestoreUser")?, cmd.db.clone());
+    let roles = role_names(body.get("roles"), &cmd.db, "roles")?;
+    check::authority(state, conn).await?.require_on_roles(cmd, &roles, &[Action::GrantRole])?;
+    let credentials = match body.get("credentials") {
+        Some(Bson::Document(c)) => stored_credentials(c)?,
+        None => Credentials::default(),
+        Some(_) => return Err(CommandError::type_mismatch("\"credentials\" must be an object")),
+    };
+    let secretless = credentials.scram_sha1.is_none() && credentials.scram_sha256.is_none();
+    if secretless != (cmd.db == "$external") {
+        return Err(CommandError::bad_value(
+            "a user needs stored SCRAM credentials (usersInfo with showCredentials), except on $external, which keeps none",
+        ));
+    }
+    let user_id = match body.get("userId") {
+        None => uuid::Uuid::new_v4(),
+        Some(Bson::Binary(b)) if b.subtype == bson::spec::BinarySubtype::Uuid => uuid::Uuid::from_slice(&b.bytes)
+            .map_err(|e| CommandError::bad_value(format!("\"userId\" is not a UUID: {e}")))?,
+        Some(_) => return Err(CommandError::type_mismatch("\"userId\" must be a UUID")),
+    };
+    let user = User { name, user_id, credentials, roles, custom_data: custom_data(&body)? };
     commit(state, SecurityCommand::CreateUser(user)).await?;
     Ok(RawDocumentBuf::new())
 }
