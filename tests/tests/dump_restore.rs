@@ -1,25 +1,34 @@
 //! `shoal dump` and `shoal restore` from outside: a two-shard cluster with a collection sharded
 //! over both shards, an unsharded one with a unique index, a second database, a user-defined role
 //! and a user is dumped (balancer paused) into mongodump's layout, and restored into a cluster of
-//! one shard: every document, index and shard key is there, the user logs in with its old
-//! password (and not with another), `--db` dumps one database, and a restore over existing data
-//! counts duplicates without `--drop` and replaces them with it.
+//! one shard: every document, index and shard key is there, the roles (one inheriting the other)
+//! are, the user logs in with its old password (and not with another), `--db` dumps one database
+//! and `--collection` one collection, and a restore over existing data counts duplicates (users
+//! and roles: keeps them) without `--drop` and replaces them with it. Secured
+//! (`SHOAL_TEST_SECURITY=keyFile`) everything runs as root and the user's inherited role is
+//! checked to grant what it granted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
 
-use std::path::Path;
 use std::time::Duration;
 
 use bson::{Document, doc};
 use futures::TryStreamExt;
 use shoal_tests::process::shoal_bin;
+use shoal_tests::security;
 use shoal_tests::sharded_cluster::{ClusterOptions, ShardedCluster};
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 const ORDERS: i64 = 1000;
 
+/// Runs `shoal` (as the harness's root user when the suite runs secured).
 async fn shoal(args: &[String]) -> String {
-    let run = tokio::process::Command::new(shoal_bin().unwrap()).args(args).kill_on_drop(true).output();
+    let mut command = tokio::process::Command::new(shoal_bin().unwrap());
+    command.args(args);
+    if security::enabled() {
+        command.args(["-u", security::ROOT_USER, "-p", security::ROOT_PASSWORD]);
+    }
+    let run = command.kill_on_drop(true).output();
     let out = tokio::time::timeout(RUN_TIMEOUT, run).await.expect("shoal finishes").expect("shoal runs");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "shoal {args:?} failed:\n{text}");
@@ -28,25 +37,6 @@ async fn shoal(args: &[String]) -> String {
 
 fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|a| (*a).to_owned()).collect()
-}
-
-/// A spec naming `cluster`'s config servers and router (what `restore` writes users through).
-fn spec_of(cluster: &ShardedCluster, dir: &Path) -> String {
-    let port = |addr: &str| addr.rsplit_once(':').expect("host:port").1.to_owned();
-    let config: Vec<String> = cluster
-        .config_addrs
-        .iter()
-        .enumerate()
-        .map(|(i, a)| format!("  - {{ name: c{i}, port: {} }}", port(a)))
-        .collect();
-    let router = cluster.router.addr().port();
-    let text = format!(
-        "name: target\nconfig_servers:\n{}\nrouters: [{{ name: r0, port: {router} }}]\nshards: [{{ name: s0, members: [{{ port: 1 }}] }}]\n",
-        config.join("\n")
-    );
-    let path = dir.join("target.yaml");
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
 }
 
 async fn count(client: &mongodb::Client, db: &str, coll: &str) -> u64 {
@@ -98,8 +88,10 @@ async fn a_two_shard_cluster_is_dumped_and_restored_into_one_shard() {
         })
         .await
         .expect("createRole");
+    // Dumped (in name order) before the role it inherits: restore creates that one first.
+    admin.run_command(doc! { "createRole": "auditor", "privileges": [], "roles": ["notesReader"] }).await.unwrap();
     admin
-        .run_command(doc! { "createUser": "analyst", "pwd": "old-password", "roles": ["notesReader", { "role": "read", "db": "crm" }] })
+        .run_command(doc! { "createUser": "analyst", "pwd": "old-password", "roles": ["auditor", { "role": "read", "db": "crm" }] })
         .await
         .expect("createUser");
 
@@ -123,7 +115,7 @@ async fn a_two_shard_cluster_is_dumped_and_restored_into_one_shard() {
     let status = admin.run_command(doc! { "balancerStatus": 1 }).await.unwrap();
     assert_eq!(status.get_str("mode").unwrap(), "full", "the dump left the balancer stopped: {status}");
 
-    // One database only.
+    // One database only; one collection only.
     let crm_only = dir.path().join("crm-only");
     shoal(&args(&["dump", "--router", &router, "--db", "crm", "--out", &crm_only.display().to_string()])).await;
     assert!(
@@ -131,15 +123,20 @@ async fn a_two_shard_cluster_is_dumped_and_restored_into_one_shard() {
             && !crm_only.join("shop").exists()
             && !crm_only.join("admin").exists()
     );
+    let one = dir.path().join("one");
+    let one_arg = one.display().to_string();
+    shoal(&args(&["dump", "--router", &router, "--db", "shop", "--collection", "customers", "--out", &one_arg])).await;
+    assert!(one.join("shop/customers.bson").is_file() && !one.join("shop/orders.bson").exists());
 
     // Into a cluster of one shard.
     let target = ShardedCluster::start_with(ClusterOptions { shards: 1, ..ClusterOptions::default() })
         .await
         .expect("target cluster");
-    let spec = spec_of(&target, dir.path());
-    let restored = shoal(&args(&["restore", "-f", &spec, &out.display().to_string()])).await;
-    assert!(restored.contains("users: 1"), "{restored}");
     let restored_client = target.client().await.unwrap();
+    let target_router = target.router.addr().to_string();
+    let restored = shoal(&args(&["restore", "--router", &target_router, &out.display().to_string()])).await;
+    // Secured, root is in the dump and already in the target.
+    assert!(restored.contains("roles: 2, users: 1"), "{restored}");
     assert_eq!(count(&restored_client, "shop", "orders").await, ORDERS as u64);
     assert_eq!(count(&restored_client, "shop", "customers").await, 2);
     assert_eq!(count(&restored_client, "crm", "leads").await, 1);
@@ -171,33 +168,47 @@ async fn a_two_shard_cluster_is_dumped_and_restored_into_one_shard() {
         .expect("shop.orders is sharded in the target");
     assert_eq!(sharded.get_document("key").unwrap(), &doc! { "k": 1 });
 
-    // The user logs in with its old password, and not with another.
-    let target_router = target.router.addr();
-    let login =
-        |pwd: &str| format!("mongodb://analyst:{pwd}@{target_router}/?authSource=admin&serverSelectionTimeoutMS=5000");
-    let analyst = mongodb::Client::with_uri_str(login("old-password")).await.unwrap();
-    analyst.database("crm").run_command(doc! { "ping": 1 }).await.expect("the restored user logs in");
-    let wrong = mongodb::Client::with_uri_str(login("not-it")).await.unwrap();
-    assert!(wrong.database("crm").run_command(doc! { "ping": 1 }).await.is_err());
-    let roles = restored_client.database("admin").run_command(doc! { "rolesInfo": "notesReader" }).await.unwrap();
-    assert_eq!(roles.get_array("roles").unwrap().len(), 1, "{roles}");
+    // The user logs in with its old password, and not with another; its roles came along.
+    let logs_in = |pwd: &'static str| {
+        let uri = format!("mongodb://analyst:{pwd}@{target_router}/?authSource=admin&serverSelectionTimeoutMS=5000");
+        async move {
+            let analyst = mongodb::Client::with_uri_str(uri).await.unwrap();
+            analyst.database("crm").run_command(doc! { "ping": 1 }).await.is_ok()
+        }
+    };
+    assert!(logs_in("old-password").await, "the restored user does not log in");
+    assert!(!logs_in("not-it").await);
+    let roles = restored_client.database("admin").run_command(doc! { "rolesInfo": "auditor" }).await.unwrap();
+    let auditor = roles.get_array("roles").unwrap()[0].as_document().unwrap().clone();
+    assert_eq!(auditor.get_array("roles").unwrap().len(), 1, "auditor inherits notesReader: {auditor}");
+    if security::enabled() {
+        let uri =
+            format!("mongodb://analyst:old-password@{target_router}/?authSource=admin&serverSelectionTimeoutMS=5000");
+        let analyst = mongodb::Client::with_uri_str(uri).await.unwrap();
+        let mine = analyst.database("shop").collection::<Document>("customers");
+        assert_eq!(mine.count_documents(doc! {}).await.expect("find through the inherited role"), 2);
+        assert!(mine.insert_one(doc! { "_id": 9 }).await.is_err(), "notesReader only reads");
+    }
+
+    // Users and roles again: without --drop they stay as they are, with it they are the dumped ones.
+    let admin_target = restored_client.database("admin");
+    admin_target.run_command(doc! { "updateUser": "analyst", "pwd": "changed" }).await.unwrap();
+    let kept =
+        shoal(&args(&["restore", "--router", &target_router, "--db", "admin", &out.display().to_string()])).await;
+    assert!(kept.contains("users: 0 (") && kept.contains("already there"), "{kept}");
+    assert!(logs_in("changed").await && !logs_in("old-password").await);
+    let dropped =
+        shoal(&args(&["restore", "--router", &target_router, "--db", "admin", "--drop", &out.display().to_string()]))
+            .await;
+    assert!(dropped.contains("roles: 2, users: "), "{dropped}");
+    assert!(logs_in("old-password").await && !logs_in("changed").await, "--drop gave back the dumped password");
 
     // Again over the restored data: duplicates without --drop, a clean copy with it.
     let again =
-        shoal(&args(&["restore", "--router", &target_router.to_string(), "--db", "shop", &out.display().to_string()]))
-            .await;
+        shoal(&args(&["restore", "--router", &target_router, "--db", "shop", &out.display().to_string()])).await;
     assert!(again.contains("already there"), "{again}");
     assert_eq!(count(&restored_client, "shop", "orders").await, ORDERS as u64);
     restored_client.database("shop").collection::<Document>("orders").insert_one(doc! { "k": 5000 }).await.unwrap();
-    shoal(&args(&[
-        "restore",
-        "--router",
-        &target_router.to_string(),
-        "--db",
-        "shop",
-        "--drop",
-        &out.display().to_string(),
-    ]))
-    .await;
+    shoal(&args(&["restore", "--router", &target_router, "--db", "shop", "--drop", &out.display().to_string()])).await;
     assert_eq!(count(&restored_client, "shop", "orders").await, ORDERS as u64);
 }

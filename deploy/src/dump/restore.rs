@@ -21,7 +21,6 @@ const DUPLICATE_KEY: i32 = 11000;
 /// MongoDB's codes a re-run of a restore meets.
 const NAMESPACE_EXISTS: i32 = 48;
 const NAMESPACE_NOT_FOUND: i32 = 26;
-const USER_NOT_FOUND: i32 = 11;
 const ROLE_NOT_FOUND: i32 = 31;
 const ROLE_EXISTS: i32 = 51002;
 const USER_EXISTS: i32 = 51003;
@@ -206,7 +205,9 @@ fn allow_code(result: anyhow::Result<Document>, code: i32) -> anyhow::Result<()>
 
 /// Roles (`createRole`, a role before the roles that inherit it), then users with their stored
 /// credentials (`_shoalRestoreUser`: they log in with their old passwords), all through the
-/// router. One that exists is counted as already there; `--drop` replaces it.
+/// router. One that exists is counted as already there; `--drop` replaces it in place
+/// (`updateRole`, `_shoalRestoreUser` with `replace`), never dropping it first: the user running
+/// the restore may be one of them.
 async fn restore_security(client: &mongodb::Client, dir: &Path, drop: bool) -> anyhow::Result<()> {
     let (roles_path, _) = paths(dir, "admin", "system.roles")?;
     let mut pending = Vec::new();
@@ -227,17 +228,16 @@ async fn restore_security(client: &mongodb::Client, dir: &Path, drop: bool) -> a
                 bail!("{}: a role without \"role\" and \"db\": {role}", roles_path.display());
             };
             let database = client.database(db);
-            if drop {
-                allow_code(command(&database, doc! { "dropRole": name }).await, ROLE_NOT_FOUND)
-                    .with_context(|| format!("dropRole {name}@{db}"))?;
-            }
-            let create = doc! {
-                "createRole": name,
-                "privileges": role.get_array("privileges").cloned().unwrap_or_default(),
-                "roles": role.get_array("roles").cloned().unwrap_or_default(),
-            };
+            let privileges = role.get_array("privileges").cloned().unwrap_or_default();
+            let inherited = role.get_array("roles").cloned().unwrap_or_default();
+            let create = doc! { "createRole": name, "privileges": privileges.clone(), "roles": inherited.clone() };
             match command(&database, create).await {
                 Ok(_) => roles += 1,
+                Err(e) if error_code(&e) == Some(ROLE_EXISTS) && drop => {
+                    let update = doc! { "updateRole": name, "privileges": privileges, "roles": inherited };
+                    command(&database, update).await.with_context(|| format!("updateRole {name}@{db}"))?;
+                    roles += 1;
+                }
                 Err(e) if error_code(&e) == Some(ROLE_EXISTS) => roles_there += 1,
                 Err(e) if error_code(&e) == Some(ROLE_NOT_FOUND) => {
                     last_error = Some(format!("createRole {name}@{db}: {e:#}"));
@@ -265,18 +265,13 @@ async fn restore_security(client: &mongodb::Client, dir: &Path, drop: bool) -> a
             let (Ok(name), Ok(db)) = (user.get_str("user"), user.get_str("db")) else {
                 bail!("{}: a user without \"user\" and \"db\": {user}", users_path.display());
             };
-            let database = client.database(db);
-            if drop {
-                allow_code(command(&database, doc! { "dropUser": name }).await, USER_NOT_FOUND)
-                    .with_context(|| format!("dropUser {name}@{db}"))?;
-            }
-            let mut restore = doc! { "_shoalRestoreUser": name };
+            let mut restore = doc! { "_shoalRestoreUser": name, "replace": drop };
             for field in ["userId", "credentials", "roles", "customData"] {
                 if let Some(value) = user.get(field) {
                     restore.insert(field, value.clone());
                 }
             }
-            match command(&database, restore).await {
+            match command(&client.database(db), restore).await {
                 Ok(_) => users += 1,
                 Err(e) if error_code(&e) == Some(USER_EXISTS) => users_there += 1,
                 Err(e) => return Err(e).with_context(|| format!("restoring user {name}@{db}")),

@@ -59,12 +59,16 @@ pub async fn create_user(state: &RouterState, conn: &ConnContext, cmd: &Command)
 /// It takes what `createUser` takes (the action on the database, `grantRole` on each role); the
 /// stored keys give no more than a password would. MongoDB's tools do this with
 /// `_mergeAuthzCollections` over temporary collections instead. A user that exists is refused
-/// (51003), as `createUser` refuses it.
+/// (51003), as `createUser` refuses it, unless `replace: true` (`shoal restore --drop`): then its
+/// credentials, roles and custom data become the dumped ones in one change (never dropped first,
+/// so a restore authenticated as that user keeps working), which also takes `dropUser` on the
+/// database and `revokeRole` on the roles it held.
 pub async fn restore_user(state: &RouterState, conn: &ConnContext, cmd: &Command) -> HandlerResult {
     let body = Document::try_from(cmd.body.as_ref())?;
     let name = UserName::new(first_name(&body, "_shoalRestoreUser")?, cmd.db.clone());
     let roles = role_names(body.get("roles"), &cmd.db, "roles")?;
-    check::authority(state, conn).await?.require_on_roles(cmd, &roles, &[Action::GrantRole])?;
+    let authority = check::authority(state, conn).await?;
+    authority.require_on_roles(cmd, &roles, &[Action::GrantRole])?;
     let credentials = match body.get("credentials") {
         Some(Bson::Document(c)) => stored_credentials(c)?,
         None => Credentials::default(),
@@ -82,7 +86,23 @@ pub async fn restore_user(state: &RouterState, conn: &ConnContext, cmd: &Command
             .map_err(|e| CommandError::bad_value(format!("\"userId\" is not a UUID: {e}")))?,
         Some(_) => return Err(CommandError::type_mismatch("\"userId\" must be a UUID")),
     };
-    let user = User { name, user_id, credentials, roles, custom_data: custom_data(&body)? };
+    let custom_data = custom_data(&body)?;
+    if flag(&body, "replace") {
+        let snapshot = state.security.get(&state.catalog).await?;
+        if let Some(existing) = snapshot.user(&name) {
+            authority.require(cmd, &Target::Database(&cmd.db), &[Action::DropUser])?;
+            authority.require_on_roles(cmd, &existing.roles, &[Action::RevokeRole])?;
+            let change = SecurityCommand::UpdateUser {
+                name,
+                credentials: Some(credentials),
+                roles: Some(roles),
+                custom_data: Some(custom_data),
+            };
+            commit(state, change).await?;
+            return Ok(RawDocumentBuf::new());
+        }
+    }
+    let user = User { name, user_id, credentials, roles, custom_data };
     commit(state, SecurityCommand::CreateUser(user)).await?;
     Ok(RawDocumentBuf::new())
 }
