@@ -162,9 +162,13 @@ pub struct RestoreArgs {
     /// Restore only this database.
     #[arg(long, short = 'd')]
     pub db: Option<String>,
-    /// Drop each collection before restoring it.
+    /// Drop each collection before restoring it (and replace users and roles that exist).
     #[arg(long)]
     pub drop: bool,
+    /// Restore only namespaces matching this pattern (`db.collection`, `*` for any characters;
+    /// repeatable). Users and roles come with `admin.system.users` / `admin.system.roles`.
+    #[arg(long = "nsInclude", value_name = "PATTERN")]
+    pub ns_include: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -3,7 +3,7 @@
 //! and a user is dumped (balancer paused) into mongodump's layout, and restored into a cluster of
 //! one shard: every document, index and shard key is there, the roles (one inheriting the other)
 //! are, the user logs in with its old password (and not with another), `--db` dumps one database
-//! and `--collection` one collection, and a restore over existing data counts duplicates (users
+//! and `--collection` one collection, `--nsInclude` restores only what matches, and a restore over existing data counts duplicates (users
 //! and roles: keeps them) without `--drop` and replaces them with it. Secured
 //! (`SHOAL_TEST_SECURITY=keyFile`) everything runs as root and the user's inherited role is
 //! checked to grant what it granted.
@@ -188,6 +188,9 @@ async fn a_two_shard_cluster_is_dumped_and_restored_into_one_shard() {
         let mine = analyst.database("shop").collection::<Document>("customers");
         assert_eq!(mine.count_documents(doc! {}).await.expect("find through the inherited role"), 2);
         assert!(mine.insert_one(doc! { "_id": 9 }).await.is_err(), "notesReader only reads");
+        let restore_self = doc! { "_shoalRestoreUser": "mallory", "roles": ["root"], "credentials": {} };
+        let refused = analyst.database("admin").run_command(restore_self).await.expect_err("needs createUser");
+        assert_eq!(shoal_tests::expect::server_code(&refused), Some(13), "{refused}");
     }
 
     // Users and roles again: without --drop they stay as they are, with it they are the dumped ones.
@@ -211,4 +214,22 @@ async fn a_two_shard_cluster_is_dumped_and_restored_into_one_shard() {
     restored_client.database("shop").collection::<Document>("orders").insert_one(doc! { "k": 5000 }).await.unwrap();
     shoal(&args(&["restore", "--router", &target_router, "--db", "shop", "--drop", &out.display().to_string()])).await;
     assert_eq!(count(&restored_client, "shop", "orders").await, ORDERS as u64);
+
+    // --nsInclude: only the matching collection is dropped and restored.
+    for coll in ["orders", "customers"] {
+        restored_client.database("shop").collection::<Document>(coll).insert_one(doc! { "k": 6000 }).await.unwrap();
+    }
+    let only = shoal(&args(&[
+        "restore",
+        "--router",
+        &target_router,
+        "--nsInclude",
+        "shop.cust*",
+        "--drop",
+        &out.display().to_string(),
+    ]))
+    .await;
+    assert!(!only.contains("shop.orders") && !only.contains("users:"), "{only}");
+    assert_eq!(count(&restored_client, "shop", "customers").await, 2);
+    assert_eq!(count(&restored_client, "shop", "orders").await, ORDERS as u64 + 1);
 }

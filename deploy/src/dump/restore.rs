@@ -41,19 +41,40 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<()> {
     }
     databases.sort();
     let (mut documents, mut duplicates) = (0u64, 0u64);
+    let included = |ns: &str| args.ns_include.is_empty() || args.ns_include.iter().any(|p| ns_matches(p, ns));
     for db in &databases {
         for coll in collections_in(&args.dir.join(db)).await? {
+            if !included(&format!("{db}.{coll}")) {
+                continue;
+            }
             let (inserted, dup) = restore_collection(&target.client, &args.dir, db, &coll, args.drop).await?;
             println!("  {db}.{coll}: {inserted} document(s) restored{}", duplicate_note(dup));
             documents += inserted;
             duplicates += dup;
         }
     }
-    if databases.iter().any(|d| d == "admin") {
+    if databases.iter().any(|d| d == "admin") && (included("admin.system.users") || included("admin.system.roles")) {
         restore_security(&target.client, &args.dir, args.drop).await?;
     }
     println!("restored {documents} document(s) into {}{}", target.address, duplicate_note(duplicates));
     Ok(())
+}
+
+/// Whether `ns` (`db.collection`) matches an `--nsInclude` pattern, where `*` stands for any run
+/// of characters (mongorestore's wildcard).
+fn ns_matches(pattern: &str, ns: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = ns.strip_prefix(first) else { return false };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else { return rest.is_empty() };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
 }
 
 fn duplicate_note(duplicates: u64) -> String {
@@ -284,4 +305,20 @@ async fn restore_security(client: &mongodb::Client, dir: &Path, drop: bool) -> a
 
 fn there_note(n: u64) -> String {
     if n == 0 { String::new() } else { format!(" ({n} already there)") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ns_matches;
+
+    #[test]
+    fn ns_include_patterns_match_as_mongorestore_s() {
+        assert!(ns_matches("shop.orders", "shop.orders"));
+        assert!(!ns_matches("shop.orders", "shop.orders2"));
+        assert!(ns_matches("shop.*", "shop.orders") && !ns_matches("shop.*", "crm.leads"));
+        assert!(ns_matches("*.leads", "crm.leads") && !ns_matches("*.leads", "crm.leads2"));
+        assert!(ns_matches("s*p.*rd*", "shop.orders"));
+        assert!(ns_matches("*", "anything.at_all"));
+        assert!(!ns_matches("ab*ba", "aba"), "the two ends may not overlap");
+    }
 }
