@@ -26,6 +26,7 @@ const EXPECTED: &[Facts] = &[
     ("logout",                       Info,     false, true,  true,  false, false, false, false),
     ("authenticate",                 Info,     false, true,  true,  false, true,  false, false),
     ("createUser",                   UserAdmin, false, true, false, false, false, false, true),
+    ("_shoalRestoreUser",            UserAdmin, false, true, false, false, false, false, true),
     ("updateUser",                   UserAdmin, false, true, false, false, false, false, true),
     ("dropUser",                     UserAdmin, false, true, false, false, false, false, true),
     ("dropAllUsersFromDatabase",     UserAdmin, false, true, false, false, false, false, true),
