@@ -102,9 +102,17 @@ async fn collections_of(client: &mongodb::Client, db: &str) -> anyhow::Result<Ve
     Ok(names)
 }
 
-/// A sharded collection's key and the placement of its chunks (shard and version of each), as
-/// `config.collections` and `config.chunks` show them; `None` for an unsharded collection.
-async fn placement(client: &mongodb::Client, ns: &str) -> anyhow::Result<Option<(Document, bool, Vec<String>)>> {
+/// A sharded collection's key, whether it is unique, and where its chunks are (each chunk's min,
+/// shard and version), as `config.collections` and `config.chunks` show them.
+#[derive(Debug, Clone, PartialEq)]
+struct Placement {
+    key: Document,
+    unique: bool,
+    chunks: Vec<String>,
+}
+
+/// `ns`'s [`Placement`]; `None` for an unsharded collection.
+async fn placement(client: &mongodb::Client, ns: &str) -> anyhow::Result<Option<Placement>> {
     let config = client.database("config");
     let Some(collection) = config.collection::<Document>("collections").find_one(doc! { "_id": ns }).await? else {
         return Ok(None);
@@ -112,9 +120,12 @@ async fn placement(client: &mongodb::Client, ns: &str) -> anyhow::Result<Option<
     let key = collection.get_document("key").context("config.collections without a key")?.clone();
     let unique = collection.get_bool("unique").unwrap_or(false);
     let uuid = collection.get("uuid").cloned().unwrap_or(Bson::Null);
-    let chunks: Vec<Document> =
+    let found: Vec<Document> =
         config.collection::<Document>("chunks").find(doc! { "uuid": uuid }).await?.try_collect().await?;
-    let mut placed: Vec<String> = chunks
+    if found.is_empty() {
+        bail!("config.chunks shows no chunk of the sharded collection {ns}: cannot fence its read");
+    }
+    let mut chunks: Vec<String> = found
         .iter()
         .map(|c| {
             format!(
@@ -125,19 +136,33 @@ async fn placement(client: &mongodb::Client, ns: &str) -> anyhow::Result<Option<
             )
         })
         .collect();
-    placed.sort();
-    Ok(Some((key, unique, placed)))
+    chunks.sort();
+    Ok(Some(Placement { key, unique, chunks }))
 }
 
 /// Dumps `db.coll`, again if a chunk moved while it was read.
 async fn dump_fenced(client: &mongodb::Client, db: &str, coll: &str, out: &Path) -> anyhow::Result<(u64, u64)> {
     let ns = format!("{db}.{coll}");
+    fenced(
+        &ns,
+        async || placement(client, &ns).await.with_context(|| format!("chunk placement of {ns}")),
+        async |key| dump_collection(client, db, coll, out, key).await,
+    )
+    .await
+}
+
+/// Runs `read` (given the shard key, if sharded) between two looks at the placement, until both
+/// looks agree: a read no chunk move overlapped. Gives up after [`FENCED_ATTEMPTS_MAX`] reads.
+async fn fenced<T>(
+    ns: &str,
+    mut placement: impl AsyncFnMut() -> anyhow::Result<Option<Placement>>,
+    mut read: impl AsyncFnMut(Option<(Document, bool)>) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     for attempt in 1..=FENCED_ATTEMPTS_MAX {
-        let before = placement(client, &ns).await.with_context(|| format!("chunk placement of {ns}"))?;
-        let counts = dump_collection(client, db, coll, out, before.as_ref().map(|(k, u, _)| (k.clone(), *u))).await?;
-        let after = placement(client, &ns).await.with_context(|| format!("chunk placement of {ns}"))?;
-        if before.map(|(_, _, p)| p) == after.map(|(_, _, p)| p) {
-            return Ok(counts);
+        let before = placement().await?;
+        let value = read(before.as_ref().map(|p| (p.key.clone(), p.unique))).await?;
+        if placement().await? == before {
+            return Ok(value);
         }
         tracing::warn!(%ns, attempt, "chunks moved while the collection was read: reading it again");
     }
@@ -226,4 +251,67 @@ async fn dump_security(client: &mongodb::Client, out: &Path) -> anyhow::Result<(
     writer.finish().await?;
     println!("  users: {user_count}, roles: {}", roles.len());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on(shard: &str) -> Option<Placement> {
+        Some(Placement { key: doc! { "k": 1 }, unique: false, chunks: vec![format!("MinKey {shard} 1")] })
+    }
+
+    #[tokio::test]
+    async fn a_read_overlapping_a_chunk_move_is_done_again_and_a_moving_collection_gives_up() {
+        // The chunk moves from s0 to s1 during the first read: a second read, with the key.
+        let looks = [on("s0"), on("s1"), on("s1"), on("s1")];
+        let (mut look, mut reads) = (0, Vec::new());
+        let value = fenced(
+            "db.c",
+            async || {
+                look += 1;
+                Ok(looks[look - 1].clone())
+            },
+            async |key| {
+                reads.push(key);
+                Ok(reads.len())
+            },
+        )
+        .await
+        .expect("fenced");
+        assert_eq!((value, look), (2, 4));
+        assert_eq!(reads[1], Some((doc! { "k": 1 }, false)));
+
+        // Unsharded: one read, without a key.
+        let (mut looks, mut reads) = (0, 0);
+        fenced(
+            "db.u",
+            async || {
+                looks += 1;
+                Ok(None)
+            },
+            async |key| {
+                assert!(key.is_none());
+                reads += 1;
+                Ok(())
+            },
+        )
+        .await
+        .expect("fenced");
+        assert_eq!((looks, reads), (2, 1));
+
+        // Always moving: bounded, with a clear error.
+        let mut n = 0;
+        let error = fenced(
+            "db.m",
+            async || {
+                n += 1;
+                Ok(on(&format!("s{n}")))
+            },
+            async |_| Ok(()),
+        )
+        .await
+        .expect_err("gives up");
+        assert!(error.to_string().contains("db.m: chunks kept moving during 3 reads"), "{error}");
+    }
 }
