@@ -150,6 +150,10 @@ pub struct DumpArgs {
     /// Dump only this collection (with --db).
     #[arg(long, short = 'c')]
     pub collection: Option<String>,
+    /// Compress every file with gzip (`.bson.gz`, `.metadata.json.gz`, as mongodump --gzip);
+    /// restore reads either.
+    #[arg(long)]
+    pub gzip: bool,
 }
 
 #[derive(Debug, Args)]

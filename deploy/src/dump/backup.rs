@@ -8,7 +8,8 @@ use anyhow::{Context, bail};
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use futures::TryStreamExt;
 
-use super::layout::{BsonWriter, Metadata, paths};
+use super::bson_file::{BsonWriter, write_small};
+use super::layout::{Metadata, paths};
 use super::{INTERNAL_DATABASES, connect_target, pause_balancer, resume_balancer};
 use crate::cli::DumpArgs;
 use crate::router_client::command;
@@ -71,7 +72,7 @@ async fn dump_all(client: &mongodb::Client, args: &DumpArgs) -> anyhow::Result<T
             None => collections_of(client, db).await?,
         };
         for coll in collections {
-            let (documents, bytes) = dump_fenced(client, db, &coll, &args.out).await?;
+            let (documents, bytes) = dump_fenced(client, db, &coll, &args.out, args.gzip).await?;
             println!("  {db}.{coll}: {documents} document(s)");
             totals.collections += 1;
             totals.documents += documents;
@@ -79,7 +80,7 @@ async fn dump_all(client: &mongodb::Client, args: &DumpArgs) -> anyhow::Result<T
         }
     }
     if args.db.is_none() || args.db.as_deref() == Some("admin") {
-        dump_security(client, &args.out).await?;
+        dump_security(client, &args.out, args.gzip).await?;
     }
     Ok(totals)
 }
@@ -141,12 +142,18 @@ async fn placement(client: &mongodb::Client, ns: &str) -> anyhow::Result<Option<
 }
 
 /// Dumps `db.coll`, again if a chunk moved while it was read.
-async fn dump_fenced(client: &mongodb::Client, db: &str, coll: &str, out: &Path) -> anyhow::Result<(u64, u64)> {
+async fn dump_fenced(
+    client: &mongodb::Client,
+    db: &str,
+    coll: &str,
+    out: &Path,
+    gzip: bool,
+) -> anyhow::Result<(u64, u64)> {
     let ns = format!("{db}.{coll}");
     fenced(
         &ns,
         async || placement(client, &ns).await.with_context(|| format!("chunk placement of {ns}")),
-        async |key| dump_collection(client, db, coll, out, key).await,
+        async |key| dump_collection(client, db, coll, out, key, gzip).await,
     )
     .await
 }
@@ -175,6 +182,7 @@ async fn dump_collection(
     coll: &str,
     out: &Path,
     shard_key: Option<(Document, bool)>,
+    gzip: bool,
 ) -> anyhow::Result<(u64, u64)> {
     let (bson_path, metadata_path) = paths(out, db, coll)?;
     let database = client.database(db);
@@ -201,7 +209,7 @@ async fn dump_collection(
         _ => None,
     });
 
-    let mut writer = BsonWriter::create(&bson_path).await?;
+    let mut writer = BsonWriter::create(&bson_path, gzip).await?;
     let collection = database.collection::<RawDocumentBuf>(coll);
     let mut cursor =
         collection.find(doc! {}).batch_size(BATCH_SIZE).await.with_context(|| format!("find on {db}.{coll}"))?;
@@ -219,21 +227,19 @@ async fn dump_collection(
         None => (None, false),
     };
     let metadata = Metadata { collection: coll.to_owned(), options, indexes, uuid, shard_key, shard_key_unique };
-    tokio::fs::write(&metadata_path, metadata.to_json())
-        .await
-        .with_context(|| format!("cannot write {}", metadata_path.display()))?;
+    write_small(&metadata_path, &metadata.to_json(), gzip).await?;
     Ok(counts)
 }
 
 /// Users (with their stored credentials, as `admin.system.users` holds them) and user-defined
 /// roles, as mongodump writes them.
-async fn dump_security(client: &mongodb::Client, out: &Path) -> anyhow::Result<()> {
+async fn dump_security(client: &mongodb::Client, out: &Path, gzip: bool) -> anyhow::Result<()> {
     let admin = client.database("admin");
     let users = command(&admin, doc! { "usersInfo": { "forAllDBs": true }, "showCredentials": true })
         .await
         .context("usersInfo")?;
     let (users_path, _) = paths(out, "admin", "system.users")?;
-    let mut writer = BsonWriter::create(&users_path).await?;
+    let mut writer = BsonWriter::create(&users_path, gzip).await?;
     for user in users.get_array("users").map(|a| a.as_slice()).unwrap_or_default() {
         let Some(user) = user.as_document() else { continue };
         let mut user = user.clone();
@@ -244,7 +250,7 @@ async fn dump_security(client: &mongodb::Client, out: &Path) -> anyhow::Result<(
     writer.finish().await?;
     let roles: Vec<Document> = admin.collection::<Document>("system.roles").find(doc! {}).await?.try_collect().await?;
     let (roles_path, _) = paths(out, "admin", "system.roles")?;
-    let mut writer = BsonWriter::create(&roles_path).await?;
+    let mut writer = BsonWriter::create(&roles_path, gzip).await?;
     for role in &roles {
         writer.write(RawDocumentBuf::try_from(role)?.as_bytes()).await?;
     }

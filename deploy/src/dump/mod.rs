@@ -22,6 +22,7 @@
 //! or the driver's).
 
 mod backup;
+mod bson_file;
 mod layout;
 mod restore;
 

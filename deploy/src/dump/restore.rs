@@ -9,7 +9,8 @@ use anyhow::{Context, bail};
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use mongodb::options::{InsertManyOptions, WriteConcern};
 
-use super::layout::{BsonReader, Metadata, paths};
+use super::bson_file::{BsonReader, existing, read_small};
+use super::layout::{Metadata, paths};
 use super::{INTERNAL_DATABASES, connect_target};
 use crate::cli::RestoreArgs;
 use crate::router_client::command;
@@ -81,14 +82,15 @@ fn duplicate_note(duplicates: u64) -> String {
     if duplicates == 0 { String::new() } else { format!(" ({duplicates} already there: duplicate _id or unique key)") }
 }
 
-/// Collections of a database directory: each `<name>.metadata.json` (or `<name>.bson`), sorted,
-/// without `system.*`.
+/// Collections of a database directory: each `<name>.metadata.json` (or `<name>.bson`, either
+/// perhaps `.gz`), sorted, without `system.*`.
 async fn collections_in(dir: &Path) -> anyhow::Result<Vec<String>> {
     let mut names = std::collections::BTreeSet::new();
     let mut entries = tokio::fs::read_dir(dir).await?;
     while let Some(entry) = entries.next_entry().await? {
         let file = entry.file_name();
         let Some(file) = file.to_str() else { continue };
+        let file = file.strip_suffix(".gz").unwrap_or(file);
         let name = file.strip_suffix(".metadata.json").or_else(|| file.strip_suffix(".bson"));
         if let Some(name) = name
             && !name.starts_with("system.")
@@ -107,9 +109,9 @@ async fn restore_collection(
     drop: bool,
 ) -> anyhow::Result<(u64, u64)> {
     let (bson_path, metadata_path) = paths(dir, db, coll)?;
-    let metadata = match tokio::fs::read_to_string(&metadata_path).await {
-        Ok(text) => Metadata::from_json(&text).with_context(|| format!("{}", metadata_path.display()))?,
-        Err(_) => Metadata {
+    let metadata = match read_small(&metadata_path).await? {
+        Some(text) => Metadata::from_json(&text).with_context(|| format!("{}", metadata_path.display()))?,
+        None => Metadata {
             collection: coll.to_owned(),
             options: doc! {},
             indexes: Vec::new(),
@@ -152,10 +154,10 @@ async fn restore_collection(
         .await
         .with_context(|| format!("createIndexes on {ns}"))?;
     }
-    if !bson_path.exists() {
-        return Ok((0, 0));
+    match existing(&bson_path) {
+        Some(path) => insert_all(client, db, coll, &path).await,
+        None => Ok((0, 0)),
     }
-    insert_all(client, db, coll, &bson_path).await
 }
 
 /// Inserts every document of `path` in unordered batches at w:majority; returns (inserted,
@@ -232,8 +234,8 @@ fn allow_code(result: anyhow::Result<Document>, code: i32) -> anyhow::Result<()>
 async fn restore_security(client: &mongodb::Client, dir: &Path, drop: bool) -> anyhow::Result<()> {
     let (roles_path, _) = paths(dir, "admin", "system.roles")?;
     let mut pending = Vec::new();
-    if roles_path.exists() {
-        let mut reader = BsonReader::open(&roles_path).await?;
+    if let Some(found) = existing(&roles_path) {
+        let mut reader = BsonReader::open(&found).await?;
         while let Some(raw) = reader.next().await? {
             pending.push(Document::try_from(raw)?);
         }
@@ -279,8 +281,8 @@ async fn restore_security(client: &mongodb::Client, dir: &Path, drop: bool) -> a
 
     let (users_path, _) = paths(dir, "admin", "system.users")?;
     let (mut users, mut users_there) = (0u64, 0u64);
-    if users_path.exists() {
-        let mut reader = BsonReader::open(&users_path).await?;
+    if let Some(found) = existing(&users_path) {
+        let mut reader = BsonReader::open(&found).await?;
         while let Some(raw) = reader.next().await? {
             let user = Document::try_from(raw)?;
             let (Ok(name), Ok(db)) = (user.get_str("user"), user.get_str("db")) else {
