@@ -2,11 +2,12 @@
 //! over both shards, an unsharded one with a unique index, a second database, a user-defined role
 //! and a user is dumped (balancer paused) into mongodump's layout, and restored into a cluster of
 //! one shard: every document, index and shard key is there, the roles (one inheriting the other)
-//! are, the user logs in with its old password (and not with another), `--db` dumps one database
-//! and `--collection` one collection, `--nsInclude` restores only what matches, and a restore over existing data counts duplicates (users
-//! and roles: keeps them) without `--drop` and replaces them with it. Secured
-//! (`SHOAL_TEST_SECURITY=keyFile`) everything runs as root and the user's inherited role is
-//! checked to grant what it granted.
+//! are, the user logs in with its old password (and not with another). `--db` dumps one database
+//! (with `--gzip` compressed, and restored from that), `--collection` one collection,
+//! `--nsInclude` restores only what matches, and a restore over existing data counts duplicates
+//! (users and roles: keeps them) without `--drop` and replaces them with it. Secured
+//! (`SHOAL_TEST_SECURITY=keyFile`) everything runs as root, and the user's inherited role is
+//! checked to grant what it granted and `_shoalRestoreUser` to need `createUser`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
 
@@ -115,11 +116,13 @@ async fn a_two_shard_cluster_is_dumped_and_restored_into_one_shard() {
     let status = admin.run_command(doc! { "balancerStatus": 1 }).await.unwrap();
     assert_eq!(status.get_str("mode").unwrap(), "full", "the dump left the balancer stopped: {status}");
 
-    // One database only; one collection only.
+    // One database only (gzip-compressed); one collection only.
     let crm_only = dir.path().join("crm-only");
-    shoal(&args(&["dump", "--router", &router, "--db", "crm", "--out", &crm_only.display().to_string()])).await;
+    let crm_arg = crm_only.display().to_string();
+    shoal(&args(&["dump", "--router", &router, "--db", "crm", "--gzip", "--out", &crm_arg])).await;
     assert!(
-        crm_only.join("crm/leads.bson").is_file()
+        crm_only.join("crm/leads.bson.gz").is_file()
+            && crm_only.join("crm/leads.metadata.json.gz").is_file()
             && !crm_only.join("shop").exists()
             && !crm_only.join("admin").exists()
     );
@@ -214,6 +217,12 @@ async fn a_two_shard_cluster_is_dumped_and_restored_into_one_shard() {
     restored_client.database("shop").collection::<Document>("orders").insert_one(doc! { "k": 5000 }).await.unwrap();
     shoal(&args(&["restore", "--router", &target_router, "--db", "shop", "--drop", &out.display().to_string()])).await;
     assert_eq!(count(&restored_client, "shop", "orders").await, ORDERS as u64);
+
+    // The gzip-compressed dump of crm over a changed crm.leads.
+    restored_client.database("crm").collection::<Document>("leads").insert_one(doc! { "_id": "l2" }).await.unwrap();
+    let gzipped = shoal(&args(&["restore", "--router", &target_router, "--drop", &crm_arg])).await;
+    assert!(gzipped.contains("crm.leads: 1 document(s) restored"), "{gzipped}");
+    assert_eq!(count(&restored_client, "crm", "leads").await, 1);
 
     // --nsInclude: only the matching collection is dropped and restored.
     for coll in ["orders", "customers"] {
