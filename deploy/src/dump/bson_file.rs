@@ -260,6 +260,27 @@ mod tests {
         let error = read_all(&found).await.expect_err("truncated").to_string();
         assert!(error.contains("gzip") || error.contains("truncated"), "{error}");
 
+        // Past the flush threshold (incompressible bytes), read back across many chunks.
+        let big = dir.path().join("db/big.bson");
+        let mut writer = BsonWriter::create(&big, true).await.expect("create");
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for i in 0..400 {
+            let noise: Vec<u8> = (0..1024)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            let d =
+                doc! { "_id": i, "noise": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: noise } };
+            writer.write(RawDocumentBuf::try_from(&d).expect("raw").as_bytes()).await.expect("write");
+        }
+        writer.finish().await.expect("finish");
+        assert!(std::fs::metadata(gz(&big)).expect("big.bson.gz").len() > FLUSH_BYTES as u64);
+        assert_eq!(read_all(&gz(&big)).await.expect("reads"), (0..400).collect::<Vec<i32>>());
+
         write_small(&dir.path().join("m.json"), "{\"a\":1}", true).await.expect("write");
         assert_eq!(read_small(&dir.path().join("m.json")).await.expect("read").as_deref(), Some("{\"a\":1}"));
         assert_eq!(read_small(&dir.path().join("none.json")).await.expect("read"), None);
