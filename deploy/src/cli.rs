@@ -28,7 +28,7 @@ pub enum Command {
     Up(UpArgs),
     /// Print every process of the spec (config servers, routers) and each shard's replica-group
     /// members (state, health, optime, lag) through a router.
-    Status(StatusArgs),
+    Status(RouterTarget),
     /// Make the cluster-wide secrets a secured spec needs (key file, CA) once, to copy to every host.
     Secrets(SecretsArgs),
     /// Restart the processes `shoal up` runs, one at a time, without losing availability.
@@ -113,14 +113,15 @@ pub struct RegisterArgs {
     pub cluster_auth: ClusterAuthArgs,
 }
 
-/// Which router a tool talks to, and as whom.
+/// Which router a tool (`status`, `dump`, `restore`) talks to, and as whom.
 #[derive(Debug, Args)]
 pub struct RouterTarget {
     /// Router to use (`host:port`) [default: the spec's first router that answers].
     #[arg(long, value_name = "HOST:PORT")]
     pub router: Option<String>,
-    /// Cluster spec: its routers, its TLS settings and (restore) the config servers users are
-    /// written to with the cluster's key.
+    /// Cluster spec naming the routers (and config servers) and their TLS settings [default:
+    /// ./deploy/local.yaml if present, else a built-in copy of it]; with --router alone no spec
+    /// is read.
     #[arg(short = 'f', long = "file", value_name = "SPEC.yaml")]
     pub file: Option<PathBuf>,
     /// The data directory `shoal up` used: where a secured spec's key file and certificates are.
@@ -135,6 +136,22 @@ pub struct RouterTarget {
     /// The database the user is defined on.
     #[arg(long = "authenticationDatabase", default_value = "admin")]
     pub authentication_database: String,
+}
+
+impl RouterTarget {
+    /// Whom to authenticate as.
+    pub fn login(&self) -> crate::router_client::Login {
+        crate::router_client::Login {
+            username: self.username.clone(),
+            password: self.password.clone(),
+            authentication_database: self.authentication_database.clone(),
+        }
+    }
+
+    /// Only `--router` was named: no spec is read.
+    pub fn router_alone(&self) -> Option<&str> {
+        self.router.as_deref().filter(|_| self.file.is_none())
+    }
 }
 
 #[derive(Debug, Args)]
@@ -704,29 +721,6 @@ pub struct RestartArgs {
     /// Restart only this host's processes (what `shoal up --host` runs here).
     #[arg(long, value_name = "ADDRESS")]
     pub host: Option<String>,
-    /// A user to authenticate as, when the routers require authentication.
-    #[arg(short = 'u', long)]
-    pub username: Option<String>,
-    /// Its password (or set SHOAL_PASSWORD).
-    #[arg(short = 'p', long, env = "SHOAL_PASSWORD", hide_env_values = true)]
-    pub password: Option<String>,
-    /// The database the user is defined on.
-    #[arg(long = "authenticationDatabase", default_value = "admin")]
-    pub authentication_database: String,
-}
-
-#[derive(Debug, Args)]
-pub struct StatusArgs {
-    /// Router to ask (`host:port`) [default: the spec's first router].
-    #[arg(long, value_name = "HOST:PORT")]
-    pub router: Option<String>,
-    /// Cluster spec naming the router and config servers [default: ./deploy/local.yaml if present,
-    /// else a built-in copy of it]; with --router alone no spec is read.
-    #[arg(short = 'f', long = "file", value_name = "SPEC.yaml")]
-    pub file: Option<PathBuf>,
-    /// The data directory `shoal up` used: where a secured spec's key file and certificates are.
-    #[arg(long, default_value = "shoal-data")]
-    pub data_dir: PathBuf,
     /// A user to authenticate as, when the routers require authentication.
     #[arg(short = 'u', long)]
     pub username: Option<String>,

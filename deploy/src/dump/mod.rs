@@ -32,7 +32,7 @@ use bson::doc;
 pub use self::backup::run as dump;
 pub use self::restore::run as restore;
 use crate::cli::RouterTarget;
-use crate::router_client::{Login, command, connect};
+use crate::router_client::{command, connect};
 use crate::spec::ClusterSpec;
 
 /// Databases a dump never copies (each shard's own, and the catalog's views).
@@ -46,23 +46,21 @@ pub struct Target {
 
 /// Connects to the first router that answers `ping`: `--router`, else the spec's routers in order.
 pub async fn connect_target(target: &RouterTarget, app: &str) -> anyhow::Result<Target> {
-    let login = Login {
-        username: target.username.clone(),
-        password: target.password.clone(),
-        authentication_database: target.authentication_database.clone(),
-    };
-    let (routers, tls_options) = match (&target.router, &target.file) {
-        (Some(router), None) => (vec![router.clone()], String::new()),
-        (router, Some(file)) => {
-            let (spec, _) = ClusterSpec::load(Some(file))?;
+    let login = target.login();
+    let (routers, tls_options) = match target.router_alone() {
+        Some(router) => (vec![router.to_owned()], String::new()),
+        None => {
+            let (spec, source) = ClusterSpec::load(target.file.as_deref())?;
             let tls_options = crate::status::secured(&spec, &target.data_dir)?;
-            let routers = match router {
+            let routers: Vec<String> = match &target.router {
                 Some(router) => vec![router.clone()],
                 None => spec.routers.iter().map(|r| spec.endpoint(r.host.as_deref(), r.port).advertise).collect(),
             };
+            if routers.is_empty() {
+                bail!("{source} names no router; pass --router host:port");
+            }
             (routers, tls_options)
         }
-        (None, None) => bail!("name a router with --router HOST:PORT, or a spec with -f SPEC.yaml"),
     };
     let mut last = String::from("no router named");
     for address in routers {

@@ -24,7 +24,7 @@ use futures::future::join_all;
 use shoal_cluster::config_client::{ClientSettings, ConfigClient};
 
 pub use self::render::{ConfigServerState, Process, render};
-use crate::cli::StatusArgs;
+use crate::cli::RouterTarget;
 use crate::router_client::{Login, command};
 use crate::spec::ClusterSpec;
 
@@ -41,13 +41,9 @@ struct Targets {
     from_spec: bool,
 }
 
-pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
+pub async fn run(args: RouterTarget) -> anyhow::Result<()> {
     let targets = targets(&args)?;
-    let login = Login {
-        username: args.username.clone(),
-        password: args.password.clone(),
-        authentication_database: args.authentication_database.clone(),
-    };
+    let login = args.login();
     let (config_servers, routers) = tokio::join!(
         config_states(&targets.config_servers),
         router_states(&targets.routers, &targets.tls_options, &login),
@@ -80,11 +76,9 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
 
 /// The routers and config servers to ask. With a secured spec, this process authenticates to the
 /// config servers with the cluster's credentials from `--data-dir`.
-fn targets(args: &StatusArgs) -> anyhow::Result<Targets> {
+fn targets(args: &RouterTarget) -> anyhow::Result<Targets> {
     let unnamed = |address: &str| Process { name: String::new(), address: address.to_owned(), state: () };
-    if let Some(router) = &args.router
-        && args.file.is_none()
-    {
+    if let Some(router) = args.router_alone() {
         return Ok(Targets {
             routers: vec![unnamed(router)],
             config_servers: Vec::new(),
