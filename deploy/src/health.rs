@@ -28,7 +28,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     let timeout = Duration::from_millis(args.timeout_ms);
     let check = async {
         match args.role {
-            ProbeRole::Router => router(&args, timeout).await,
+            ProbeRole::Router => router(&args).await,
             ProbeRole::Shard => shard(&args.addr, args.ready, timeout).await,
             ProbeRole::Configsvr => configsvr(&args.addr, args.ready, timeout).await,
         }
@@ -39,7 +39,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     }
 }
 
-async fn router(args: &ProbeArgs, timeout: Duration) -> anyhow::Result<()> {
+async fn router(args: &ProbeArgs) -> anyhow::Result<()> {
     let mut options = String::new();
     if args.tls {
         options.push_str("&tls=true");
@@ -50,13 +50,7 @@ async fn router(args: &ProbeArgs, timeout: Duration) -> anyhow::Result<()> {
             options.push_str(&format!("&tlsCertificateKeyFile={}", certificate.display()));
         }
     }
-    let ms = timeout.as_millis();
-    let uri = format!(
-        "mongodb://{}/?directConnection=true&appName=shoal-probe&serverSelectionTimeoutMS={ms}&connectTimeoutMS={ms}{options}",
-        args.addr
-    );
-    let client =
-        mongodb::Client::with_uri_str(&uri).await.with_context(|| format!("bad router address {}", args.addr))?;
+    let client = crate::router_client::connect(&args.addr, &options, &Default::default(), "shoal-probe").await?;
     client
         .database("admin")
         .run_command(doc! { "ping": 1 })

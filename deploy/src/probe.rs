@@ -54,8 +54,8 @@ pub async fn wait_for_ping(addr: &str, options: &str) -> anyhow::Result<()> {
     bail!("router at {addr} did not answer ping after {PING_ATTEMPTS_MAX} attempts; last error: {last_error}")
 }
 
-/// Waits until one of the config servers at `addrs` (`host:port`) reports itself the leader, and
-/// returns its address. Bounded by `bound` overall (`None`: until one is elected, saying every
+/// Waits until one of the config servers at `addrs` (`host:port`), or the leader one of them
+/// names, reports itself the leader, and returns its address. Bounded by `bound` overall (`None`: until one is elected, saying every
 /// [`PATIENT_REPORT_EVERY`] what it waits for); every call by [`METRICS_TIMEOUT`].
 pub async fn wait_for_config_leader(addrs: &[String], bound: Option<Duration>) -> anyhow::Result<String> {
     let settings = ClientSettings {
@@ -76,7 +76,18 @@ pub async fn wait_for_config_leader(addrs: &[String], bound: Option<Duration>) -
                         info!(leader = %addr, id = metrics.id, term = metrics.term, "config servers have a leader");
                         return addr.clone();
                     }
-                    Ok(metrics) => states.push(format!("{addr}: {} in term {}", metrics.state, metrics.term)),
+                    Ok(metrics) => {
+                        // After a membership change the leader may be a server no list names.
+                        let hint = &metrics.leader_addr;
+                        if !hint.is_empty()
+                            && !addrs.contains(hint)
+                            && client.metrics(hint).await.is_ok_and(|m| m.state == "Leader")
+                        {
+                            info!(leader = %hint, "config servers have a leader (named by {addr})");
+                            return hint.clone();
+                        }
+                        states.push(format!("{addr}: {} in term {}", metrics.state, metrics.term));
+                    }
                     Err(e) => states.push(format!("{addr}: {e}")),
                 }
             }

@@ -72,38 +72,14 @@ async fn change(client: &ConfigClient, voters: &BTreeSet<u64>) -> anyhow::Result
     Ok(())
 }
 
-/// The group as the leader sees it: asked of the first listed server that is the leader, or of
-/// the leader a listed follower names (after a change the leader may be a server no list names).
+/// The group as the leader sees it (found through leader hints when no listed server leads).
 async fn group(client: &ConfigClient, addrs: &[String]) -> anyhow::Result<MetricsReply> {
-    let deadline = tokio::time::Instant::now() + LEADER_WAIT;
-    let mut backoff = Duration::from_millis(50);
-    loop {
-        let mut states = Vec::new();
-        for addr in addrs {
-            let metrics = match client.metrics(addr).await {
-                Ok(metrics) => metrics,
-                Err(e) => {
-                    states.push(format!("{addr}: {e}"));
-                    continue;
-                }
-            };
-            if metrics.state == "Leader" {
-                return Ok(metrics);
-            }
-            states.push(format!("{addr}: {} in term {}", metrics.state, metrics.term));
-            if !metrics.leader_addr.is_empty()
-                && let Ok(leader) = client.metrics(&metrics.leader_addr).await
-                && leader.state == "Leader"
-            {
-                return Ok(leader);
-            }
-        }
-        if tokio::time::Instant::now() + backoff > deadline {
-            bail!("no config server leader found within {} s; last seen: {}", LEADER_WAIT.as_secs(), states.join("; "));
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(1));
+    let leader = crate::probe::wait_for_config_leader(addrs, Some(LEADER_WAIT)).await?;
+    let metrics = client.metrics(&leader).await.with_context(|| format!("asking the leader {leader}"))?;
+    if metrics.state != "Leader" {
+        bail!("{leader} is no longer the leader ({}); try again", metrics.state);
     }
+    Ok(metrics)
 }
 
 fn ids(voters: &BTreeSet<u64>) -> String {

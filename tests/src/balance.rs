@@ -84,15 +84,17 @@ where
     }
 }
 
-/// Whether the documents are spread: every shard in `shards` holds at least `1 / (2 × n)` of
-/// `total` (n = the number of shards), by direct counts.
-pub fn spread_problem(counts: &BTreeMap<String, u64>, total: u64) -> Option<String> {
-    let n = counts.len().max(1) as u64;
-    let floor = total / (2 * n);
-    counts
-        .iter()
-        .find(|(_, c)| **c < floor)
-        .map(|(s, c)| format!("{s} holds {c} of {total} documents (< {floor}); counts {counts:?}"))
+/// Whether the documents are spread as the balancer spreads them: the fullest and the emptiest
+/// shard differ by at most `max_gap` documents (by direct counts). The balancer moves while two
+/// shards differ by more than 3 chunk sizes of data (MongoDB 7's rule), so callers pass that in
+/// documents plus a chunk of slack for its size estimates; an absent or empty shard shows up as a
+/// gap of a whole share.
+pub fn spread_problem(counts: &BTreeMap<String, u64>, max_gap: u64) -> Option<String> {
+    let (emptiest, least) = counts.iter().min_by_key(|(_, c)| **c)?;
+    let most = counts.values().max().copied().unwrap_or(0);
+    (most - least > max_gap).then(|| {
+        format!("{emptiest} holds {least}, {} fewer than the fullest (> {max_gap}); counts {counts:?}", most - least)
+    })
 }
 
 #[cfg(test)]
@@ -102,8 +104,9 @@ mod tests {
     #[test]
     fn spread() {
         let counts: BTreeMap<String, u64> = [("a".into(), 50), ("b".into(), 30), ("c".into(), 20)].into();
-        assert_eq!(spread_problem(&counts, 100), None);
+        assert_eq!(spread_problem(&counts, 30), None);
+        assert!(spread_problem(&counts, 29).is_some_and(|p| p.starts_with("c holds 20, 30 fewer")));
         let counts: BTreeMap<String, u64> = [("a".into(), 90), ("b".into(), 10), ("c".into(), 0)].into();
-        assert!(spread_problem(&counts, 100).is_some_and(|p| p.starts_with("b holds 10")));
+        assert!(spread_problem(&counts, 50).is_some_and(|p| p.starts_with("c holds 0")));
     }
 }

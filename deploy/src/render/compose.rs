@@ -12,11 +12,11 @@ use anyhow::bail;
 use serde::Serialize;
 
 use super::{
-    Mounts, Output, SecretFiles, args_of, cluster_auth_args, dns_label, plan_mounted, probe_args, readdressed,
+    Mounts, Output, SecretFiles, args_of, cluster_auth_args, dns_label, plan_mounted, port_of, probe_args, readdressed,
     register_args,
 };
 use crate::cli::RenderArgs;
-use crate::plan::{ProcessPlan, Role};
+use crate::plan::Role;
 use crate::spec::{ClusterSpec, RestartPolicy};
 
 const DATA: &str = "/data";
@@ -187,10 +187,6 @@ pub fn render(spec: &ClusterSpec, args: &RenderArgs, secrets: &SecretFiles) -> a
         outputs.push(Output { path: format!("secrets/{name}").into(), contents: contents.clone(), secret: true });
     }
     Ok(outputs)
-}
-
-fn port_of(process: &ProcessPlan) -> u16 {
-    process.connect.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0)
 }
 
 #[cfg(test)]

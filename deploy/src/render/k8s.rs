@@ -31,7 +31,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
 use super::{
-    Mounts, Output, SecretFiles, args_of, cluster_auth_args, dns_label, plan_mounted, probe_args, readdressed,
+    Mounts, Output, SecretFiles, args_of, cluster_auth_args, dns_label, plan_mounted, port_of, probe_args, readdressed,
     register_args, set_flag,
 };
 use crate::cli::RenderArgs;
@@ -156,10 +156,6 @@ pub fn render(spec: &ClusterSpec, args: &RenderArgs, secrets: &SecretFiles) -> a
 
 fn yaml<T: Serialize>(object: &T) -> anyhow::Result<String> {
     Ok(serde_yaml::to_string(object)?)
-}
-
-fn port_of(process: &ProcessPlan) -> u16 {
-    process.connect.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0)
 }
 
 fn secret(names: &Names, secrets: &SecretFiles) -> Secret {

@@ -228,19 +228,21 @@ pub fn register_args(plan: &ClusterPlan, auth: &[String]) -> Vec<String> {
     args
 }
 
+/// The port others dial `process` at.
+pub fn port_of(process: &ProcessPlan) -> u16 {
+    process.connect.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0)
+}
+
 /// `shoal probe`'s arguments for `process`, dialed on loopback inside its own container or host
 /// (it listens on the wildcard address or its host's).
 pub fn probe_args(process: &ProcessPlan, spec: &ClusterSpec, ready: bool) -> Vec<String> {
     let args = args_of(process);
-    let port = process.connect.rsplit_once(':').map_or("", |(_, port)| port);
-    let listen = flag_value(process, "--listen").unwrap_or_default();
-    let host = if listen.starts_with("0.0.0.0") || listen.starts_with("[::]") {
-        "127.0.0.1".to_owned()
-    } else {
-        listen.rsplit_once(':').map_or_else(|| "127.0.0.1".to_owned(), |(h, _)| h.to_owned())
-    };
+    // Where the process listens, dialed as the spec's one rule dials a bind (a wildcard on loopback).
+    let listen: Option<std::net::SocketAddr> = flag_value(process, "--listen").and_then(|l| l.parse().ok());
+    let ip = listen.map_or(std::net::Ipv4Addr::LOCALHOST.into(), |l| crate::spec::connect_ip(l.ip()));
+    let addr = std::net::SocketAddr::new(ip, port_of(process));
     let mut probe = vec!["probe".to_owned(), "--role".to_owned(), process.role.as_str().to_owned()];
-    probe.extend(["--addr".to_owned(), format!("{host}:{port}")]);
+    probe.extend(["--addr".to_owned(), addr.to_string()]);
     if ready {
         probe.push("--ready".to_owned());
     }
