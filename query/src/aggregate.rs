@@ -535,10 +535,11 @@ pub(crate) fn value_size(v: &Bson) -> usize {
 }
 
 /// The `cursor` option of an `aggregate` command as MongoDB requires it, for the shard and the
-/// router alike: a document (the caller reads its `batchSize`), absent only with `explain`.
-pub fn cursor_option(body: &Document) -> Result<Option<&Document>> {
+/// router alike: a document, absent only with `explain`; its `batchSize` (if any) a
+/// non-negative integer, returned.
+pub fn cursor_option(body: &Document) -> Result<Option<i64>> {
     match body.get("cursor") {
-        Some(Bson::Document(c)) => Ok(Some(c)),
+        Some(Bson::Document(c)) => crate::args::non_negative(c, "aggregate.cursor", "batchSize"),
         Some(other) => Err(QueryError::type_mismatch(format!(
             "BSON field 'aggregate.cursor' is the wrong type '{}', expected type 'object'",
             crate::display::type_name(other)

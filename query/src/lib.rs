@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
+pub mod args;
 pub mod collation;
 pub mod display;
 pub mod error;

@@ -24,6 +24,7 @@
 pub mod balance;
 pub mod catalog_cluster;
 pub mod cluster;
+pub mod command_fuzz;
 pub mod context;
 pub mod expect;
 pub mod fixtures;

@@ -127,3 +127,87 @@ async fn malformed_commands_are_refused_alike_on_every_path() {
     let names = client.list_database_names().await.unwrap();
     assert!(!names.iter().any(|n| n.len() >= 64 || n.contains('.')), "{names:?}");
 }
+
+/// What the command fuzzer (`command_fuzz.rs`) found, each class kept as a case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn what_the_command_fuzzer_found_stays_fixed() {
+    let cluster = ShardedCluster::start().await.expect("cluster");
+    cluster.shard_in_two("fz", "sharded", 100).await.expect("sharded collection");
+    let client = cluster.client().await.unwrap();
+    let fz = client.database("fz");
+    fz.create_collection("plain").await.unwrap();
+    let sharded = fz.collection::<Document>("sharded");
+
+    // A write without shard key whose filter is missing or not a document changed a document
+    // picked by an empty stand-in filter; a findAndModify the same. Now refused, nothing written.
+    sharded.insert_many([doc! { "_id": 1, "k": 1 }, doc! { "_id": 2, "k": 500 }]).await.unwrap();
+    for command in [
+        doc! { "delete": "sharded", "deletes": [{ "q": "x", "limit": 1 }] },
+        doc! { "delete": "sharded", "deletes": [{ "limit": 1 }] },
+        doc! { "update": "sharded", "updates": [{ "q": [1], "u": { "$set": { "x": 1 } } }] },
+        doc! { "findAndModify": "sharded", "query": "x", "remove": true },
+        doc! { "findAndModify": "sharded", "query": 5, "update": { "$set": { "x": 1 } } },
+    ] {
+        assert!(failure(&fz, command.clone()).await.is_some(), "{command} was accepted");
+    }
+    assert_eq!(sharded.count_documents(doc! { "x": { "$exists": false } }).await.unwrap(), 2, "a document changed");
+
+    // Each command on the unsharded collection, on the sharded one (where nothing matches, so
+    // the write without shard key finds no document), on a database that does not exist (reads)
+    // and explained: refused alike.
+    let cases = |coll: &str| {
+        vec![
+            // The router rewrote these for several shards unchecked (a skip and limit of
+            // i64::MAX even overflowed and closed the connection).
+            doc! { "count": coll, "skip": "x" },
+            doc! { "count": coll, "skip": -1, "limit": -1 },
+            doc! { "find": coll, "skip": "x" },
+            doc! { "find": coll, "limit": 1.5 },
+            doc! { "find": coll, "singleBatch": "x" },
+            doc! { "aggregate": coll, "pipeline": [], "cursor": { "batchSize": "x" } },
+            doc! { "aggregate": coll, "pipeline": [], "cursor": { "batchSize": -1 } },
+            doc! { "aggregate": coll, "pipeline": [], "cursor": {}, "allowDiskUse": "x" },
+            doc! { "aggregate": coll, "pipeline": [], "cursor": {}, "fuzzOption": 1 },
+            doc! { "find": coll, "filter": "a b" },
+            doc! { "find": coll, "projection": { "a": { "$fuzzProj": 1 } } },
+            doc! { "distinct": coll, "key": "a", "query": true },
+        ]
+    };
+    let writes = |coll: &str| {
+        vec![
+            doc! { "update": coll, "updates": [{ "q": { "k": { "$gt": 1000 } }, "u": 5 }] },
+            doc! { "update": coll, "updates": [{ "q": { "k": { "$gt": 1000 } }, "u": { "$unset": { "": 1 } } }] },
+            doc! { "delete": coll, "deletes": [{ "q": { "k": { "$gt": 1000 } }, "limit": "1" }] },
+            doc! { "findAndModify": coll, "query": { "k": { "$gt": 1000 } } },
+            doc! { "findAndModify": coll, "query": { "k": { "$gt": 1000 } }, "remove": true, "update": {} },
+            doc! { "findAndModify": coll, "remove": true, "fields": 5 },
+            doc! { "update": coll, "updates": "x" },
+            doc! { "delete": coll, "deletes": null },
+        ]
+    };
+    let nowhere = client.database("fz_none");
+    for (plain, on_sharded) in cases("plain").into_iter().zip(cases("sharded")) {
+        let expected = failure(&fz, plain.clone()).await;
+        assert!(expected.is_some(), "{plain} was accepted");
+        assert!(failure(&fz, on_sharded.clone()).await.is_some(), "{on_sharded} was accepted");
+        assert!(failure(&nowhere, plain.clone()).await.is_some(), "{plain} on a database that does not exist");
+        assert!(code(&fz, doc! { "explain": plain.clone() }).await.is_some(), "explain of {plain}");
+    }
+    for (plain, on_sharded) in writes("plain").into_iter().zip(writes("sharded")) {
+        assert!(failure(&fz, plain.clone()).await.is_some(), "{plain} was accepted");
+        assert!(failure(&fz, on_sharded.clone()).await.is_some(), "{on_sharded} was accepted");
+        assert!(code(&fz, doc! { "explain": plain.clone() }).await.is_some(), "explain of {plain}");
+    }
+    // explain needs no cursor (MongoDB's neither).
+    assert_eq!(code(&fz, doc! { "explain": { "aggregate": "plain", "pipeline": [] } }).await, None);
+
+    // $lookup on a database that does not exist answers empty, as on one that does.
+    let lookup = doc! {
+        "aggregate": "plain",
+        "pipeline": [{ "$lookup": { "from": "other", "localField": "a", "foreignField": "b", "as": "c" } }],
+        "cursor": {},
+    };
+    assert_eq!(code(&nowhere, lookup).await, None);
+    let names = client.list_database_names().await.unwrap();
+    assert!(!names.iter().any(|n| n == "fz_none"), "a read created fz_none: {names:?}");
+}

@@ -34,6 +34,10 @@ async fn read(state: &RouterState, cmd: &Command, coll: &str, kind: ReadKind) ->
             // the command as it checks every other read (one parser per command, on the shard).
             target::Route::Nowhere if matches!(placement, crate::routing::Placement::NoDatabase) => {
                 match crate::routing::every_shard(state).await?.into_iter().next() {
+                    // Stages only the router runs ($lookup) stay here, as on an existing database.
+                    Some(shard) if kind == ReadKind::Aggregate && read.has_router_stage() => {
+                        target::Route::Many([shard].into())
+                    }
                     Some(shard) => target::Route::One(shard),
                     None => target::Route::Nowhere,
                 }

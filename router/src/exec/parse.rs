@@ -136,12 +136,13 @@ impl Read<'_> {
             ReadKind::Aggregate => aggregate(self.body()?),
             ReadKind::Count => {
                 let mut body = self.body()?;
-                let skip = number(body.get("skip")).max(0);
-                let limit = number(body.get("limit")).abs();
+                // Checked as the shards check them, before they are rewritten for several.
+                let skip = shoal_query::args::non_negative(&body, "count", "skip")?.unwrap_or(0);
+                let limit = shoal_query::args::count_limit(&body)?.map_or(0, |l| i64::try_from(l).unwrap_or(i64::MAX));
                 // Each shard counts up to skip + limit; the skip applies to the sum.
                 body.remove("skip");
                 if limit > 0 {
-                    body.insert("limit", limit + skip);
+                    body.insert("limit", limit.saturating_add(skip));
                 }
                 Ok(Plan::Count { body, skip, limit })
             }
@@ -158,6 +159,11 @@ impl Read<'_> {
 /// `find` on several shards: each sends `limit + skip` (no skip, no batch size), the merge
 /// applies skip and limit.
 fn find(mut body: Document) -> Result<Plan, CommandError> {
+    // Checked as the shards check them, before they are rewritten for several.
+    for field in ["skip", "limit", "batchSize"] {
+        shoal_query::args::non_negative(&body, "FindCommandRequest", field)?;
+    }
+    let single_batch = shoal_query::args::flag(&body, "FindCommandRequest", "singleBatch")?.unwrap_or(false);
     let sort = match body.get("sort") {
         Some(Bson::Document(s)) => SortSpec::parse(s)?,
         _ => SortSpec::parse(&Document::new())?,
@@ -165,7 +171,6 @@ fn find(mut body: Document) -> Result<Plan, CommandError> {
     .with_collation(Collation::from_command(&body, "find")?);
     let skip = usize::try_from(number(body.get("skip"))).unwrap_or(0);
     let raw_limit = number(body.get("limit"));
-    let single_batch = raw_limit < 0 || body.get_bool("singleBatch").unwrap_or(false);
     let limit = usize::try_from(raw_limit.unsigned_abs()).ok().filter(|l| *l > 0);
     let batch = match number(body.get("batchSize")) {
         n if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
@@ -199,7 +204,7 @@ fn aggregate(mut body: Document) -> Result<Plan, CommandError> {
         _ => return Err(CommandError::type_mismatch("'pipeline' option must be specified as an array")),
     };
     shoal_query::aggregate::cursor_option(&body)?;
-    let allow_disk_use = body.get_bool("allowDiskUse").unwrap_or(false);
+    let allow_disk_use = shoal_query::args::flag(&body, "aggregate", "allowDiskUse")?.unwrap_or(false);
     let lets = body.get_document("let").ok().cloned();
     // Validates the whole pipeline before any shard sees a piece of it.
     Pipeline::parse(&stages)?.with_let(lets.as_ref())?;

@@ -44,30 +44,39 @@ fn buffer_results(
     Ok(queue)
 }
 
+/// The fields an `aggregate` may carry (run and `explain` check against the same list).
+pub(crate) const FIELDS: &[&str] = &[
+    "pipeline",
+    "explain",
+    "allowDiskUse",
+    "cursor",
+    "maxTimeMS",
+    "bypassDocumentValidation",
+    "hint",
+    "needsMerge",
+    "fromMongos",
+    "collation",
+    "let",
+    "exchange",
+    "isMapReduceCommand",
+    "collectionUUID",
+    "passthroughToShard",
+    "includeQueryStatsMetrics",
+];
+
+/// An `aggregate`'s options besides its pipeline, checked as MongoDB checks them (run and
+/// `explain` share it): the cursor's batch size and `allowDiskUse`.
+pub(crate) fn options(body: &Document) -> ExecResult<(Option<usize>, bool)> {
+    let batch_size = shoal_query::aggregate::cursor_option(body)?.map(|b| b as usize);
+    args::check_collation(body, "aggregate")?;
+    args::check_hint(body, "aggregate")?;
+    let allow_disk_use = args::opt_bool(body, "aggregate", "allowDiskUse")?.unwrap_or(false);
+    Ok((batch_size, allow_disk_use))
+}
+
 pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let body = &req.body;
-    args::check_known_fields(
-        body,
-        "aggregate",
-        &[
-            "pipeline",
-            "explain",
-            "allowDiskUse",
-            "cursor",
-            "maxTimeMS",
-            "bypassDocumentValidation",
-            "hint",
-            "needsMerge",
-            "fromMongos",
-            "collation",
-            "let",
-            "exchange",
-            "isMapReduceCommand",
-            "collectionUUID",
-            "passthroughToShard",
-            "includeQueryStatsMetrics",
-        ],
-    )?;
+    args::check_known_fields(body, "aggregate", FIELDS)?;
     let coll_name = match body.get("aggregate") {
         Some(Bson::String(s)) if !s.is_empty() => s.clone(),
         Some(Bson::Int32(1)) | Some(Bson::Int64(1)) | Some(Bson::Double(1.0)) => {
@@ -97,14 +106,8 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     if body.contains_key("explain") {
         return Err(ExecError::new(ErrorCode::NotImplemented, "explain is not supported yet"));
     }
-    let batch_size = match shoal_query::aggregate::cursor_option(body)? {
-        Some(c) => args::opt_non_negative(c, "aggregate.cursor", "batchSize")?.map(|b| b as usize),
-        None => None,
-    };
-    args::check_collation(body, "aggregate")?;
-    args::check_hint(body, "aggregate")?;
+    let (batch_size, allow_disk_use) = options(body)?;
     let vars = shoal_query::vars::LetVars::from_command(body, "aggregate")?;
-    let allow_disk_use = args::opt_bool(body, "aggregate", "allowDiskUse")?.unwrap_or(false);
     let pipeline = Pipeline::parse(&stages)?.with_allow_disk_use(allow_disk_use).with_vars(&vars);
     let ns_string = ns.to_string();
 

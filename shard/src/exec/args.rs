@@ -6,12 +6,10 @@ use shoal_query::collation::Collation;
 
 use crate::error::{ExecError, ExecResult};
 
-/// `BSON field '<cmd>.<field>' is the wrong type '<t>', expected type '<want>'` (TypeMismatch).
+/// `BSON field '<cmd>.<field>' is the wrong type '<t>', expected type '<want>'` (TypeMismatch):
+/// [`shoal_query::args::wrong_type`] as a shard error.
 pub fn wrong_type(cmd: &str, field: &str, got: &Bson, want: &str) -> ExecError {
-    ExecError::type_mismatch(format!(
-        "BSON field '{cmd}.{field}' is the wrong type '{}', expected type '{want}'",
-        type_name(got)
-    ))
+    shoal_query::args::wrong_type(cmd, field, got, want).into()
 }
 
 pub use shoal_query::display::type_name;
@@ -25,36 +23,13 @@ pub fn opt_document<'a>(body: &'a Document, cmd: &str, field: &str) -> ExecResul
 }
 
 pub fn opt_bool(body: &Document, cmd: &str, field: &str) -> ExecResult<Option<bool>> {
-    match body.get(field) {
-        None | Some(Bson::Null) => Ok(None),
-        Some(Bson::Boolean(b)) => Ok(Some(*b)),
-        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => Ok(Some(as_f64(v).is_some_and(|x| x != 0.0))),
-        Some(other) => Err(wrong_type(cmd, field, other, "bool")),
-    }
+    Ok(shoal_query::args::flag(body, cmd, field)?)
 }
 
-/// A non-negative integer argument (skip, limit, batchSize); doubles must be integral.
+/// A non-negative integer argument (skip, limit, batchSize): [`shoal_query::args::non_negative`],
+/// the rule the router checks too.
 pub fn opt_non_negative(body: &Document, cmd: &str, field: &str) -> ExecResult<Option<i64>> {
-    let v = match body.get(field) {
-        None | Some(Bson::Null) => return Ok(None),
-        Some(v) => v,
-    };
-    let n = match v {
-        Bson::Int32(i) => *i as i64,
-        Bson::Int64(i) => *i,
-        Bson::Double(d) if d.fract() == 0.0 && d.is_finite() => *d as i64,
-        Bson::Double(_) => {
-            return Err(ExecError::bad_value(format!("BSON field '{cmd}.{field}' value must be an integer")));
-        }
-        other => return Err(wrong_type(cmd, field, other, "long")),
-    };
-    if n < 0 {
-        return Err(ExecError::new(
-            ErrorCode::Location51024,
-            format!("BSON field '{field}' value must be >= 0, actual value '{n}'"),
-        ));
-    }
-    Ok(Some(n))
+    Ok(shoal_query::args::non_negative(body, cmd, field)?)
 }
 
 /// A numeric argument's value (int32, int64 or double; decimals are not accepted here).

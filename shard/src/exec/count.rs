@@ -11,26 +11,32 @@ use crate::error::{ExecError, ExecResult};
 use crate::exec::scan::for_each_match;
 use crate::exec::{Node, Request, args, plan};
 
-pub fn count(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
-    let body = &req.body;
+/// A `count` command's arguments, checked as MongoDB checks them (run and `explain` share it).
+pub(crate) struct CountArgs {
+    pub(crate) query: Document,
+    pub(crate) skip: u64,
+    pub(crate) limit: Option<u64>,
+    collation: shoal_query::collation::Collation,
+    filter: Filter,
+}
+
+pub(crate) fn parse_count(body: &Document) -> ExecResult<CountArgs> {
     args::check_known_fields(body, "count", &["query", "limit", "skip", "hint", "collation", "fields", "let"])?;
-    let coll_name = args::collection_name(body, "count")?;
-    let ns = args::namespace(req.db, &coll_name)?;
     let query = args::opt_document(body, "count", "query")?.cloned().unwrap_or_default();
     let skip = args::opt_non_negative(body, "count", "skip")?.unwrap_or(0) as u64;
-    // count accepts a negative limit and uses its magnitude, as MongoDB does.
-    let limit = match body.get("limit") {
-        None | Some(Bson::Null) => None,
-        Some(v) => match args::as_f64(v) {
-            Some(x) if x != 0.0 => Some(x.abs() as u64),
-            Some(_) => None,
-            None => return Err(args::wrong_type("count", "limit", v, "long")),
-        },
-    };
+    let limit = shoal_query::args::count_limit(body)?;
     let collation = args::collation(body, "count")?;
     args::check_hint(body, "count")?;
     let vars = shoal_query::vars::LetVars::from_command(body, "count")?;
     let filter = Filter::parse(&query)?.with_vars(&vars).with_collation(collation)?;
+    Ok(CountArgs { query, skip, limit, collation, filter })
+}
+
+pub fn count(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
+    let body = &req.body;
+    let coll_name = args::collection_name(body, "count")?;
+    let ns = args::namespace(req.db, &coll_name)?;
+    let CountArgs { query, skip, limit, collation, filter } = parse_count(body)?;
     let Some(coll) = node.store.collection(&ns.to_string()) else {
         return Ok(doc! { "n": 0_i32 });
     };
@@ -50,16 +56,25 @@ pub fn count(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     Ok(doc! { "n": i32::try_from(n).map(Bson::Int32).unwrap_or(Bson::Int64(n as i64)) })
 }
 
-pub fn distinct(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
-    let body = &req.body;
+/// A `distinct` command's arguments: its key, query, collation and filter, checked as MongoDB
+/// checks them (run and `explain` share it).
+pub(crate) fn parse_distinct(
+    body: &Document,
+) -> ExecResult<(String, Document, shoal_query::collation::Collation, Filter)> {
     args::check_known_fields(body, "distinct", &["key", "query", "collation", "hint"])?;
-    let coll_name = args::collection_name(body, "distinct")?;
-    let ns = args::namespace(req.db, &coll_name)?;
     let key = distinct_key(body)?;
     let query = args::opt_document(body, "distinct", "query")?.cloned().unwrap_or_default();
     let collation = args::collation(body, "distinct")?;
     args::check_hint(body, "distinct")?;
     let filter = Filter::parse(&query)?.with_collation(collation)?;
+    Ok((key, query, collation, filter))
+}
+
+pub fn distinct(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
+    let body = &req.body;
+    let coll_name = args::collection_name(body, "distinct")?;
+    let ns = args::namespace(req.db, &coll_name)?;
+    let (key, query, collation, filter) = parse_distinct(body)?;
     let mut values = Vec::new();
     let mut seen = HashSet::new();
     let mut bytes = 0usize;
@@ -123,8 +138,8 @@ fn collect_path(v: &Bson, parts: &[&str], out: &mut Vec<Bson>) {
     }
 }
 
-/// `distinct`'s required `key`, a non-empty field path. Run and explain share it.
-pub(crate) fn distinct_key(body: &Document) -> ExecResult<String> {
+/// `distinct`'s required `key`, a non-empty field path.
+fn distinct_key(body: &Document) -> ExecResult<String> {
     match body.get("key") {
         Some(Bson::String(k)) if !k.is_empty() => Ok(k.clone()),
         Some(Bson::String(_)) => Err(ExecError::bad_value("FieldPath cannot be constructed with empty string")),

@@ -12,7 +12,7 @@ use crate::exec::statements::statements;
 use crate::exec::update::{Query, collect_matches};
 use crate::exec::{Node, Request, StatementError, WriteOutcome, args, record};
 
-struct DeleteStatement {
+pub(crate) struct DeleteStatement {
     filter_doc: Document,
     filter: Filter,
     collation: shoal_query::collation::Collation,
@@ -20,7 +20,8 @@ struct DeleteStatement {
     hint: Option<Bson>,
 }
 
-fn parse(stmt: &Document, vars: &LetVars) -> ExecResult<DeleteStatement> {
+/// One delete statement, checked as MongoDB checks it (run and `explain` share it).
+pub(crate) fn parse(stmt: &Document, vars: &LetVars) -> ExecResult<DeleteStatement> {
     let filter_doc = match stmt.get("q") {
         Some(Bson::Document(d)) => d.clone(),
         Some(other) => return Err(args::wrong_type("delete.deletes", "q", other, "object")),

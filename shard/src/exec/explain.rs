@@ -32,12 +32,7 @@ struct Query {
     runnable: bool,
 }
 
-fn opt_u64(d: &Document, field: &str) -> Option<u64> {
-    d.get(field).and_then(args::as_f64).filter(|n| *n > 0.0).map(|n| n as u64)
-}
-
 fn query_of(cmd: &str, inner: &Document) -> ExecResult<Query> {
-    let doc_of = |field: &str| inner.get_document(field).ok().cloned();
     let mut q = Query { hint: inner.get("hint").cloned(), runnable: true, ..Default::default() };
     let Some(cmd) = crate::commands::explainable(cmd) else {
         let names: Vec<&str> = crate::commands::explainable_names().collect();
@@ -46,28 +41,46 @@ fn query_of(cmd: &str, inner: &Document) -> ExecResult<Query> {
             format!("explain of '{cmd}' is not supported ({} are)", names.join(", ")),
         ));
     };
+    // Each command's arguments are checked by the function its run path parses them with, so
+    // explain refuses exactly what running refuses.
     match cmd {
         "find" => {
-            q.filter = doc_of("filter").unwrap_or_default();
-            q.sort = doc_of("sort");
-            q.projection = doc_of("projection");
-            q.skip = opt_u64(inner, "skip").unwrap_or(0);
-            q.limit = opt_u64(inner, "limit");
+            let a = crate::exec::find::parse(inner)?;
+            q.filter = a.filter_doc;
+            q.sort = Some(a.sort_doc).filter(|s| !s.is_empty());
+            q.projection = Some(a.projection_doc).filter(|p| !p.is_empty());
+            q.skip = a.skip;
+            q.limit = a.limit;
         }
-        "count" | "distinct" => {
-            if cmd == "distinct" {
-                crate::exec::count::distinct_key(inner)?;
-            }
-            q.filter = doc_of("query").unwrap_or_default();
-            q.skip = opt_u64(inner, "skip").unwrap_or(0);
-            q.limit = opt_u64(inner, "limit");
+        "count" => {
+            let a = crate::exec::count::parse_count(inner)?;
+            q.filter = a.query;
+            q.skip = a.skip;
+            q.limit = a.limit;
+        }
+        "distinct" => {
+            q.filter = crate::exec::count::parse_distinct(inner)?.1;
         }
         "aggregate" => {
+            args::check_known_fields(inner, "aggregate", crate::exec::aggregate::FIELDS)?;
             let stages = match inner.get("pipeline") {
                 Some(Bson::Array(stages)) => stages.as_slice(),
                 Some(other) => return Err(args::wrong_type("aggregate", "pipeline", other, "array")),
-                None => &[],
+                None => {
+                    return Err(ExecError::new(
+                        ErrorCode::Location40414,
+                        "BSON field 'aggregate.pipeline' is missing but a required field",
+                    ));
+                }
             };
+            // explain needs no `cursor` (MongoDB's neither), but one that is given is checked.
+            if inner.contains_key("cursor") {
+                crate::exec::aggregate::options(inner)?;
+            } else {
+                let mut with_cursor = inner.clone();
+                with_cursor.insert("cursor", Document::new());
+                crate::exec::aggregate::options(&with_cursor)?;
+            }
             // The whole pipeline is checked as running it would (unknown stages, accumulators).
             shoal_query::aggregate::Pipeline::parse(stages)?;
             let mut rest = stages.iter();
@@ -85,26 +98,26 @@ fn query_of(cmd: &str, inner: &Document) -> ExecResult<Query> {
         }
         "update" | "delete" => {
             let field = if cmd == "update" { "updates" } else { "deletes" };
-            if cmd == "update" {
-                let vars = shoal_query::vars::LetVars::from_command(inner, cmd)?;
-                for stmt in inner.get_array(field).map(|a| a.as_slice()).unwrap_or_default() {
-                    let Bson::Document(stmt) = stmt else {
-                        return Err(args::wrong_type("update", field, stmt, "object"));
-                    };
+            let stmts = crate::exec::statements::body_statements(inner, cmd, field)?;
+            crate::exec::statements::check_batch_len(stmts.len())?;
+            let vars = shoal_query::vars::LetVars::from_command(inner, cmd)?;
+            for stmt in &stmts {
+                if cmd == "update" {
                     crate::exec::update::UpdateStatement::parse(stmt, &vars)?;
+                } else {
+                    crate::exec::delete::parse(stmt, &vars)?;
                 }
             }
-            if let Some(Bson::Document(stmt)) = inner.get_array(field).ok().and_then(|a| a.first()) {
+            if let Some(stmt) = stmts.first() {
                 q.filter = stmt.get_document("q").cloned().unwrap_or_default();
                 q.hint = stmt.get("hint").cloned();
             }
             q.runnable = false;
         }
         "findAndModify" => {
-            let flag = |f: &str| args::opt_bool(inner, "findAndModify", f).map(|b| b.unwrap_or(false));
-            crate::exec::find_and_modify::update_of(inner, flag("remove")?, flag("upsert")?, flag("new")?)?;
-            q.filter = doc_of("query").unwrap_or_default();
-            q.sort = doc_of("sort");
+            let a = crate::exec::find_and_modify::parse(inner)?;
+            q.sort = a.sort_doc().cloned();
+            q.filter = a.filter_doc;
             q.runnable = false;
         }
         _ => {}

@@ -39,10 +39,24 @@ pub struct Batch {
     pub cursor_id: i64,
 }
 
-pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Batch, String)> {
-    let body = &req.body;
-    let coll_name = args::collection_name(body, "find")?;
-    let ns = args::namespace(req.db, &coll_name)?;
+/// A `find` command's arguments, every one checked as MongoDB checks them (the run path and
+/// `explain` share this, so both refuse the same input).
+pub(crate) struct FindArgs {
+    pub(crate) filter_doc: Document,
+    pub(crate) sort_doc: Document,
+    pub(crate) projection_doc: Document,
+    pub(crate) skip: u64,
+    pub(crate) limit: Option<u64>,
+    batch_size: Option<usize>,
+    single_batch: bool,
+    allow_disk_use: bool,
+    collation: shoal_query::collation::Collation,
+    filter: Filter,
+    projection: Option<Projection>,
+    sort: Option<SortSpec>,
+}
+
+pub(crate) fn parse(body: &Document) -> ExecResult<FindArgs> {
     let cmd = "FindCommandRequest";
     args::check_known_fields(
         body,
@@ -106,6 +120,40 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let filter = Filter::parse(&filter_doc)?.with_vars(&vars).with_collation(collation)?;
     let projection = if projection_doc.is_empty() { None } else { Some(Projection::parse(&projection_doc)?) };
     let sort = if sort_doc.is_empty() { None } else { Some(SortSpec::parse(&sort_doc)?.with_collation(collation)) };
+    Ok(FindArgs {
+        filter_doc,
+        sort_doc,
+        projection_doc,
+        skip,
+        limit,
+        batch_size,
+        single_batch,
+        allow_disk_use,
+        collation,
+        filter,
+        projection,
+        sort,
+    })
+}
+
+pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Batch, String)> {
+    let body = &req.body;
+    let coll_name = args::collection_name(body, "find")?;
+    let ns = args::namespace(req.db, &coll_name)?;
+    let FindArgs {
+        filter_doc,
+        sort_doc,
+        projection_doc,
+        skip,
+        limit,
+        batch_size,
+        single_batch,
+        allow_disk_use,
+        collation,
+        filter,
+        projection,
+        sort,
+    } = parse(body)?;
     let ns_string = ns.to_string();
 
     let Some(coll) = node.store.collection(&ns_string) else {

@@ -16,8 +16,29 @@ use crate::exec::{Node, Request, StatementError, args};
 
 const CMD: &str = "findAndModify";
 
-pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
-    let body = &req.body;
+/// A `findAndModify` command's arguments, checked as MongoDB checks them (run and `explain`
+/// share it).
+pub(crate) struct FindAndModifyArgs {
+    pub(crate) filter_doc: Document,
+    pub(crate) sort: Option<SortSpec>,
+    sort_doc: Option<Document>,
+    fields: Option<Projection>,
+    remove: bool,
+    return_new: bool,
+    upsert: bool,
+    collation: shoal_query::collation::Collation,
+    update: Option<UpdateSpec>,
+    filter: Filter,
+}
+
+impl FindAndModifyArgs {
+    /// The sort as the client gave it (for explain's plan).
+    pub(crate) fn sort_doc(&self) -> Option<&Document> {
+        self.sort_doc.as_ref()
+    }
+}
+
+pub(crate) fn parse(body: &Document) -> ExecResult<FindAndModifyArgs> {
     args::check_known_fields(
         body,
         CMD,
@@ -40,8 +61,6 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
             "sampleId",
         ],
     )?;
-    let coll_name = args::collection_name(body, CMD)?;
-    let ns = args::namespace(req.db, &coll_name)?;
     let filter_doc = args::opt_document(body, CMD, "query")?.cloned().unwrap_or_default();
     let sort = args::opt_document(body, CMD, "sort")?.filter(|s| !s.is_empty()).map(SortSpec::parse).transpose()?;
     let fields =
@@ -56,6 +75,16 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let filter = Filter::parse(&filter_doc)?.with_vars(&vars).with_collation(collation)?;
     let sort = sort.map(|s| s.with_collation(collation));
     let update = update.map(|u| u.with_vars(&vars));
+    let sort_doc = args::opt_document(body, CMD, "sort")?.filter(|s| !s.is_empty()).cloned();
+    Ok(FindAndModifyArgs { filter_doc, sort, sort_doc, fields, remove, return_new, upsert, collation, update, filter })
+}
+
+pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
+    let body = &req.body;
+    let coll_name = args::collection_name(body, CMD)?;
+    let ns = args::namespace(req.db, &coll_name)?;
+    let FindAndModifyArgs { filter_doc, sort, fields, remove, return_new, upsert, collation, update, filter, .. } =
+        parse(body)?;
     let project = |d: Option<Document>| -> ExecResult<Bson> {
         match (d, &fields) {
             (None, _) => Ok(Bson::Null),

@@ -17,7 +17,6 @@ pub struct Statement {
 }
 
 pub fn statements(req: &Request<'_>, field: &str) -> ExecResult<Vec<Statement>> {
-    let cmd = req.name().to_owned();
     let out: Vec<Statement> = if req.raw.sequence_id == field {
         req.raw
             .sequence
@@ -28,36 +27,40 @@ pub fn statements(req: &Request<'_>, field: &str) -> ExecResult<Vec<Statement>> 
             })
             .collect::<ExecResult<_>>()?
     } else {
-        match req.body.get(field) {
-            Some(Bson::Array(items)) => items
-                .iter()
-                .map(|item| match item {
-                    Bson::Document(d) => Ok(Statement { doc: d.clone(), raw: None }),
-                    other => Err(wrong_type(&cmd, field, other, "object")),
-                })
-                .collect::<ExecResult<_>>()?,
-            Some(other) => return Err(wrong_type(&cmd, field, other, "array")),
-            None => {
-                return Err(ExecError::new(
-                    ErrorCode::Location40414,
-                    format!("BSON field '{cmd}.{field}' is missing but a required field"),
-                ));
-            }
-        }
+        body_statements(&req.body, req.name(), field)?.into_iter().map(|doc| Statement { doc, raw: None }).collect()
     };
-    if out.is_empty() {
-        return Err(ExecError::new(
-            ErrorCode::InvalidLength,
-            "Write batch sizes must be between 1 and 100000. Got 0 operations.",
-        ));
-    }
-    if out.len() > MAX_WRITE_BATCH_SIZE {
-        return Err(ExecError::new(
-            ErrorCode::InvalidLength,
-            format!("Write batch sizes must be between 1 and 100000. Got {} operations.", out.len()),
-        ));
-    }
+    check_batch_len(out.len())?;
     Ok(out)
+}
+
+/// The statements a write command carries in its body (`documents`, `updates`, `deletes`): a
+/// required array of documents (Location40414, TypeMismatch). `explain` checks with it too.
+pub fn body_statements(body: &Document, cmd: &str, field: &str) -> ExecResult<Vec<Document>> {
+    match body.get(field) {
+        Some(Bson::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Bson::Document(d) => Ok(d.clone()),
+                other => Err(wrong_type(cmd, field, other, "object")),
+            })
+            .collect(),
+        Some(other) => Err(wrong_type(cmd, field, other, "array")),
+        None => Err(ExecError::new(
+            ErrorCode::Location40414,
+            format!("BSON field '{cmd}.{field}' is missing but a required field"),
+        )),
+    }
+}
+
+/// A write batch holds 1 to 100,000 statements (InvalidLength).
+pub fn check_batch_len(n: usize) -> ExecResult<()> {
+    if n == 0 || n > MAX_WRITE_BATCH_SIZE {
+        return Err(ExecError::new(
+            ErrorCode::InvalidLength,
+            format!("Write batch sizes must be between 1 and 100000. Got {n} operations."),
+        ));
+    }
+    Ok(())
 }
 
 /// Raw view of a statement when its bytes are at hand.

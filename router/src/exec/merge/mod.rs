@@ -62,8 +62,8 @@ pub async fn read(state: &RouterState, read: &Read<'_>, answers: Answers) -> Res
             Merged::Buffered { batch: rest.batch, docs: router_part(state, read, streams, rest).await? }
         }
         Answers::Counts { replies, skip, limit } => {
-            let total: i64 = replies.iter().map(|r| number(r.get("n"))).sum();
-            let n = (total - skip).max(0);
+            let total = replies.iter().map(|r| number(r.get("n"))).fold(0_i64, i64::saturating_add);
+            let n = total.saturating_sub(skip).max(0);
             Merged::Count(if limit > 0 { n.min(limit) } else { n })
         }
         Answers::Values { replies, collation } => {

@@ -26,7 +26,7 @@ use crate::exec::target::{self, WriteRoute};
 use crate::retryable;
 use crate::routing::{self, Placement, STALE_ATTEMPTS_MAX};
 use crate::state::RouterState;
-use without_key::{one_match, probe_template};
+use without_key::{matching_nothing, one_match, probe_template};
 
 /// Calls the shards for the write `kind` as `route` says under `placement`.
 pub async fn call(
@@ -321,7 +321,13 @@ pub async fn update_or_delete(
             // document on its shard with `{$and: [filter, {_id: id}]}`.
             let mut targets = targets;
             let mut statement = raw.clone();
-            if !multi && targets.len() > 1 && retryable::has_txn_number(&template) {
+            // A missing or malformed filter is the statement's own error: one shard reports it
+            // as it would on an unsharded collection (no stand-in filter may pick a document).
+            let malformed = !matches!(stmt.get("q"), Some(Bson::Document(_)));
+            if malformed {
+                targets.truncate(1);
+            }
+            if !malformed && !multi && targets.len() > 1 && retryable::has_txn_number(&template) {
                 // A resend must not pick a second document: first ask whether it ran somewhere.
                 let probe = probe_template(&template);
                 let mut ran = None;
@@ -346,7 +352,7 @@ pub async fn update_or_delete(
                     break;
                 }
             }
-            if !multi && targets.len() > 1 {
+            if !malformed && !multi && targets.len() > 1 {
                 match one_match(state, cmd, Some(&stmt), coll, &placement, &targets, &filter).await {
                     Ok(Some((shard, id))) => {
                         let mut pinned = stmt.clone();
@@ -354,7 +360,15 @@ pub async fn update_or_delete(
                         statement = Bytes::from(pinned.to_vec()?);
                         targets = vec![shard];
                     }
-                    Ok(None) => break,
+                    Ok(None) => {
+                        // Nothing matches: the statement still runs on one shard, matching
+                        // nothing, so the shard checks the rest of it (`u`, `limit`, options) as
+                        // on an unsharded collection and answers n: 0.
+                        let mut pinned = stmt.clone();
+                        pinned.insert("q", matching_nothing(&filter));
+                        statement = Bytes::from(pinned.to_vec()?);
+                        targets.truncate(1);
+                    }
                     Err(e) if routing::is_stale(&e) && attempt + 1 < STALE_ATTEMPTS_MAX => {
                         routing::on_stale(state, &cmd.db, coll, &placement, &e, attempt).await;
                         attempt += 1;

@@ -63,6 +63,29 @@ pub async fn one_match(
     Ok(None)
 }
 
+/// `filter` made to match no document (`{$and: [filter, {_id: {$in: []}}]}`): a write without
+/// shard key that found no match still runs on one shard with it, so that shard checks the
+/// statement as a whole and answers as for no match.
+pub fn matching_nothing(filter: &Document) -> Document {
+    doc! { "$and": [filter.clone(), { "_id": { "$in": [] } }] }
+}
+
+/// `body` run as it is on the first of `targets`.
+async fn one_shard(
+    state: &RouterState,
+    cmd: &Command,
+    placement: &Placement,
+    targets: &[String],
+    body: &Document,
+) -> Result<RawDocumentBuf, CommandError> {
+    let Some(shard) = targets.first() else {
+        return Err(CommandError::new(ErrorCode::InternalError, "findAndModify: no shard to run on"));
+    };
+    let req = request::with_body(cmd, body)?;
+    let reply = call::command(state, shard, routing::versioned(req, placement, shard)).await?;
+    RawDocumentBuf::try_from(&reply).map_err(CommandError::from)
+}
+
 /// findAndModify whose query does not pin one shard: the write without shard key, as for
 /// single-document updates (no `sort` across shards: MongoDB applies it per shard too).
 pub async fn find_and_modify(
@@ -73,7 +96,13 @@ pub async fn find_and_modify(
     targets: &[String],
 ) -> Result<RawDocumentBuf, CommandError> {
     let mut body = Document::try_from(cmd.body.as_ref())?;
-    let query = body.get_document("query").cloned().unwrap_or_default();
+    let query = match body.get("query") {
+        Some(Bson::Document(q)) => q.clone(),
+        None | Some(Bson::Null) => Document::new(),
+        // A malformed query is the command's own error: one shard reports it as it would on an
+        // unsharded collection (no stand-in filter may pick a document).
+        Some(_) => return one_shard(state, cmd, placement, targets, &body).await,
+    };
     if body.get_bool("upsert").unwrap_or(false) {
         return Err(CommandError::new(
             ErrorCode::ShardKeyNotFound,
@@ -93,8 +122,10 @@ pub async fn find_and_modify(
         }
     }
     let Some((shard, id)) = one_match(state, cmd, None, coll, placement, targets, &query).await? else {
-        let none = doc! { "lastErrorObject": { "n": 0, "updatedExisting": false }, "value": Bson::Null };
-        return RawDocumentBuf::try_from(&none).map_err(CommandError::from);
+        // Nothing matches: the command still runs on one shard, matching nothing, so the shard
+        // checks the rest of it (update, remove, fields, sort) as on an unsharded collection.
+        body.insert("query", matching_nothing(&query));
+        return one_shard(state, cmd, placement, targets, &body).await;
     };
     body.insert("query", doc! { "$and": [query, { "_id": id }] });
     let req = request::with_body(cmd, &body)?;
