@@ -325,10 +325,16 @@ impl Repl {
         }
     }
 
+    /// A primary whose lease lapsed stops taking writes at once (the store's lease bounds them)
+    /// but steps down only if no renewal came within [`Repl::lease_grace`]: a heartbeat answered
+    /// late (a busy machine, a config leader change) renews the lease in the same term and writes
+    /// resume, without a step-down, a new no-op or failed waiters (grey-failures issue, item 3).
     pub(crate) fn step_down_if_lease_lapsed(&self) {
+        let grace = self.lease_grace();
         let lapsed = {
             let mut inner = self.lock();
-            let lapsed = inner.state == MemberState::Primary && inner.lease_until.is_some_and(|t| t <= Instant::now());
+            let lapsed = inner.state == MemberState::Primary
+                && inner.lease_until.is_some_and(|t| lease_over(t, Instant::now(), grace));
             if lapsed {
                 inner.state = MemberState::Secondary;
                 inner.peers.clear();
@@ -339,9 +345,21 @@ impl Repl {
         };
         if lapsed {
             self.store.set_not_writable();
-            tracing::warn!(term = self.role().term, "stepping down: the primary lease lapsed");
+            tracing::warn!(
+                term = self.role().term,
+                grace_ms = grace.as_millis() as u64,
+                "stepping down: the primary lease lapsed and was not renewed within the grace period"
+            );
             self.publish_role();
         }
+    }
+
+    /// How long a primary with a lapsed lease waits for its renewal before stepping down: one
+    /// heartbeat's timeout. Its writes are refused meanwhile; reads may be as stale as a MongoDB
+    /// primary's before it learns of an election (the config service can name another primary
+    /// once its own record of the lease expires, which is no earlier than this member's).
+    fn lease_grace(&self) -> Duration {
+        self.settings.heartbeat_timeout
     }
 
     pub(crate) fn set_progress(&self, progress: String) {
@@ -511,4 +529,10 @@ pub async fn track_durability(repl: Arc<Repl>) {
             return;
         }
     }
+}
+
+/// Whether a lease that ran `until` is over for good at `now`: lapsed and not renewed within
+/// `grace`.
+fn lease_over(until: Instant, now: Instant, grace: Duration) -> bool {
+    until + grace <= now
 }

@@ -144,3 +144,36 @@ fn initial_sync_copies_the_replicated_bookkeeping_records_and_nothing_else() {
     let local = vec![(Bytes::from_static(keys::INITIAL_SYNC_KEY), Bytes::from_static(b"x"))];
     assert!(super::initial_sync::put_meta_records(&member.store, local).is_err());
 }
+
+/// A primary whose lease lapsed keeps its role for the grace period (a late renewal resumes its
+/// writes without a step-down) and steps down once the grace is over.
+#[test]
+fn a_lapsed_lease_steps_down_only_after_the_grace_period() {
+    use std::time::{Duration, Instant};
+
+    use super::state::MemberState;
+    use super::{Repl, lease_over};
+
+    let now = Instant::now();
+    let grace = Duration::from_millis(1000);
+    assert!(!lease_over(now, now, grace), "just lapsed");
+    assert!(!lease_over(now, now + Duration::from_millis(999), grace));
+    assert!(lease_over(now, now + grace, grace));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.path().to_path_buf());
+    let node = crate::open_node(&config).expect("open");
+    let repl =
+        Repl::new("rs".into(), "m:1".into(), node.store.clone(), Default::default(), dir.path().join("rb"), false);
+    let set = |until: Instant| {
+        let mut inner = repl.lock();
+        inner.state = MemberState::Primary;
+        inner.lease_until = Some(until);
+    };
+    set(Instant::now() - Duration::from_millis(10));
+    repl.step_down_if_lease_lapsed();
+    assert_eq!(repl.lock().state, MemberState::Primary, "lapsed 10 ms ago: still primary, waiting for a renewal");
+    set(Instant::now() - repl.lease_grace() - Duration::from_millis(1));
+    repl.step_down_if_lease_lapsed();
+    assert_eq!(repl.lock().state, MemberState::Secondary, "past the grace period: stepped down");
+}
