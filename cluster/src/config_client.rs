@@ -37,6 +37,8 @@ use shoal_proto::config::{All, RoutingTableQuery, ViewQuery};
 pub const HEARTBEAT_RPC_TIMEOUT: Duration = Duration::from_millis(300);
 /// One heartbeat call including retries and leader redirects.
 pub const HEARTBEAT_DEADLINE: Duration = Duration::from_secs(1);
+/// A call answered after this long is logged (debug) with the servers it passed over.
+const SLOW_CALL: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone)]
 pub struct ClientSettings {
@@ -51,6 +53,10 @@ pub struct ClientSettings {
     pub backoff_min: Duration,
     pub backoff_max: Duration,
     pub connect_timeout: Duration,
+    /// First attempt's limit of a read or heartbeat, doubled after each
+    /// attempt that timed out, up to `rpc_timeout`: a paused server costs a read about this much
+    /// before the next server is asked, while a slow answer still gets the full time in the end.
+    pub first_attempt_timeout: Duration,
 }
 
 impl Default for ClientSettings {
@@ -63,6 +69,7 @@ impl Default for ClientSettings {
             backoff_min: Duration::from_millis(25),
             backoff_max: Duration::from_millis(500),
             connect_timeout: Duration::from_secs(2),
+            first_attempt_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -159,7 +166,7 @@ impl ConfigClient {
     /// `error_of` extracts the reply's `ConfigError`.
     async fn call<T, F, Fut>(
         &self,
-        idempotent: bool,
+        kind: Call,
         rpc_timeout: Duration,
         error_of: fn(&T) -> Option<&ConfigError>,
         call: F,
@@ -168,13 +175,13 @@ impl ConfigClient {
         F: Fn(GrpcClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        self.call_within(idempotent, rpc_timeout, self.settings.deadline.max(rpc_timeout), error_of, call).await
+        self.call_within(kind, rpc_timeout, self.settings.deadline.max(rpc_timeout), error_of, call).await
     }
 
     /// [`Self::call`] with its own overall deadline (a member's heartbeat loop cannot wait long).
     async fn call_within<T, F, Fut>(
         &self,
-        idempotent: bool,
+        kind: Call,
         rpc_timeout: Duration,
         overall: Duration,
         error_of: fn(&T) -> Option<&ConfigError>,
@@ -187,6 +194,7 @@ impl ConfigClient {
         if self.addrs.is_empty() {
             return Err(ClientError::Unavailable("no config server addresses".into()));
         }
+        let idempotent = kind != Call::Write;
         let start = tokio::time::Instant::now();
         let deadline = start + overall;
         let mut backoff = self.settings.backoff_min;
@@ -197,6 +205,7 @@ impl ConfigClient {
         // not followed again.
         let mut unreachable: Vec<String> = Vec::new();
         let mut attempts = 0;
+        let mut timed_out = 0u32;
         while attempts < self.settings.attempts_max && tokio::time::Instant::now() < deadline {
             attempts += 1;
             let addr = match redirect.take() {
@@ -212,7 +221,8 @@ impl ConfigClient {
                 }
             };
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let timeout = rpc_timeout.min(remaining.max(Duration::from_millis(1)));
+            let limit = attempt_timeout(kind, rpc_timeout, self.settings.first_attempt_timeout, timed_out);
+            let timeout = limit.min(remaining.max(Duration::from_millis(1)));
             let outcome = match self.grpc(&addr) {
                 Ok(client) => tokio::time::timeout(timeout, call(client)).await,
                 Err(e) => Ok(Err(tonic::Status::unavailable(e.to_string()))),
@@ -222,6 +232,12 @@ impl ConfigClient {
                     let reply = reply.into_inner();
                     match error_of(&reply) {
                         None => {
+                            if start.elapsed() >= SLOW_CALL {
+                                tracing::debug!(
+                                    %addr, attempts, ?kind, elapsed_ms = start.elapsed().as_millis() as u64,
+                                    passed_over = ?unreachable, "slow config call answered"
+                                );
+                            }
                             *self.preferred.lock().unwrap_or_else(|p| p.into_inner()) = Some(addr);
                             return Ok(reply);
                         }
@@ -247,6 +263,7 @@ impl ConfigClient {
                 Err(_) => {
                     last = ClientError::Unavailable(format!("{addr}: no answer within {} ms", timeout.as_millis()));
                     unreachable.push(addr);
+                    timed_out += 1;
                     // A write that timed out on the wire may have been committed: do not resend.
                     if !idempotent {
                         return Err(last);
@@ -269,7 +286,7 @@ impl ConfigClient {
         let bytes = bytes::Bytes::from(wire::encode(command).map_err(|e| ClientError::Decode(e.to_string()))?);
         let reply = self
             .call(
-                false,
+                Call::Write,
                 self.settings.rpc_timeout,
                 |r: &shoal_proto::config::WriteReply| r.error.as_ref(),
                 |mut c| {
@@ -293,7 +310,7 @@ impl ConfigClient {
         let asked = queries.len();
         let reply = self
             .call(
-                true,
+                Call::Read,
                 self.settings.rpc_timeout,
                 |r: &QueryReply| r.error.as_ref(),
                 |mut c| {
@@ -388,7 +405,7 @@ impl ConfigClient {
 
     pub async fn add_learner(&self, node_id: u64, addr: &str, blocking: bool) -> Result<MembershipReply, ClientError> {
         self.call(
-            true,
+            Call::Wait,
             self.settings.membership_rpc_timeout,
             |r: &MembershipReply| r.error.as_ref(),
             |mut c| {
@@ -402,7 +419,7 @@ impl ConfigClient {
     /// Replaces the voter set (joint consensus inside openraft).
     pub async fn change_membership(&self, voters: &[u64], retain: bool) -> Result<MembershipReply, ClientError> {
         self.call(
-            true,
+            Call::Wait,
             self.settings.membership_rpc_timeout,
             |r: &MembershipReply| r.error.as_ref(),
             |mut c| {
@@ -418,7 +435,7 @@ impl ConfigClient {
     /// up quickly: [`HEARTBEAT_RPC_TIMEOUT`] per attempt, [`HEARTBEAT_DEADLINE`] in all.
     pub async fn heartbeat(&self, req: HeartbeatRequest) -> Result<HeartbeatReply, ClientError> {
         self.call_within(
-            true,
+            Call::Read,
             HEARTBEAT_RPC_TIMEOUT,
             HEARTBEAT_DEADLINE,
             |r: &HeartbeatReply| r.error.as_ref(),
@@ -433,7 +450,7 @@ impl ConfigClient {
     /// The config leader's view of one shard's replica group (members, phase, commit point).
     pub async fn group_status(&self, shard: &str) -> Result<GroupStatusReply, ClientError> {
         self.call(
-            true,
+            Call::Read,
             self.settings.rpc_timeout,
             |r: &GroupStatusReply| r.error.as_ref(),
             |mut c| {
@@ -463,4 +480,42 @@ pub fn answer<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ClientE
 /// A query for [`ConfigClient::query`].
 pub fn query(what: What) -> CatalogQuery {
     CatalogQuery { what: Some(what) }
+}
+/// What a call does, for how its attempts are limited and retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Call {
+    /// A catalog write: one attempt gets the whole `rpc_timeout` and is never resent after a
+    /// timeout (it may have been committed).
+    Write,
+    /// A read or heartbeat, answered in milliseconds: resent, the first attempt limited to
+    /// `first_attempt_timeout` so a paused server is passed over quickly.
+    Read,
+    /// A call that waits on purpose (a learner catching up): resent, each attempt given the
+    /// whole `rpc_timeout`.
+    Wait,
+}
+
+/// One attempt's limit: a [`Call::Read`] gets `first` after `timed_out` attempts that timed out,
+/// doubled each time, never above `rpc_timeout`; the others `rpc_timeout`.
+fn attempt_timeout(kind: Call, rpc_timeout: Duration, first: Duration, timed_out: u32) -> Duration {
+    if kind != Call::Read {
+        return rpc_timeout;
+    }
+    first.saturating_mul(1 << timed_out.min(16)).min(rpc_timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idempotent_attempts_start_short_and_double_up_to_the_rpc_timeout() {
+        let (rpc, first) = (Duration::from_secs(8), Duration::from_secs(1));
+        let limits: Vec<u64> = (0..5).map(|n| attempt_timeout(Call::Read, rpc, first, n).as_secs()).collect();
+        assert_eq!(limits, [1, 2, 4, 8, 8]);
+        assert_eq!(attempt_timeout(Call::Read, rpc, first, u32::MAX), rpc);
+        // A write is never cut short (timed out, it is not resent), nor a call that waits.
+        assert_eq!(attempt_timeout(Call::Write, rpc, first, 0), rpc);
+        assert_eq!(attempt_timeout(Call::Wait, rpc, first, 0), rpc);
+    }
 }

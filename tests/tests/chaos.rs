@@ -13,6 +13,16 @@
 //! ```text
 //! SHOAL_CHAOS_SECS=600 SHOAL_CHAOS_SEED=random cargo nextest run -p shoal-tests --test chaos --no-capture
 //! ```
+//!
+//! `SHOAL_CHAOS_FAULTS` (comma-separated `kill`, `pause`, `move`; default all),
+//! `SHOAL_CHAOS_TARGETS` (processes whose name starts with one of the comma-separated prefixes,
+//! e.g. `cfg`; default all) and `SHOAL_CHAOS_PAUSE_MAX_MS` (default 4000) narrow a campaign, e.g.
+//! to measure writes with one config server paused at a time (docs/benchmarks.md):
+//!
+//! ```text
+//! SHOAL_CHAOS_FAULTS=pause SHOAL_CHAOS_TARGETS=cfg SHOAL_CHAOS_PAUSE_MAX_MS=10000 SHOAL_CHAOS_SECS=300 \
+//!   cargo nextest run -p shoal-tests --test chaos --no-capture
+//! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "integration test: a panic is the failure report")]
 
@@ -42,6 +52,25 @@ struct Counted {
     acks: Vec<Instant>,
 }
 
+/// The kinds of fault a campaign draws from.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    Kill,
+    Pause,
+    Move,
+}
+
+impl Fault {
+    fn parse(name: &str) -> Option<Fault> {
+        match name {
+            "kill" => Some(Fault::Kill),
+            "pause" => Some(Fault::Pause),
+            "move" => Some(Fault::Move),
+            _ => None,
+        }
+    }
+}
+
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
@@ -57,6 +86,9 @@ async fn acknowledged_writes_survive_a_seeded_fault_campaign() {
     let mut rng = StdRng::seed_from_u64(seed);
 
     let dir = tempfile::tempdir().unwrap();
+    // SHOAL_CHAOS_KEEP=1 keeps the processes' logs (the directory is printed) to study a stall.
+    let (origin, origin_wall) = (Instant::now(), std::time::SystemTime::now());
+    let kept = std::env::var_os("SHOAL_CHAOS_KEEP").map(|_| dir.path().to_path_buf());
     let p = shoal_tests::ports::free_ports(11).unwrap();
     let spec = dir.path().join("spec.yaml");
     std::fs::write(
@@ -79,13 +111,23 @@ async fn acknowledged_writes_survive_a_seeded_fault_campaign() {
     })
     .await
     .expect("shoal up starts");
+    let targets = std::env::var("SHOAL_CHAOS_TARGETS").unwrap_or_default();
     let processes: Vec<String> = [
         "cfg1", "cfg2", "cfg3", "router0", "router1", "shard0-1", "shard0-2", "shard0-3", "shard1-1", "shard1-2",
         "shard1-3",
     ]
     .into_iter()
+    .filter(|name| targets.is_empty() || targets.split(',').any(|prefix| name.starts_with(prefix.trim())))
     .map(str::to_owned)
     .collect();
+    assert!(!processes.is_empty(), "SHOAL_CHAOS_TARGETS={targets} names no process");
+    let kinds: Vec<Fault> = match std::env::var("SHOAL_CHAOS_FAULTS") {
+        Ok(list) => list.split(',').filter_map(|k| Fault::parse(k.trim())).collect(),
+        Err(_) => vec![Fault::Kill, Fault::Pause, Fault::Move],
+    };
+    assert!(!kinds.is_empty(), "SHOAL_CHAOS_FAULTS names no fault (kill, pause, move)");
+    let pause_max = env_u64("SHOAL_CHAOS_PAUSE_MAX_MS").unwrap_or(4_000).max(1_001);
+    println!("chaos: faults {kinds:?} on {processes:?}, pauses up to {pause_max} ms");
     let uri = format!("mongodb://127.0.0.1:{},127.0.0.1:{}/?w=majority&serverSelectionTimeoutMS=30000", p[3], p[4]);
     let client = mongodb::Client::with_uri_str(&uri).await.unwrap();
     let admin = client.database("admin");
@@ -138,24 +180,25 @@ async fn acknowledged_writes_survive_a_seeded_fault_campaign() {
     while Instant::now() < ends {
         tokio::time::sleep(Duration::from_millis(rng.random_range(1_000..3_000))).await;
         let target = processes[rng.random_range(0..processes.len())].clone();
+        let began = Instant::now();
         let needle = data.join(&target).display().to_string();
-        match rng.random_range(0..3) {
-            0 => {
+        match kinds[rng.random_range(0..kinds.len())] {
+            Fault::Kill => {
                 if let Some(pid) = pid_with_arg(&needle).or_else(|| router_pid(&target, &p)) {
                     let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-                    faults.push(format!("kill -9 {target}"));
+                    faults.push((began, Instant::now(), format!("kill -9 {target}")));
                 }
             }
-            1 => {
+            Fault::Pause => {
                 if let Some(pid) = pid_with_arg(&needle).or_else(|| router_pid(&target, &p)) {
-                    let pause = Duration::from_millis(rng.random_range(1_000..4_000));
+                    let pause = Duration::from_millis(rng.random_range(1_000..pause_max));
                     let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
                     tokio::time::sleep(pause).await;
                     let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
-                    faults.push(format!("SIGSTOP {target} for {} ms", pause.as_millis()));
+                    faults.push((began, Instant::now(), format!("SIGSTOP {target} for {} ms", pause.as_millis())));
                 }
             }
-            _ => {
+            Fault::Move => {
                 let to = if rng.random_bool(0.5) { "shard0" } else { "shard1" };
                 let counter = rng.random_range(0..COUNTERS);
                 let moved = doc! { "moveChunk": "chaos.counters", "find": { "_id": counter }, "to": to };
@@ -165,11 +208,12 @@ async fn acknowledged_writes_survive_a_seeded_fault_campaign() {
                     Ok(Err(e)) => format!("refused: {e}"),
                     Err(_) => "no answer in 60 s".to_owned(),
                 };
-                faults.push(format!("moveChunk counter {counter} to {to}: {how}"));
+                faults.push((began, Instant::now(), format!("moveChunk counter {counter} to {to}: {how}")));
             }
         }
     }
-    println!("chaos: {} faults:\n  {}", faults.len(), faults.join("\n  "));
+    let listed: Vec<&str> = faults.iter().map(|(_, _, what)| what.as_str()).collect();
+    println!("chaos: {} faults:\n  {}", faults.len(), listed.join("\n  "));
 
     stop.store(true, Ordering::Relaxed);
     let counted = counting.await.unwrap();
@@ -208,6 +252,23 @@ async fn acknowledged_writes_survive_a_seeded_fault_campaign() {
         );
     }
     let longest = counted.acks.windows(2).map(|w| w[1] - w[0]).max().unwrap_or_default();
+    // The longest stretches, each with the fault that was under way when it began.
+    let mut gaps: Vec<(Duration, Instant)> = counted.acks.windows(2).map(|w| (w[1] - w[0], w[0])).collect();
+    gaps.sort_by_key(|g| std::cmp::Reverse(g.0));
+    for (gap, from) in gaps.iter().take(5) {
+        let during = faults
+            .iter()
+            .filter(|(began, ended, _)| *began <= *from + *gap && *from <= *ended + Duration::from_secs(1))
+            .map(|(_, _, what)| what.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let wall = origin_wall + (*from - origin);
+        let at = wall.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+        println!(
+            "chaos: {:.2} s without an acknowledged increment from {at:.3} (unix), during: {during}",
+            gap.as_secs_f64()
+        );
+    }
     println!(
         "chaos: seed {seed}: {} inserts and {} increments acknowledged; longest stretch without an acknowledged increment {:.2} s",
         written.acknowledged.len(),
@@ -216,6 +277,10 @@ async fn acknowledged_writes_survive_a_seeded_fault_campaign() {
     );
     assert!(written.other_errors.is_empty(), "seed {seed}: unexpected errors: {:?}", written.other_errors);
     shoal_tests::up::stop(&launcher).await.expect("shoal up stops");
+    if let Some(path) = kept {
+        std::mem::forget(dir);
+        println!("chaos: logs kept in {}", path.display());
+    }
 }
 
 /// Routers have no data dir: found by their listen port.

@@ -94,17 +94,22 @@ pub fn cluster_auth() -> &'static ClusterAuth {
 
 /// How often a connection with calls in flight is pinged, and how long a ping may go unanswered
 /// before the connection (and every call on it) fails: the data path's patient default.
-pub const KEEPALIVE: Keepalive = Keepalive { interval: Duration::from_secs(10), timeout: Duration::from_secs(5) };
+pub const KEEPALIVE: Keepalive =
+    Keepalive { interval: Duration::from_secs(10), timeout: Duration::from_secs(5), while_idle: false };
 /// The same for the config service's clients: a paused or cut-off config server must cost a
 /// call about two seconds, not the call's whole timeout, so the client moves on to another server
-/// (the liveness of the whole cluster waits on these calls).
-pub const CONFIG_KEEPALIVE: Keepalive = Keepalive { interval: Duration::from_secs(1), timeout: Duration::from_secs(2) };
+/// (the liveness of the whole cluster waits on these calls). Idle connections are pinged too, so
+/// a config server paused between two calls is found out before the next one is sent to it.
+pub const CONFIG_KEEPALIVE: Keepalive =
+    Keepalive { interval: Duration::from_secs(1), timeout: Duration::from_secs(2), while_idle: true };
 
 /// HTTP/2 keepalive of a channel.
 #[derive(Debug, Clone, Copy)]
 pub struct Keepalive {
     pub interval: Duration,
     pub timeout: Duration,
+    /// Ping a connection with no call in flight too.
+    pub while_idle: bool,
 }
 
 /// A lazily connecting channel to `addr` (`host:port`) with the cluster's usual settings.
@@ -122,7 +127,8 @@ pub fn connect_lazy_with(
         .connect_timeout(connect_timeout)
         .tcp_nodelay(true)
         .http2_keep_alive_interval(keepalive.interval)
-        .keep_alive_timeout(keepalive.timeout);
+        .keep_alive_timeout(keepalive.timeout)
+        .keep_alive_while_idle(keepalive.while_idle);
     Ok(channel(&endpoint))
 }
 

@@ -126,8 +126,9 @@ where
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(FAILOVER_PAUSE_MAX);
         // Point the shard's channels at whatever primary the catalog names now.
-        if let Err(err) = routing::refresh_shards(state).await {
-            tracing::debug!(error = %err, "shards read while waiting for a primary failed");
+        match routing::refresh_shards(state).await {
+            Ok(_) => tracing::debug!(%shard, primary = ?state.shards.primary(shard), "shards read while waiting"),
+            Err(err) => tracing::debug!(error = %err, "shards read while waiting for a primary failed"),
         }
     }
 }
