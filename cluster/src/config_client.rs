@@ -201,9 +201,14 @@ impl ConfigClient {
         let mut next = 0usize;
         let mut redirect: Option<String> = self.preferred.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut last = ClientError::Unavailable("no attempt made".into());
-        // Servers that did not answer during this call: a stale leader hint naming one of them is
-        // not followed again.
+        // Servers that did not answer during this call (timed out: a paused or cut-off server):
+        // passed over in turn while another is left, and a stale leader hint naming one is not
+        // followed again.
         let mut unreachable: Vec<String> = Vec::new();
+        // Servers whose call failed at once (connection refused or reset: a killed server, or a
+        // resumed one whose old connections broke): still asked in turn (a reconnect may well
+        // succeed, and costs nothing if not), but a hint naming one is not followed again.
+        let mut refused: Vec<String> = Vec::new();
         let mut attempts = 0;
         let mut timed_out = 0u32;
         while attempts < self.settings.attempts_max && tokio::time::Instant::now() < deadline {
@@ -235,7 +240,7 @@ impl ConfigClient {
                             if start.elapsed() >= SLOW_CALL {
                                 tracing::debug!(
                                     %addr, attempts, ?kind, elapsed_ms = start.elapsed().as_millis() as u64,
-                                    passed_over = ?unreachable, "slow config call answered"
+                                    timed_out = ?unreachable, ?refused, "slow config call answered"
                                 );
                             }
                             *self.preferred.lock().unwrap_or_else(|p| p.into_inner()) = Some(addr);
@@ -245,7 +250,11 @@ impl ConfigClient {
                             let v = verdict(e, idempotent);
                             last = e.clone().into();
                             match v {
-                                Verdict::Redirect(leader) if leader != addr && !unreachable.contains(&leader) => {
+                                Verdict::Redirect(leader)
+                                    if leader != addr
+                                        && !unreachable.contains(&leader)
+                                        && !refused.contains(&leader) =>
+                                {
                                     redirect = Some(leader);
                                     false
                                 }
@@ -257,7 +266,7 @@ impl ConfigClient {
                 }
                 Ok(Err(status)) => {
                     last = ClientError::Unavailable(format!("{addr}: {}", status.message()));
-                    unreachable.push(addr);
+                    refused.push(addr);
                     true
                 }
                 Err(_) => {

@@ -57,6 +57,10 @@ pub struct ApiSettings {
     /// Adding a learner (which may wait for it to catch up) or changing the voters.
     pub membership_timeout: Duration,
     pub connect_timeout: Duration,
+    /// How long a follower forwarding a read waits for the leader before answering "no quorum"
+    /// with the leader's name: below the clients' first attempt (1 s), so a client asks another
+    /// server rather than timing out on a follower stuck behind a paused leader.
+    pub forward_read_timeout: Duration,
 }
 
 impl Default for ApiSettings {
@@ -66,9 +70,14 @@ impl Default for ApiSettings {
             read_timeout: Duration::from_secs(5),
             membership_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(2),
+            forward_read_timeout: Duration::from_millis(700),
         }
     }
 }
+
+/// What a forwarded write or membership change may take beyond the leader's own limit (which
+/// answers first): only a dead connection to the leader runs into it.
+const FORWARD_SLACK: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 pub struct ConfigService {
@@ -146,8 +155,7 @@ impl ConfigService {
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
         let client = self.peer(&leader.1)?;
-        // The leader enforces its own limit; this one only covers a dead connection.
-        match tokio::time::timeout(timeout + Duration::from_secs(1), call(client)).await {
+        match tokio::time::timeout(timeout, call(client)).await {
             Ok(Ok(reply)) => Ok(reply.into_inner()),
             // Unavailable: no connection to the leader, so the request most likely never reached it.
             Ok(Err(status)) if status.code() == tonic::Code::Unavailable => {
@@ -314,7 +322,7 @@ impl Config for ConfigService {
         let result = self
             .leader_or_forward(
                 req.forwarded,
-                self.settings.write_timeout,
+                self.settings.write_timeout + FORWARD_SLACK,
                 || self.write_local(command),
                 |mut c| async move { c.write(forward_req).await },
             )
@@ -331,7 +339,7 @@ impl Config for ConfigService {
             let forward_req = QueryRequest { forwarded: true, ..req.clone() };
             self.leader_or_forward(
                 req.forwarded,
-                self.settings.read_timeout,
+                self.settings.forward_read_timeout,
                 || async {
                     self.linearize().await?;
                     self.query_local(&req.queries)
@@ -384,7 +392,7 @@ impl Config for ConfigService {
         let result = self
             .leader_or_forward(
                 req.forwarded,
-                self.settings.membership_timeout,
+                self.settings.membership_timeout + FORWARD_SLACK,
                 || async {
                     let node = Node { addr: req.addr.clone() };
                     let fut = self.raft.add_learner(req.node_id, node, req.blocking);
@@ -408,7 +416,7 @@ impl Config for ConfigService {
         let result = self
             .leader_or_forward(
                 req.forwarded,
-                self.settings.membership_timeout,
+                self.settings.membership_timeout + FORWARD_SLACK,
                 || async {
                     let voters: BTreeSet<NodeId> = req.voters.iter().copied().collect();
                     if voters.is_empty() {
@@ -467,7 +475,7 @@ impl Config for ConfigService {
         let result = self
             .leader_or_forward(
                 req.forwarded,
-                self.settings.read_timeout,
+                self.settings.forward_read_timeout,
                 || async { self.group_status_local(&req.shard) },
                 |mut c| async move { c.group_status(forward_req).await },
             )

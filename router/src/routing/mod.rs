@@ -107,6 +107,15 @@ pub async fn read_view(state: &RouterState, parts: &[CatalogPart]) -> Result<Clu
     Ok(view)
 }
 
+/// [`refresh_shards`] from any config server's applied catalog, without confirming it with a
+/// quorum: answered while the config service elects a leader, for a request waiting on a
+/// failover (a catalog a little behind only means another pause and read).
+pub async fn refresh_shards_applied(state: &RouterState) -> Result<Vec<Shard>, CommandError> {
+    let (shards, _) = state.catalog.shards_applied().await?;
+    state.shards.update(&shards);
+    Ok(shards)
+}
+
 /// Reads every shard, refreshing the shard pools from them.
 pub async fn refresh_shards(state: &RouterState) -> Result<Vec<Shard>, CommandError> {
     let shards = state.catalog.shards().await?;

@@ -125,8 +125,9 @@ where
         tracing::debug!(%shard, code = e.code, error = %e.errmsg, "shard primary unavailable; waiting for the next");
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(FAILOVER_PAUSE_MAX);
-        // Point the shard's channels at whatever primary the catalog names now.
-        match routing::refresh_shards(state).await {
+        // Point the shard's channels at whatever primary the catalog names now (any config
+        // server's applied catalog: the config service may be electing a leader meanwhile).
+        match routing::refresh_shards_applied(state).await {
             Ok(_) => tracing::debug!(%shard, primary = ?state.shards.primary(shard), "shards read while waiting"),
             Err(err) => tracing::debug!(error = %err, "shards read while waiting for a primary failed"),
         }
