@@ -43,8 +43,8 @@ impl Default for RaftSettings {
     fn default() -> Self {
         Self {
             heartbeat_interval_ms: 100,
-            election_timeout_min_ms: 800,
-            election_timeout_max_ms: 1600,
+            election_timeout_min_ms: 500,
+            election_timeout_max_ms: 1000,
             snapshot_logs_since_last: 5000,
             snapshot_logs_to_keep: 1000,
             append_entries_max: 512,
