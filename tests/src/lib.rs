@@ -29,6 +29,7 @@ pub mod context;
 pub mod expect;
 pub mod fixtures;
 pub mod grpc;
+pub mod knobs;
 pub mod netns;
 pub mod netns_cluster;
 pub mod ports;

@@ -36,6 +36,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use shoal_tests::knobs::{env_u64, seed};
 use shoal_tests::process::{Process, ProcessSpec};
 use shoal_tests::up::{pid_with_arg, up_args};
 use shoal_tests::writer::{Writer, check};
@@ -71,24 +72,17 @@ impl Fault {
     }
 }
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn acknowledged_writes_survive_a_seeded_fault_campaign() {
     let secs = env_u64("SHOAL_CHAOS_SECS").unwrap_or(20);
-    let seed = match std::env::var("SHOAL_CHAOS_SEED").as_deref() {
-        Ok("random") => rand::random(),
-        _ => env_u64("SHOAL_CHAOS_SEED").unwrap_or(1),
-    };
+    let seed = seed("SHOAL_CHAOS_SEED", Some(1));
     println!("chaos: seed {seed}, {secs} s (replay with SHOAL_CHAOS_SEED={seed})");
     let mut rng = StdRng::seed_from_u64(seed);
 
     let dir = tempfile::tempdir().unwrap();
     // SHOAL_CHAOS_KEEP=1 keeps the processes' logs (the directory is printed) to study a stall.
     let (origin, origin_wall) = (Instant::now(), std::time::SystemTime::now());
-    let kept = std::env::var_os("SHOAL_CHAOS_KEEP").map(|_| dir.path().to_path_buf());
+    let keep = std::env::var_os("SHOAL_CHAOS_KEEP").is_some();
     let p = shoal_tests::ports::free_ports(11).unwrap();
     let spec = dir.path().join("spec.yaml");
     std::fs::write(
@@ -277,9 +271,8 @@ async fn acknowledged_writes_survive_a_seeded_fault_campaign() {
     );
     assert!(written.other_errors.is_empty(), "seed {seed}: unexpected errors: {:?}", written.other_errors);
     shoal_tests::up::stop(&launcher).await.expect("shoal up stops");
-    if let Some(path) = kept {
-        std::mem::forget(dir);
-        println!("chaos: logs kept in {}", path.display());
+    if keep {
+        println!("chaos: logs kept in {}", dir.keep().display());
     }
 }
 

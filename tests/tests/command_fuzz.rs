@@ -28,6 +28,7 @@ use bson::{Bson, Document, doc};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use shoal_tests::command_fuzz::{Generated, Generator, Kind};
+use shoal_tests::knobs::{env_u64, seed};
 use shoal_tests::sharded_cluster::ShardedCluster;
 use shoal_tests::wire::{OP_MSG, OP_REPLY, WireConn, parse_op_msg_reply, parse_op_reply};
 
@@ -36,16 +37,8 @@ const MISSING_DB: &str = "fz_none";
 const PLAIN: &str = "plain";
 const SHARDED: &str = "sharded";
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
-}
-
 fn seed_and_cases(default_cases: u64) -> (u64, u64) {
-    let seed = match std::env::var("SHOAL_FUZZ_SEED").as_deref() {
-        Ok("random") => rand::random(),
-        _ => env_u64("SHOAL_FUZZ_SEED").unwrap_or(1),
-    };
-    (seed, env_u64("SHOAL_FUZZ_CASES").unwrap_or(default_cases))
+    (seed("SHOAL_FUZZ_SEED", Some(1)), env_u64("SHOAL_FUZZ_CASES").unwrap_or(default_cases))
 }
 
 /// What one path answered.

@@ -304,14 +304,14 @@ async fn a_lost_primary_host_is_replaced_by_a_new_one() {
 #[ignore = "a long campaign: SHOAL_NETNS_CAMPAIGN=seconds [SHOAL_NETNS_SEED=n] (see the file header)"]
 async fn random_fault_campaign() {
     use rand::{Rng as _, SeedableRng as _};
-    let Some(seconds) = std::env::var("SHOAL_NETNS_CAMPAIGN").ok().and_then(|s| s.parse::<u64>().ok()) else {
+    let Some(seconds) = shoal_tests::knobs::env_u64("SHOAL_NETNS_CAMPAIGN") else {
         eprintln!("SHOAL_NETNS_CAMPAIGN is not set: nothing to do");
         return;
     };
     if !bed_available() {
         return;
     }
-    let seed = std::env::var("SHOAL_NETNS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random::<u64>);
+    let seed = shoal_tests::knobs::seed("SHOAL_NETNS_SEED", None);
     eprintln!("campaign: {seconds} s, SHOAL_NETNS_SEED={seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let (mut cluster, client, writer) = cluster_with_writer().await;

@@ -170,8 +170,8 @@ fn find(mut body: Document) -> Result<Plan, CommandError> {
     }
     .with_collation(Collation::from_command(&body, "find")?);
     let skip = usize::try_from(number(body.get("skip"))).unwrap_or(0);
-    let raw_limit = number(body.get("limit"));
-    let limit = usize::try_from(raw_limit.unsigned_abs()).ok().filter(|l| *l > 0);
+    // Both are non-negative (checked above).
+    let limit = usize::try_from(number(body.get("limit"))).ok().filter(|l| *l > 0);
     let batch = match number(body.get("batchSize")) {
         n if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
         _ if body.contains_key("batchSize") => 0,
