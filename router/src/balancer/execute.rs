@@ -17,7 +17,7 @@ use shoal_proto::catalog::{BALANCER_LEASE, ChunkBound, ClusterCatalogView, Comma
 use shoal_proto::shard::MoveRangeRequest;
 
 use super::policy::{Action, Decision, SplitAt};
-use crate::cmd::sharding::{call_move_range, donor_endpoint, size_split_points, wire_bound};
+use crate::cmd::sharding::{size_split_points, wire_bound};
 use crate::error::CommandError;
 use crate::state::RouterState;
 
@@ -80,8 +80,8 @@ pub async fn execute(
                 latency_target_ms,
             };
             tracing::debug!(%ns, %min, %from, %to, ?reason, "balancer migration starting");
-            // Bounded by MOVE_RANGE_TIMEOUT (the channel's timeout in call_move_range).
-            let millis = call_move_range(&donor_endpoint(donor)?, request).await?;
+            // Bounded by the donor call's timeout; sent to the next primary if the donor's stepped down.
+            let millis = crate::exec::call::donor::move_range(state, &donor.id, request).await?;
             Ok(Done::Moved { millis })
         }
         Action::Merge { ns, epoch, min, max, versions, .. } => {

@@ -8,14 +8,10 @@
 //! call the donor's `MoveRange` (shard `migration` module) and wait for it; to the current shard
 //! they succeed without doing anything, as MongoDB does.
 
-use std::time::Duration;
-
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
-use shoal_proto::catalog::{Chunk, ChunkBound, Collection, Command, Shard};
-use shoal_proto::shard::migration_client::MigrationClient;
+use shoal_proto::catalog::{Chunk, ChunkBound, Collection, Command};
 use shoal_proto::shard::{KeyBound, MoveRangeRequest};
-use tonic::transport::Endpoint;
 
 use super::key::{bound_of_key, key_of_document};
 use super::{body_of, raw};
@@ -249,8 +245,7 @@ pub async fn move_chunk(state: &RouterState, _conn: &ConnContext, cmd: &ClientCo
             wait_for_delete,
             ..Default::default()
         };
-        let endpoint = donor_endpoint(donor)?;
-        let millis = call_move_range(&endpoint, request).await?;
+        let millis = crate::exec::call::donor::move_range(state, &donor.id, request).await?;
         // The router's cached routing for `ns` is refreshed by the versioning protocol (StaleConfig).
         return if range { raw(&doc! {}) } else { raw(&doc! { "millis": millis }) };
     }
@@ -258,38 +253,10 @@ pub async fn move_chunk(state: &RouterState, _conn: &ConnContext, cmd: &ClientCo
     if range { raw(&doc! {}) } else { raw(&doc! { "millis": 0 }) }
 }
 
-/// How long a router waits for a donor to finish a migration (MongoDB has no limit; a bound keeps
-/// a lost donor from holding the client forever).
-pub const MOVE_RANGE_TIMEOUT: Duration = Duration::from_secs(600);
-
 pub(crate) fn wire_bound(b: &ChunkBound) -> KeyBound {
     match b {
         ChunkBound::Min => KeyBound { kind: 0, key: Default::default() },
         ChunkBound::Key(k) => KeyBound { kind: 1, key: k.clone().into() },
         ChunkBound::Max => KeyBound { kind: 2, key: Default::default() },
-    }
-}
-
-/// The donor's gRPC address from the catalog (its primary, else its first member). A small
-/// stand-in for the router's shard pool keyed by shard id, which replaces it when it lands.
-pub(crate) fn donor_endpoint(shard: &Shard) -> Result<String, CommandError> {
-    let addr = shard.endpoint().ok_or_else(|| {
-        CommandError::new(ErrorCode::ShardNotFound, format!("shard {} has no member address", shard.id))
-    })?;
-    Ok(shoal_proto::endpoint::uri(addr))
-}
-
-pub(crate) async fn call_move_range(endpoint: &str, request: MoveRangeRequest) -> Result<i64, CommandError> {
-    let unreachable = |e: String| CommandError::new(ErrorCode::HostUnreachable, format!("donor {endpoint}: {e}"));
-    let endpoint = Endpoint::from_shared(endpoint.to_owned())
-        .map_err(|e| unreachable(e.to_string()))?
-        .connect_timeout(Duration::from_secs(5))
-        .timeout(MOVE_RANGE_TIMEOUT);
-    let channel = shoal_cluster::net::channel(&endpoint);
-    let mut client = MigrationClient::new(channel);
-    let reply = client.move_range(request).await.map_err(|s| unreachable(s.message().to_owned()))?.into_inner();
-    match reply.error {
-        None => Ok(reply.millis),
-        Some(e) => Err(e.into()),
     }
 }

@@ -17,7 +17,7 @@ mod zones;
 pub use balancer::{
     balancer_collection_status, balancer_start, balancer_status, balancer_stop, configure_collection_balancing,
 };
-pub(crate) use chunks::{call_move_range, donor_endpoint, wire_bound};
+pub(crate) use chunks::wire_bound;
 pub use chunks::{clear_jumbo_flag, merge_chunks, move_chunk, split};
 pub use info::{flush_router_config, get_shard_map, get_shard_version, is_db_grid};
 pub(crate) use key::bound_of_key;

@@ -10,27 +10,18 @@
 //!
 //! Must not: move data itself (the shards do) or decide which chunks leave a draining shard.
 
-use std::time::Duration;
-
 use bson::{Bson, doc};
 use shoal_proto::ErrorCode;
 use shoal_proto::catalog::{Command, RemoveShardProgress, RemoveShardState, Reply};
 use shoal_proto::config::CatalogPart;
 use shoal_proto::shard::MovePrimaryRequest;
-use shoal_proto::shard::migration_client::MigrationClient;
-use tonic::transport::Endpoint;
 
-use super::chunks::donor_endpoint;
 use super::{body_of, raw};
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
 use crate::routing;
 use crate::state::{ConnContext, RouterState};
-
-/// How long a router waits for a movePrimary (the clone of every unsharded collection).
-pub const MOVE_PRIMARY_TIMEOUT: Duration = Duration::from_secs(600);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// MongoDB's note while databases still name the draining shard primary.
 pub const DBS_TO_MOVE_NOTE: &str = "you need to drop or movePrimary these databases";
@@ -81,30 +72,15 @@ pub async fn move_primary(state: &RouterState, _conn: &ConnContext, cmd: &Client
         return raw(&doc! {});
     }
     let donor = catalog.shard(&database.primary).ok_or_else(|| routing::pool::unknown_shard(&database.primary))?;
-    let endpoint = donor_endpoint(donor)?;
+    let donor = donor.id.clone();
     drop(catalog);
     let request =
         MovePrimaryRequest { request_id: format!("movePrimary-{}", cmd.request_id), db: db.clone(), to_shard: to };
-    let result = call(&endpoint, request).await;
+    let result = crate::exec::call::donor::move_primary(state, &donor, request).await;
     // Whatever happened, the next request reads the database's primary again.
     state.routing.forget_database(&db);
     result?;
     raw(&doc! {})
-}
-
-async fn call(endpoint: &str, request: MovePrimaryRequest) -> Result<(), CommandError> {
-    let unreachable = |e: String| CommandError::new(ErrorCode::HostUnreachable, format!("primary {endpoint}: {e}"));
-    let endpoint = Endpoint::from_shared(endpoint.to_owned())
-        .map_err(|e| unreachable(e.to_string()))?
-        .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(MOVE_PRIMARY_TIMEOUT);
-    let channel = shoal_cluster::net::channel(&endpoint);
-    let reply =
-        MigrationClient::new(channel).move_primary(request).await.map_err(|s| unreachable(s.message().to_owned()))?;
-    match reply.into_inner().error {
-        None => Ok(()),
-        Some(e) => Err(e.into()),
-    }
 }
 
 /// `removeShard: "<shard>"`: starts draining, reports progress, removes the shard once empty.

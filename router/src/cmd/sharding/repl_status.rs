@@ -116,6 +116,6 @@ pub async fn repl_set_step_down(state: &RouterState, _conn: &ConnContext, cmd: &
         body: body.to_vec()?.into(),
         ..Default::default()
     };
-    let reply = crate::exec::call::command(state, &shard_id, req).await?;
+    let reply = crate::exec::call::step_down(state, &shard_id, req).await?;
     raw(&reply)
 }

@@ -36,6 +36,8 @@ pub fn not_sent(status: &tonic::Status) -> bool {
 
 pub struct ShardPool {
     endpoint: String,
+    /// Validated once; the base of [`ShardPool::dedicated_channel`].
+    ep: Endpoint,
     channels: Vec<Channel>,
     next: AtomicUsize,
 }
@@ -50,7 +52,12 @@ impl ShardPool {
             .http2_keep_alive_interval(Duration::from_secs(30))
             .keep_alive_timeout(Duration::from_secs(20));
         let channels = (0..CHANNELS_PER_SHARD).map(|_| shoal_cluster::net::channel(&ep)).collect();
-        Ok(Self { endpoint: endpoint.to_owned(), channels, next: AtomicUsize::new(0) })
+        Ok(Self { endpoint: endpoint.to_owned(), ep, channels, next: AtomicUsize::new(0) })
+    }
+
+    /// A channel of its own to the same member, with another per-call limit (a migration's).
+    pub fn dedicated_channel(&self, timeout: Duration) -> Channel {
+        shoal_cluster::net::channel(&self.ep.clone().timeout(timeout))
     }
 
     /// A client on the next channel.

@@ -17,6 +17,7 @@
 
 pub mod broadcast;
 pub mod channels;
+pub mod donor;
 pub mod member;
 pub mod read;
 pub mod request;
@@ -97,6 +98,22 @@ async fn on_primary<T, F, Fut>(
     state: &RouterState,
     shard: &str,
     may_run_twice: bool,
+    call: F,
+) -> Result<T, CommandError>
+where
+    F: FnMut(Arc<crate::exec::call::channels::ShardPool>) -> Fut,
+    Fut: Future<Output = Result<T, CommandError>>,
+{
+    on_primary_watching(state, shard, may_run_twice, true, call).await
+}
+
+/// [`on_primary`]; `abandon_if_replaced: false` keeps waiting for the reply of a member the
+/// catalog no longer names primary (a step-down it was asked for).
+async fn on_primary_watching<T, F, Fut>(
+    state: &RouterState,
+    shard: &str,
+    may_run_twice: bool,
+    abandon_if_replaced: bool,
     mut call: F,
 ) -> Result<T, CommandError>
 where
@@ -107,7 +124,7 @@ where
     let mut pause = FAILOVER_PAUSE_MIN;
     loop {
         let pool = routing::pool(state, shard).await?;
-        let called = state.shards.primary(shard);
+        let called = state.shards.primary(shard).filter(|_| abandon_if_replaced);
         let e = tokio::select! {
             r = call(pool) => match r {
                 Ok(v) => return Ok(v),
@@ -208,6 +225,12 @@ pub async fn command_with_wc(
 /// A command whose reply is one document.
 pub async fn command(state: &RouterState, shard: &str, req: CommandRequest) -> Result<bson::Document, CommandError> {
     command_with_wc(state, shard, req, false).await.map(|(doc, _)| doc)
+}
+
+/// `replSetStepDown` on `shard`'s primary. It answers once the catalog names the next primary,
+/// so the call is not abandoned when the router sees that (any other call would be).
+pub async fn step_down(state: &RouterState, shard: &str, req: CommandRequest) -> Result<bson::Document, CommandError> {
+    on_primary_watching(state, shard, false, false, |pool| one_command(pool, req.clone())).await.map(|(doc, _)| doc)
 }
 
 /// `find` (`aggregate: false`) or `aggregate`.
