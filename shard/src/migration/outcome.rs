@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use shoal_cluster::config_client::ConfigClient;
 use shoal_proto::catalog::{Command, Detail, Fencing, RoutingAnswer, ShardId};
@@ -36,17 +37,29 @@ pub async fn finish_committed(mig: &Migrations, record: &Record) -> Result<(), M
     Ok(())
 }
 
-/// Refreshes `ns` (bounded retries); if the catalog stays unreachable, drops the cached
-/// metadata so no request is admitted with the old version.
+/// How long a donor tries to refresh its metadata after a commit. It runs inside the critical
+/// section (writes wait), so a slow config service must not stretch it: past this the donor
+/// forgets the metadata instead, and the next request refreshes them itself, as MongoDB's donor
+/// clears its filtering metadata when the refresh fails.
+pub const REFRESH_AFTER_COMMIT_MAX: Duration = Duration::from_secs(3);
+
+/// Refreshes `ns` within [`REFRESH_AFTER_COMMIT_MAX`]; if the catalog does not answer in time,
+/// drops the cached metadata so no request is admitted with the old version.
 pub async fn refresh_or_forget(mig: &Migrations, ns: &str) {
-    for attempt in 0..CATALOG_ATTEMPTS_MAX {
-        match mig.node.sharding.refresh(ns).await {
-            Ok(()) => return,
-            Err(e) => tracing::warn!(attempt, error = %e, "refresh after commit failed"),
+    let retrying = async {
+        for attempt in 0..CATALOG_ATTEMPTS_MAX {
+            match mig.node.sharding.refresh(ns).await {
+                Ok(()) => return true,
+                Err(e) => tracing::warn!(attempt, error = %e, "refresh after commit failed"),
+            }
+            tokio::time::sleep(backoff(attempt)).await;
         }
-        tokio::time::sleep(backoff(attempt)).await;
+        false
+    };
+    if !tokio::time::timeout(REFRESH_AFTER_COMMIT_MAX, retrying).await.unwrap_or(false) {
+        tracing::warn!(%ns, "no refresh after the commit; the metadata are forgotten until the next request");
+        mig.node.sharding.forget(ns);
     }
-    mig.node.sharding.forget(ns);
 }
 
 /// Proposes `cmd` to the catalog. A call that failed is a lost answer: the write may have been
@@ -113,14 +126,20 @@ pub async fn owner(catalog: &ConfigClient, record: &Record) -> Result<Option<Sha
     Err(MigrationError::CatalogUnreachable(last))
 }
 
+/// How long a donor waits for the recipient to take the outcome. A commit's notice is sent inside
+/// the critical section, so a slow recipient must not stretch it; the recipient's recovery asks
+/// for the outcome itself when the notice did not arrive.
+pub const NOTIFY_MAX: Duration = Duration::from_secs(5);
+
 /// Best-effort `ReceiveCommit` / `ReceiveAbort` (the recipient's recovery settles it otherwise).
 pub async fn notify(peer: &mut MigrationClient<Channel>, id: &str, committed: bool) {
     let req = ReceiveEndRequest { request_id: id.to_owned(), migration_id: id.to_owned() };
-    let reply = if committed { peer.receive_commit(req).await } else { peer.receive_abort(req).await };
-    match reply.map(|r| r.into_inner().error) {
-        Ok(None) => {}
-        Ok(Some(e)) => tracing::warn!(committed, error = %e.errmsg, "recipient refused the outcome"),
-        Err(e) => tracing::warn!(committed, error = %e, "recipient unreachable for the outcome"),
+    let call = async { if committed { peer.receive_commit(req).await } else { peer.receive_abort(req).await } };
+    match tokio::time::timeout(NOTIFY_MAX, call).await.map(|r| r.map(|r| r.into_inner().error)) {
+        Ok(Ok(None)) => {}
+        Ok(Ok(Some(e))) => tracing::warn!(committed, error = %e.errmsg, "recipient refused the outcome"),
+        Ok(Err(e)) => tracing::warn!(committed, error = %e, "recipient unreachable for the outcome"),
+        Err(_) => tracing::warn!(committed, "recipient did not take the outcome in time; its recovery will"),
     }
 }
 

@@ -55,6 +55,14 @@ fn parse_move(req: MoveRangeRequest) -> Result<MoveRequest, MigrationError> {
     })
 }
 
+/// Runs a recipient's commit or abort in its own task: a donor that stops waiting (it bounds the
+/// wait, `outcome::NOTIFY_MAX`) does not cancel it half-way.
+async fn settle(
+    work: impl std::future::Future<Output = Result<(), MigrationError>> + Send + 'static,
+) -> Result<(), MigrationError> {
+    tokio::spawn(work).await.unwrap_or_else(|e| Err(MigrationError::from(e)))
+}
+
 fn receive_reply(result: Result<(), MigrationError>) -> Response<ReceiveReply> {
     Response::new(ReceiveReply { error: result.err().map(|e| e.to_exec().to_wire()) })
 }
@@ -92,13 +100,15 @@ impl Migration for MigrationService {
     async fn receive_commit(&self, request: Request<ReceiveEndRequest>) -> Result<Response<ReceiveReply>, Status> {
         let req = request.into_inner();
         let span = tracing::info_span!("receive_commit", request_id = %req.request_id);
-        Ok(receive_reply(recipient::commit(&self.migrations, req).instrument(span).await))
+        let mig = Arc::clone(&self.migrations);
+        Ok(receive_reply(settle(async move { recipient::commit(&mig, req).instrument(span).await }).await))
     }
 
     async fn receive_abort(&self, request: Request<ReceiveEndRequest>) -> Result<Response<ReceiveReply>, Status> {
         let req = request.into_inner();
         let span = tracing::info_span!("receive_abort", request_id = %req.request_id);
-        Ok(receive_reply(recipient::abort(&self.migrations, req).instrument(span).await))
+        let mig = Arc::clone(&self.migrations);
+        Ok(receive_reply(settle(async move { recipient::abort(&mig, req).instrument(span).await }).await))
     }
 
     async fn migration_fate(
