@@ -11,7 +11,6 @@ use std::path::Path;
 use crate::process::{Process, ProcessSpec};
 
 pub struct CatalogCluster {
-    dir: tempfile::TempDir,
     /// The config servers, node id i+1 at index i.
     pub config: Vec<Process>,
     pub shard: Process,
@@ -20,6 +19,8 @@ pub struct CatalogCluster {
     pub config_addrs: Vec<String>,
     /// The test chose the cluster's security itself: harness clients stay anonymous.
     secured_by_test: bool,
+    /// Last: dropped after the processes, so a failing test can still print their logs.
+    dir: tempfile::TempDir,
 }
 
 /// Starts one config server per port as a Raft group (node 1 with `--init`), data and logs in

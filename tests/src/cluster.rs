@@ -33,9 +33,10 @@ pub const SHARD_NAME: &str = "shard0";
 
 #[derive(Debug)]
 pub struct Cluster {
-    dir: Option<TempDir>,
     shard: Process,
     router: Process,
+    /// Last: dropped after the processes, so a failing test can still print their logs.
+    dir: Option<TempDir>,
 }
 
 impl Cluster {
@@ -167,11 +168,7 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.print_log_tails();
-        }
-        self.router.kill9();
-        self.shard.kill9();
+        // The processes print their own log tails when a test fails (`Process`'s drop).
         if std::thread::panicking()
             && std::env::var_os("SHOAL_KEEP_TEST_DIRS").is_some()
             && let Some(dir) = self.dir.take()

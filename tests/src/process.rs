@@ -236,6 +236,11 @@ impl Process {
 impl Drop for Process {
     fn drop(&mut self) {
         self.kill9();
+        // A failing test's cluster is dropped while it unwinds: its processes' logs go with the
+        // temp dir, so what they said last is printed first (CI keeps nothing else).
+        if std::thread::panicking() {
+            eprintln!("--- last lines of {} ---\n{}", self.spec.name, self.log_tail(LOG_TAIL_LINES));
+        }
     }
 }
 

@@ -18,7 +18,6 @@ use crate::repl::{PRIMARY_WAIT, member_status};
 pub const SHARD: &str = "rs0";
 
 pub struct ReplicaCluster {
-    dir: tempfile::TempDir,
     _config: Vec<Process>,
     members: Vec<Option<Process>>,
     ports: Vec<u16>,
@@ -26,6 +25,8 @@ pub struct ReplicaCluster {
     pub config_addrs: Vec<String>,
     /// Flags every member gets after the usual ones (kept for restarts).
     member_flags: Vec<String>,
+    /// Last: dropped after the processes, so a failing test can still print their logs.
+    dir: tempfile::TempDir,
 }
 
 impl ReplicaCluster {

@@ -37,7 +37,6 @@ impl Default for ClusterOptions {
 }
 
 pub struct ShardedCluster {
-    dir: tempfile::TempDir,
     _config: Vec<Process>,
     shards: Vec<Option<Process>>,
     shard_ports: Vec<u16>,
@@ -46,6 +45,8 @@ pub struct ShardedCluster {
     pub router: Process,
     /// `host:port` of each config server, for a catalog client.
     pub config_addrs: Vec<String>,
+    /// Last: dropped after the processes, so a failing test can still print their logs.
+    dir: tempfile::TempDir,
 }
 
 impl ShardedCluster {

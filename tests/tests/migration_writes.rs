@@ -28,8 +28,9 @@ const SPLIT: i32 = 100;
 const INITIAL: i32 = 300;
 const WRITERS: i32 = 3;
 const MOVES: usize = 4;
-/// Retries of one write after StaleConfig (each after a catalog refresh).
+/// Retries of one write after StaleConfig (each after a catalog refresh) or NotWritablePrimary.
 const STALE_RETRIES_MAX: usize = 50;
+const NOT_PRIMARY_BACKOFF: Duration = Duration::from_millis(100);
 
 fn bound(k: i32) -> ChunkBound {
     let fields = [KeyField { name: "k".into(), hashed: false }];
@@ -142,10 +143,13 @@ impl Writer {
                     self.stale.fetch_add(1, Ordering::Relaxed);
                     self.table = table(&self.catalog).await;
                 }
+                // The primary cannot write now (its lease lapsed while a config election ran, as
+                // it may on a loaded machine): nothing was applied, so a router retries.
+                Some(10107 | 189 | 11602) => tokio::time::sleep(NOT_PRIMARY_BACKOFF).await,
                 Some(_) => panic!("k={k}: {:?}", reply.error),
             }
         }
-        panic!("k={k}: still stale after {STALE_RETRIES_MAX} refreshes");
+        panic!("k={k}: still stale or not primary after {STALE_RETRIES_MAX} retries");
     }
 }
 
@@ -161,8 +165,17 @@ async fn concurrent_writes_during_repeated_migrations_end_with_the_exact_documen
     let start = table(&catalog).await;
     let home = if owner_of(&start, 0) == "shard0" { 0 } else { 1 };
     let docs: Vec<Document> = (0..INITIAL).map(|k| doc! {"_id": k, "k": k, "v": 0}).collect();
-    let reply = client(&addrs[home]).await.insert(request(doc! {"insert": "items", "documents": docs}, None)).await;
-    assert!(reply.expect("rpc").into_inner().error.is_none());
+    for attempt in 0.. {
+        // Unordered: a retry after a lease lapsed part-way inserts the rest (duplicates refused).
+        let body = doc! {"insert": "items", "documents": docs.clone(), "ordered": false};
+        let reply = client(&addrs[home]).await.insert(request(body, None)).await;
+        match reply.expect("rpc").into_inner().error.map(|e| e.code) {
+            None => break,
+            // The primary's lease lapsed (a config election on a loaded machine): a router retries.
+            Some(10107 | 189 | 11602) if attempt < STALE_RETRIES_MAX => tokio::time::sleep(NOT_PRIMARY_BACKOFF).await,
+            Some(code) => panic!("initial insert: {code}"),
+        }
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     let (stale, steps) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
