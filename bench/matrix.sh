@@ -42,4 +42,8 @@ done
 grep -q '^SHOAL_READY cluster' "$WORK/up.log" || { echo "shoal up did not become ready"; tail -n 40 "$WORK/up.log"; exit 1; }
 ADDR=$(sed -n 's/^SHOAL_READY cluster //p' "$WORK/up.log")
 
-target/release/shoal bench matrix --shoal-uri "mongodb://$ADDR/ycsb" --postgres-uri "$PG_URL" --out "$OUT" "$@"
+# Server CPU per operation: `shoal up` with the processes it supervises, the postmaster with its
+# backends (the first line of postmaster.pid).
+PG_PID=$(head -n 1 "$SHOAL_PG_DIR/data/postmaster.pid" 2>/dev/null || true)
+target/release/shoal bench matrix --shoal-uri "mongodb://$ADDR/ycsb" --postgres-uri "$PG_URL" --out "$OUT" \
+  --shoal-pids "$UP_PID" ${PG_PID:+--postgres-pids "$PG_PID"} "$@"

@@ -1,5 +1,6 @@
 //! Child `shoal` server processes for benchmarks: started with port 0, their bound address read
-//! from the `SHOAL_READY` line, killed when dropped.
+//! from the `SHOAL_READY` line, killed when dropped. And what processes cost: CPU time from
+//! `/proc`, of one process or of a server's whole process tree, over a measured window.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -73,20 +74,89 @@ pub fn free_loopback_ports(n: usize) -> std::io::Result<Vec<u16>> {
 /// kernel configuration (`getconf CLK_TCK`).
 const USER_HZ: u64 = 100;
 
+/// One `/proc/<pid>/stat` line's fields this module uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    ppid: u32,
+    /// utime + stime, in ticks.
+    own: u64,
+    /// cutime + cstime: children that exited and were reaped (a PostgreSQL backend's CPU lands
+    /// in its postmaster's here when the connection closes).
+    reaped: u64,
+}
+
+/// The fields of a `/proc/<pid>/stat` line. The command name (field 2) is in parentheses and may
+/// contain spaces, so fields are counted after its closing parenthesis.
+fn parse_stat(stat: &str) -> Option<Stat> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().take(15).collect();
+    let n = |i: usize| f.get(i)?.parse::<u64>().ok();
+    // After the name: state(3) ppid(4) ... utime(14) stime(15) cutime(16) cstime(17).
+    Some(Stat { ppid: n(1)? as u32, own: n(11)? + n(12)?, reaped: n(13)? + n(14)? })
+}
+
+fn ticks(t: u64) -> Duration {
+    Duration::from_millis(t * 1000 / USER_HZ)
+}
+
 /// CPU time (user + system) the process `pid` has used so far, from `/proc/<pid>/stat`.
 pub fn cpu_time(pid: u32) -> Option<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_cpu_ticks(&stat).map(|ticks| Duration::from_millis(ticks * 1000 / USER_HZ))
+    parse_stat(&stat).map(|s| ticks(s.own))
 }
 
-/// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line. The command name (field 2) is
-/// in parentheses and may contain spaces, so fields are counted after its closing parenthesis.
-fn parse_cpu_ticks(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some(utime + stime)
+/// CPU time used so far by the processes `roots` and all their descendants, including children
+/// they already reaped: a server's whole cost (`shoal up` and the processes it supervises, or a
+/// PostgreSQL postmaster and its backends). Processes that are gone, or not readable, count as 0.
+pub fn tree_cpu_time(roots: &[u32]) -> Duration {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Duration::ZERO };
+    let stats: Vec<(u32, Stat)> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?)))
+        .collect();
+    ticks(sum_tree(&stats, roots))
+}
+
+/// The CPU the server processes (trees rooted at the given pids) and this benchmark client use
+/// over a window: what one operation costs each, beside its throughput.
+pub struct CpuWindow {
+    servers: Vec<u32>,
+    server_start: Duration,
+    client_start: Duration,
+}
+
+impl CpuWindow {
+    pub fn start(servers: &[u32]) -> Self {
+        Self {
+            servers: servers.to_vec(),
+            server_start: tree_cpu_time(servers),
+            client_start: cpu_time(std::process::id()).unwrap_or_default(),
+        }
+    }
+
+    /// Microseconds of CPU per operation since the start: the servers' (None when no server
+    /// process was given) and this client's.
+    pub fn per_op(&self, ops: u64) -> (Option<f64>, f64) {
+        let per_op = |d: Duration| d.as_secs_f64() * 1e6 / ops.max(1) as f64;
+        let server =
+            (!self.servers.is_empty()).then(|| per_op(tree_cpu_time(&self.servers).saturating_sub(self.server_start)));
+        let client = per_op(cpu_time(std::process::id()).unwrap_or_default().saturating_sub(self.client_start));
+        (server, client)
+    }
+}
+
+/// Ticks of `roots` and their descendants among `stats` (pid, stat).
+fn sum_tree(stats: &[(u32, Stat)], roots: &[u32]) -> u64 {
+    let mut members: Vec<u32> = roots.to_vec();
+    let mut i = 0;
+    while i < members.len() {
+        let parent = members[i];
+        members.extend(
+            stats.iter().filter(|(p, s)| s.ppid == parent && !members.contains(p)).map(|(p, _)| *p).collect::<Vec<_>>(),
+        );
+        i += 1;
+    }
+    stats.iter().filter(|(p, _)| members.contains(p)).map(|(_, s)| s.own + s.reaped).sum()
 }
 
 #[cfg(test)]
@@ -95,10 +165,20 @@ mod tests {
 
     #[test]
     fn parses_proc_stat_cpu_ticks() {
-        let stat = "1234 (shoal conf) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 9 0 100 0 0";
-        assert_eq!(parse_cpu_ticks(stat), Some(325));
-        assert_eq!(parse_cpu_ticks("garbage"), None);
-        assert_eq!(parse_cpu_ticks("1 (x) S 1 2"), None);
+        let stat = "1234 (shoal conf) S 77 1234 1234 0 -1 4194560 100 0 0 0 250 75 7 3 20 0 9 0 100 0 0";
+        assert_eq!(parse_stat(stat), Some(Stat { ppid: 77, own: 325, reaped: 10 }));
+        assert_eq!(parse_stat("garbage"), None);
+        assert_eq!(parse_stat("1 (x) S 1 2"), None);
+    }
+
+    #[test]
+    fn a_tree_counts_descendants_and_what_they_reaped_only() {
+        let s = |ppid, own, reaped| Stat { ppid, own, reaped };
+        // 10 -> 11 -> 12, 10 -> 13; 20 is someone else's.
+        let stats = [(10, s(1, 5, 100)), (11, s(10, 7, 0)), (12, s(11, 1, 0)), (13, s(10, 2, 0)), (20, s(1, 50, 0))];
+        assert_eq!(sum_tree(&stats, &[10]), 115);
+        assert_eq!(sum_tree(&stats, &[11, 20]), 58);
+        assert_eq!(sum_tree(&stats, &[99]), 0);
     }
 
     #[test]

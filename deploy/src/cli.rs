@@ -392,6 +392,10 @@ pub struct YcsbArgs {
     /// Also write PNG charts (throughput over time, latency percentiles) into this directory.
     #[arg(long, value_name = "DIR")]
     pub charts: Option<PathBuf>,
+    /// Server processes whose CPU per operation is reported, each with its descendants:
+    /// `$(pgrep -f 'shoal up')`, or PostgreSQL's postmaster (first line of `postmaster.pid`).
+    #[arg(long, value_delimiter = ',', value_name = "PID,...")]
+    pub server_pids: Vec<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -442,6 +446,12 @@ pub struct MatrixArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub mongo: MongoArgs,
+    /// Shoal's server processes (with descendants) for CPU per operation: `shoal up`'s pid.
+    #[arg(long, value_delimiter = ',', value_name = "PID,...")]
+    pub shoal_pids: Vec<u32>,
+    /// PostgreSQL's postmaster (with its backends) for CPU per operation.
+    #[arg(long, value_delimiter = ',', value_name = "PID,...")]
+    pub postgres_pids: Vec<u32>,
 }
 
 #[derive(Debug, Args)]

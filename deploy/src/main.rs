@@ -149,6 +149,7 @@ async fn bench_ycsb(phase: shoal_bench::ycsb::Phase, args: cli::YcsbArgs) -> any
         fresh: args.fresh,
         json: args.json,
         charts: args.charts,
+        server_pids: args.server_pids,
     };
     let report = shoal_bench::ycsb::run_phase(&opts).await?;
     match shoal_bench::ycsb::report::errors(&report) {
@@ -240,6 +241,8 @@ async fn bench_matrix(args: cli::MatrixArgs) -> anyhow::Result<()> {
         field_count: args.fields as usize,
         out: args.out,
         mongo: mongo_options(args.mongo),
+        shoal_pids: args.shoal_pids,
+        postgres_pids: args.postgres_pids,
     };
     shoal_bench::ycsb::matrix::run(&opts).await?;
     println!("wrote {}", opts.out.join("report.md").display());

@@ -30,6 +30,9 @@ pub struct MatrixOptions {
     pub field_count: usize,
     pub out: PathBuf,
     pub mongo: MongoOptions,
+    /// Roots of each system's server process trees, for CPU per operation (empty: not measured).
+    pub shoal_pids: Vec<u32>,
+    pub postgres_pids: Vec<u32>,
 }
 
 /// The run-phase mixes of the matrix: (label, read proportion, update proportion).
@@ -62,8 +65,7 @@ fn workload(opts: &MatrixOptions, size: usize, threads: usize, mix: Option<(&str
 
 /// One phase on one system; the report's `target` is `shoal` or `postgres`.
 async fn phase(
-    name: &str,
-    uri: &str,
+    (name, uri, pids): (&str, &str, &[u32]),
     mongo: &MongoOptions,
     w: &Workload,
     phase: Phase,
@@ -75,7 +77,7 @@ async fn phase(
     if phase == Phase::Load {
         target.prepare(true).await?;
     }
-    let outcome = runner::run_phase(&target, w, phase, label, durability).await?;
+    let outcome = runner::run_phase(&target, w, phase, label, durability, pids).await?;
     if phase == Phase::Load {
         let count = target.count().await?;
         if count != w.record_count {
@@ -106,9 +108,12 @@ async fn phase(
 
 pub async fn run(opts: &MatrixOptions) -> anyhow::Result<Vec<RunReport>> {
     std::fs::create_dir_all(&opts.out).with_context(|| format!("creating {}", opts.out.display()))?;
-    let systems = [("shoal", opts.shoal_uri.as_str()), ("postgres", opts.postgres_uri.as_str())];
+    let systems = [
+        ("shoal", opts.shoal_uri.as_str(), opts.shoal_pids.as_slice()),
+        ("postgres", opts.postgres_uri.as_str(), opts.postgres_pids.as_slice()),
+    ];
     // Fail fast on an unreachable system, before any cell runs.
-    for (name, uri) in systems {
+    for (name, uri, _) in systems {
         Target::connect(uri, "usertable", 1, &opts.mongo).await.with_context(|| name.to_string())?.close().await;
     }
     let mut reports = Vec::new();
@@ -120,15 +125,15 @@ pub async fn run(opts: &MatrixOptions) -> anyhow::Result<Vec<RunReport>> {
                 if cell.is_multiple_of(2) { systems.to_vec() } else { systems.iter().rev().copied().collect() };
             cell += 1;
             let load = workload(opts, size, threads, None)?;
-            for (name, uri) in &order {
-                let (r, note) = phase(name, uri, &opts.mongo, &load, Phase::Load, "load").await?;
+            for system in &order {
+                let (r, note) = phase(*system, &opts.mongo, &load, Phase::Load, "load").await?;
                 reports.push(r);
                 notes.extend(note);
             }
             for (label, read, update) in MIXES {
                 let w = workload(opts, size, threads, Some((read, update)))?;
-                for (name, uri) in &order {
-                    let (r, note) = phase(name, uri, &opts.mongo, &w, Phase::Run, label).await?;
+                for system in &order {
+                    let (r, note) = phase(*system, &opts.mongo, &w, Phase::Run, label).await?;
                     reports.push(r);
                     notes.extend(note);
                 }
@@ -156,6 +161,16 @@ pub fn main_p99(r: &RunReport) -> u64 {
     r.operations.iter().filter(|o| o.operation != "READ-MODIFY-WRITE").map(|o| o.p99_us).max().unwrap_or(0)
 }
 
+/// `163 / 99 (1.65×)`, or `–` where a system's server processes were not given.
+fn cpu_cell(shoal: &RunReport, pg: &RunReport) -> String {
+    match (shoal.server_cpu_us_per_op, pg.server_cpu_us_per_op) {
+        (Some(s), Some(p)) => format!("{s:.0} / {p:.0} ({:.2}×)", s / p.max(1e-9)),
+        (Some(s), None) => format!("{s:.0} / –"),
+        (None, Some(p)) => format!("– / {p:.0}"),
+        (None, None) => "–".to_owned(),
+    }
+}
+
 /// The report: one row per cell with both systems and the ratio.
 pub fn markdown(opts: &MatrixOptions, reports: &[RunReport], notes: &[String], charts: &[PathBuf]) -> String {
     let mut out = String::new();
@@ -173,15 +188,16 @@ pub fn markdown(opts: &MatrixOptions, reports: &[RunReport], notes: &[String], c
     }
     let _ = writeln!(
         out,
-        "\n| record B | threads | phase | Shoal ops/s | PostgreSQL ops/s | Shoal / PG | Shoal p99 µs | PG p99 µs | errors Shoal / PG |"
+        "\n| record B | threads | phase | Shoal ops/s | PostgreSQL ops/s | Shoal / PG | Shoal p99 µs | PG p99 µs | \
+         server CPU µs/op Shoal / PG | errors Shoal / PG |"
     );
-    let _ = writeln!(out, "|---:|---:|---|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(out, "|---:|---:|---|---:|---:|---:|---:|---:|---|---|");
     for shoal in reports.iter().filter(|r| r.target == "shoal") {
         let Some(pg) = find(reports, "postgres", shoal) else { continue };
         let ratio = shoal.throughput / pg.throughput.max(1e-9);
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.0} | {:.0} | {:.2}× | {} | {} | {} / {} |",
+            "| {} | {} | {} | {:.0} | {:.0} | {:.2}× | {} | {} | {} | {} / {} |",
             shoal.record_bytes,
             shoal.threads,
             shoal.workload,
@@ -190,6 +206,7 @@ pub fn markdown(opts: &MatrixOptions, reports: &[RunReport], notes: &[String], c
             ratio,
             main_p99(shoal),
             main_p99(pg),
+            cpu_cell(shoal, pg),
             report::errors(shoal),
             report::errors(pg)
         );

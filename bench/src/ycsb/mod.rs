@@ -50,6 +50,9 @@ pub struct PhaseOptions {
     pub json: Option<PathBuf>,
     /// Write PNG charts into this directory.
     pub charts: Option<PathBuf>,
+    /// Roots of the server's process trees (`shoal up`, PostgreSQL's postmaster): their CPU per
+    /// operation goes into the report.
+    pub server_pids: Vec<u32>,
 }
 
 /// Reads the workload: files in order, then overrides.
@@ -78,7 +81,7 @@ pub async fn run_phase(opts: &PhaseOptions) -> anyhow::Result<RunReport> {
         target.prepare(opts.fresh).await?;
     }
     let label = label(&opts.workload_files);
-    let outcome = runner::run_phase(&target, &workload, opts.phase, &label, durability).await?;
+    let outcome = runner::run_phase(&target, &workload, opts.phase, &label, durability, &opts.server_pids).await?;
     let mut report = outcome.report;
     report.target = target.kind().to_string();
     target.close().await;

@@ -25,6 +25,10 @@ pub fn ycsb_text(report: &RunReport, percentiles: &[f64]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "[OVERALL], RunTime(ms), {}", report.runtime_ms);
     let _ = writeln!(out, "[OVERALL], Throughput(ops/sec), {}", report.throughput);
+    if let Some(us) = report.server_cpu_us_per_op {
+        let _ = writeln!(out, "[OVERALL], ServerCpuPerOp(us), {us:.1}");
+    }
+    let _ = writeln!(out, "[OVERALL], ClientCpuPerOp(us), {:.1}", report.client_cpu_us_per_op);
     for op in &report.operations {
         let name = &op.operation;
         let _ = writeln!(out, "[{name}], Operations, {}", op.operations);
@@ -60,6 +64,10 @@ pub fn human_table(report: &RunReport) -> String {
         report.throughput
     );
     let _ = writeln!(out, "durability: {}", report.durability);
+    let server = report
+        .server_cpu_us_per_op
+        .map_or_else(|| "not measured (--server-pids)".to_owned(), |us| format!("{us:.1} µs"));
+    let _ = writeln!(out, "CPU per operation: server {server}, this client {:.1} µs", report.client_cpu_us_per_op);
     let _ = writeln!(
         out,
         "{:<18} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9}",
@@ -126,6 +134,8 @@ mod tests {
             operations: vec![op],
             timeline: vec![TimelinePoint { t_s: 1.0, ops_per_sec: 5.0 }],
             durability: "journaled".into(),
+            server_cpu_us_per_op: None,
+            client_cpu_us_per_op: 0.0,
         }
     }
 

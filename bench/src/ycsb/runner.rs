@@ -114,13 +114,15 @@ pub struct PhaseOutcome {
     pub first_errors: Vec<(String, String)>,
 }
 
-/// Runs `phase` of `workload` against `target`. `label` names the workload in the report.
+/// Runs `phase` of `workload` against `target`. `label` names the workload in the report;
+/// `server_pids` are the roots of the server's process trees, whose CPU per operation it gets.
 pub async fn run_phase(
     target: &Target,
     workload: &Workload,
     phase: Phase,
     label: &str,
     durability: String,
+    server_pids: &[u32],
 ) -> Result<PhaseOutcome, DbError> {
     let shared = Arc::new(Shared::new(workload.clone()));
     let threads = workload.thread_count;
@@ -136,6 +138,7 @@ pub async fn run_phase(
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let per_thread_interval = workload.target.map(|t| Duration::from_secs_f64(threads as f64 / t));
+    let cpu = crate::procs::CpuWindow::start(server_pids);
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for (i, session) in sessions.into_iter().enumerate() {
@@ -178,9 +181,14 @@ pub async fn run_phase(
         }
     }
     let elapsed = started.elapsed();
+    let (server_cpu, client_cpu) = cpu.per_op(done.load(Ordering::Relaxed));
     let _ = finished.send(());
     let timeline = ticker.await.map_err(|e| DbError::Operation(format!("ticker failed: {e}")))?;
-    Ok(summarize(records, elapsed, done.load(Ordering::Relaxed), timeline, workload, phase, label, durability))
+    let mut outcome =
+        summarize(records, elapsed, done.load(Ordering::Relaxed), timeline, workload, phase, label, durability);
+    outcome.report.server_cpu_us_per_op = server_cpu;
+    outcome.report.client_cpu_us_per_op = client_cpu;
+    Ok(outcome)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -212,6 +220,8 @@ fn summarize(
         operations: records.iter().map(|(k, r)| r.stats(*k)).collect(),
         timeline,
         durability,
+        server_cpu_us_per_op: None,
+        client_cpu_us_per_op: 0.0,
     };
     PhaseOutcome { report, first_errors }
 }

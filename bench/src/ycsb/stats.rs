@@ -55,4 +55,11 @@ pub struct RunReport {
     pub timeline: Vec<TimelinePoint>,
     /// Durability the target was run with, in words (write concern, synchronous_commit, ...).
     pub durability: String,
+    /// CPU microseconds the server processes used per operation (`--server-pids`: the trees of
+    /// `shoal up` or of PostgreSQL's postmaster), when they were given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_us_per_op: Option<f64>,
+    /// CPU microseconds this benchmark client used per operation.
+    #[serde(default)]
+    pub client_cpu_us_per_op: f64,
 }

@@ -49,6 +49,8 @@ fn report(target: &str, workload: &str, record_bytes: usize, threads: usize) -> 
         operations,
         timeline,
         durability: "journaled".to_string(),
+        server_cpu_us_per_op: None,
+        client_cpu_us_per_op: 0.0,
     }
 }
 
