@@ -26,6 +26,7 @@ pub mod commands;
 pub mod cursors;
 pub mod error;
 pub mod exec;
+pub mod inline;
 pub mod migration;
 pub mod primary_only;
 pub mod repl;

@@ -158,14 +158,15 @@ impl ShardService {
         }
     }
 
-    /// Runs `f` on the blocking pool with the parsed request.
-    /// With `writes`, the write concern is parsed first: a bad one fails the command before it
-    /// runs, a good one comes back for the durability wait.
+    /// Runs `f` with the parsed request: on the blocking pool, or `inline` on this worker (a
+    /// point read, see [`crate::inline`]). With `writes`, the write concern is parsed first: a bad
+    /// one fails the command before it runs, a good one comes back for the durability wait.
     async fn blocking<T: Send + 'static>(
         &self,
         req: CommandRequest,
         writes: bool,
         admitted: &Admitted,
+        inline: bool,
         f: impl FnOnce(&Node, &exec::Request<'_>) -> ExecResult<T> + Send + 'static,
     ) -> Result<(ExecResult<T>, Option<WriteConcern>), Status> {
         let (ownership, read_pin_seq) = (admitted.ownership.clone(), admitted.pin.as_ref().map(ReadPin::seq));
@@ -174,7 +175,7 @@ impl ShardService {
         // Requests on sharded collections are counted for the balancer's load statistics.
         let sampled = ownership.as_ref().and_then(|o| node.sharding.load.begin(&o.ns));
         let received = std::time::Instant::now();
-        tokio::task::spawn_blocking(move || {
+        let run = move || {
             let _entered = span.enter();
             let recording = sampled.map(|t| (t, load::Recording::start()));
             let mut parsed = match exec::Request::parse(&req) {
@@ -200,9 +201,11 @@ impl ShardService {
                 node.sharding.load.record(&o.ns, ticket, rec.finish());
             }
             out
-        })
-        .await
-        .map_err(|e| Status::internal(format!("command task failed: {e}")))
+        };
+        if inline {
+            return Ok(run());
+        }
+        tokio::task::spawn_blocking(run).await.map_err(|e| Status::internal(format!("command task failed: {e}")))
     }
 
     async fn read(
@@ -223,7 +226,8 @@ impl ShardService {
             Err(e) => return Ok(Response::new(cursor_reply(Err(e)))),
         };
         // The pin is held until the cursor (if any) has its own.
-        let (result, _) = self.blocking(req, false, &admitted, f).await?;
+        let inline = crate::inline::point_read(&req.body);
+        let (result, _) = self.blocking(req, false, &admitted, inline, f).await?;
         drop(admitted);
         let result = match result {
             Ok((batch, ns)) => self.majority_committed(&rc, batch.cursor_id).await.map(|()| (batch, ns)),
@@ -275,7 +279,7 @@ impl ShardService {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(WriteReply { error: Some(e.to_wire()), ..Default::default() })),
         };
-        let (result, wc) = self.blocking(req, true, &admitted, f).await?;
+        let (result, wc) = self.blocking(req, true, &admitted, false, f).await?;
         // Applied: the critical section may start; durability is waited for without the permit.
         drop(admitted);
         let reply = match result {
@@ -423,8 +427,9 @@ impl Shard for ShardService {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(command_reply(Err(e)))),
         };
-        let (result, wc) =
-            self.blocking(req, true, &admitted, move |node, r| -> ExecResult<(Document, u64)> { run(node, r) }).await?;
+        let (result, wc) = self
+            .blocking(req, true, &admitted, false, move |node, r| -> ExecResult<(Document, u64)> { run(node, r) })
+            .await?;
         drop(admitted);
         if let (Some(ns), Ok(_)) = (&forget, &result) {
             if ns.ends_with('.') {
