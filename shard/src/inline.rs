@@ -8,11 +8,13 @@
 //! inline; anything that may scan, sort, write or wait stays on the blocking pool.
 //!
 //! Must not: run a command inline whose work grows with the data (a filter other than `_id`
-//! equality, a range, `$in`, a collation that turns equality into a range).
+//! equality, a range, `$in`, a collation that turns equality into a range, a hint that forces a
+//! collection scan).
 
 use bson::RawBsonRef;
 
-/// Whether `body` is a `find` whose filter is exactly `{_id: <scalar>}`, with no collation.
+/// Whether `body` is a `find` whose filter is exactly `{_id: <scalar>}`, planned on the `_id`
+/// index (no collation, no hint).
 pub fn point_read(body: &[u8]) -> bool {
     let Ok(doc) = bson::RawDocument::from_bytes(body) else { return false };
     let mut is_find = false;
@@ -22,7 +24,9 @@ pub fn point_read(body: &[u8]) -> bool {
         match name.as_str() {
             "find" if i == 0 => is_find = true,
             "filter" => point = value.as_document().is_some_and(id_equality),
-            "collation" => return false,
+            // A collation turns equality into a range; a hint may force a collection scan
+            // (`$natural`) or another index, `min`/`max` bound a hinted one.
+            "collation" | "hint" | "min" | "max" => return false,
             _ => {}
         }
     }
@@ -63,6 +67,8 @@ mod tests {
             doc! {"find": "c", "filter": {"_id": "a", "x": 1}},
             doc! {"find": "c", "filter": {"x": 1}},
             doc! {"find": "c", "filter": {"_id": "a"}, "collation": {"locale": "en", "strength": 1}},
+            doc! {"find": "c", "filter": {"_id": "a"}, "hint": {"$natural": 1}},
+            doc! {"find": "c", "filter": {"_id": "a"}, "hint": "x_1", "min": {"x": 1}},
             doc! {"aggregate": "c", "pipeline": [], "filter": {"_id": "a"}},
             doc! {"count": "c", "filter": {"_id": "a"}},
         ] {
