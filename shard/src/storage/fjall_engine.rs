@@ -170,16 +170,9 @@ mod tests {
         // fjall seals a journal past 64 MB at its next memtable flush (syncing it) and opens the
         // next one; the sync must follow.
         // Incompressible values (the journal compresses large ones).
-        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
         for k in 0..66u32 {
-            let value: Vec<u8> = (0..1 << 20)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let mut value = vec![0u8; 1 << 20];
+            rand::Rng::fill(&mut rand::rng(), &mut value[..]);
             let mut batch = WriteBatch::new();
             batch.put(Space::Documents, k.to_be_bytes().to_vec(), value);
             engine.commit(batch)?;
