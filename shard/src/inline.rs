@@ -17,12 +17,15 @@ use bson::RawBsonRef;
 /// index (no collation, no hint).
 pub fn point_read(body: &[u8]) -> bool {
     let Ok(doc) = bson::RawDocument::from_bytes(body) else { return false };
-    let mut is_find = false;
+    let mut fields = doc.iter();
+    // Every read asks: anything but a `find` is answered by its first field.
+    if !matches!(fields.next(), Some(Ok((name, _))) if name.as_str() == "find") {
+        return false;
+    }
     let mut point = false;
-    for (i, field) in doc.iter().enumerate() {
+    for field in fields {
         let Ok((name, value)) = field else { return false };
         match name.as_str() {
-            "find" if i == 0 => is_find = true,
             "filter" => point = value.as_document().is_some_and(id_equality),
             // A collation turns equality into a range; a hint may force a collection scan
             // (`$natural`) or another index, `min`/`max` bound a hinted one.
@@ -30,7 +33,7 @@ pub fn point_read(body: &[u8]) -> bool {
             _ => {}
         }
     }
-    is_find && point
+    point
 }
 
 /// `{_id: v}` with `v` a value matched by equality alone (not a document, which may hold query

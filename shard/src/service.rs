@@ -1,6 +1,6 @@
 //! The shard's gRPC service: decodes requests, runs commands on the blocking pool (storage calls
-//! may block on I/O), waits for durability as the write concern asks, and maps every
-//! [`ExecError`] to the wire once.
+//! may block on I/O; a point read by `_id` runs inline, see [`crate::inline`]), waits for
+//! durability as the write concern asks, and maps every [`ExecError`] to the wire once.
 //!
 //! A request carrying a `shard_version` is checked first ([`ShardingState::check`], async: it may
 //! ask the catalog); a mismatch is the reply's top-level error (StaleConfig), returned before any
@@ -161,7 +161,7 @@ impl ShardService {
     /// Runs `f` with the parsed request: on the blocking pool, or `inline` on this worker (a
     /// point read, see [`crate::inline`]). With `writes`, the write concern is parsed first: a bad
     /// one fails the command before it runs, a good one comes back for the durability wait.
-    async fn blocking<T: Send + 'static>(
+    async fn execute<T: Send + 'static>(
         &self,
         req: CommandRequest,
         writes: bool,
@@ -227,7 +227,7 @@ impl ShardService {
         };
         // The pin is held until the cursor (if any) has its own.
         let inline = crate::inline::point_read(&req.body);
-        let (result, _) = self.blocking(req, false, &admitted, inline, f).await?;
+        let (result, _) = self.execute(req, false, &admitted, inline, f).await?;
         drop(admitted);
         let result = match result {
             Ok((batch, ns)) => self.majority_committed(&rc, batch.cursor_id).await.map(|()| (batch, ns)),
@@ -279,7 +279,7 @@ impl ShardService {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(WriteReply { error: Some(e.to_wire()), ..Default::default() })),
         };
-        let (result, wc) = self.blocking(req, true, &admitted, false, f).await?;
+        let (result, wc) = self.execute(req, true, &admitted, false, f).await?;
         // Applied: the critical section may start; durability is waited for without the permit.
         drop(admitted);
         let reply = match result {
@@ -428,7 +428,7 @@ impl Shard for ShardService {
             Err(e) => return Ok(Response::new(command_reply(Err(e)))),
         };
         let (result, wc) = self
-            .blocking(req, true, &admitted, false, move |node, r| -> ExecResult<(Document, u64)> { run(node, r) })
+            .execute(req, true, &admitted, false, move |node, r| -> ExecResult<(Document, u64)> { run(node, r) })
             .await?;
         drop(admitted);
         if let (Some(ns), Ok(_)) = (&forget, &result) {

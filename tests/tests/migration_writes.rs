@@ -32,6 +32,13 @@ const MOVES: usize = 4;
 const STALE_RETRIES_MAX: usize = 50;
 const NOT_PRIMARY_BACKOFF: Duration = Duration::from_millis(100);
 
+/// NotWritablePrimary, PrimarySteppedDown, InterruptedDueToReplStateChange: the primary could not
+/// take the write now (its lease lapsed while a config election ran, as it may on a loaded
+/// machine); nothing was applied, so a router retries.
+fn not_primary(code: i32) -> bool {
+    matches!(code, 10107 | 189 | 11602)
+}
+
 fn bound(k: i32) -> ChunkBound {
     let fields = [KeyField { name: "k".into(), hashed: false }];
     ChunkBound::Key(of_document(&fields, &doc! {"k": k}, Missing::AsNull).expect("key"))
@@ -143,9 +150,7 @@ impl Writer {
                     self.stale.fetch_add(1, Ordering::Relaxed);
                     self.table = table(&self.catalog).await;
                 }
-                // The primary cannot write now (its lease lapsed while a config election ran, as
-                // it may on a loaded machine): nothing was applied, so a router retries.
-                Some(10107 | 189 | 11602) => tokio::time::sleep(NOT_PRIMARY_BACKOFF).await,
+                Some(code) if not_primary(code) => tokio::time::sleep(NOT_PRIMARY_BACKOFF).await,
                 Some(_) => panic!("k={k}: {:?}", reply.error),
             }
         }
@@ -171,8 +176,9 @@ async fn concurrent_writes_during_repeated_migrations_end_with_the_exact_documen
         let reply = client(&addrs[home]).await.insert(request(body, None)).await;
         match reply.expect("rpc").into_inner().error.map(|e| e.code) {
             None => break,
-            // The primary's lease lapsed (a config election on a loaded machine): a router retries.
-            Some(10107 | 189 | 11602) if attempt < STALE_RETRIES_MAX => tokio::time::sleep(NOT_PRIMARY_BACKOFF).await,
+            Some(code) if not_primary(code) && attempt < STALE_RETRIES_MAX => {
+                tokio::time::sleep(NOT_PRIMARY_BACKOFF).await
+            }
             Some(code) => panic!("initial insert: {code}"),
         }
     }
