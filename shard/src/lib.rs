@@ -27,6 +27,7 @@ pub mod cursors;
 pub mod error;
 pub mod exec;
 pub mod inline;
+pub mod lane;
 pub mod migration;
 pub mod primary_only;
 pub mod repl;
@@ -177,7 +178,7 @@ pub async fn run(config: ShardSettings, shutdown: impl Future<Output = ()> + Sen
     let replication = ReplicationServer::new(repl::source::ReplicationService::new(Arc::clone(&node.repl)))
         .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
         .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
-    let service = ShardServer::new(service::ShardService::new(Arc::clone(&node)))
+    let service = ShardServer::new(service::ShardService::new(Arc::clone(&node))?)
         .max_decoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES)
         .max_encoding_message_size(GRPC_MESSAGE_SIZE_MAX_BYTES);
     let migration_service = MigrationServer::new(migration::service::MigrationService::new(migrations))

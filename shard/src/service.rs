@@ -1,6 +1,7 @@
 //! The shard's gRPC service: decodes requests, runs commands on the blocking pool (storage calls
-//! may block on I/O; a point read by `_id` runs inline, see [`crate::inline`]), waits for
-//! durability as the write concern asks, and maps every [`ExecError`] to the wire once.
+//! may block on I/O; a point read by `_id` runs inline, see [`crate::inline`]; insert, update and
+//! delete run on the writer lane, see [`crate::lane`]), waits for durability as the write concern
+//! asks, and maps every [`ExecError`] to the wire once.
 //!
 //! A request carrying a `shard_version` is checked first ([`ShardingState::check`], async: it may
 //! ask the catalog); a mismatch is the reply's top-level error (StaleConfig), returned before any
@@ -10,7 +11,7 @@
 //! reads hold a read pin (see `cursors`) so the range deleter waits for them.
 //!
 //! ```text
-//! router --gRPC--> ShardService::insert -- permit(ns) -- check(ns, version) --spawn_blocking--> exec::insert::run
+//! router --gRPC--> ShardService::insert -- permit(ns) -- check(ns, version) --writer lane--> exec::insert::run
 //!                        |                                                      (writer lock, batch, ownership)
 //!                        +<-- drop permit -- wait_durable(seq) (group commit) <----------------+
 //! ```
@@ -32,6 +33,7 @@ use crate::commands::{self, Access, Forget, Handler};
 use crate::cursors::ReadPin;
 use crate::error::{ExecError, ExecResult};
 use crate::exec::{self, Node, WriteConcern, WriteOutcome};
+use crate::lane::WriteLane;
 use crate::repl::read_concern::{self, MajorityCursors, ReadConcern};
 use crate::sharding::{Ownership, WRITE_WAIT_MAX, WritePermit, load};
 
@@ -89,16 +91,28 @@ impl Drop for Timed<'_> {
     }
 }
 
+/// Where a command's work runs (see [`ShardService::execute`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Runs {
+    /// On the async worker that received it: a point read ([`crate::inline`]).
+    Inline,
+    /// On tokio's blocking pool.
+    Blocking,
+    /// On the writer lane ([`crate::lane`]): insert, update, delete.
+    Lane,
+}
+
 #[derive(Clone)]
 pub struct ShardService {
     node: Arc<Node>,
     /// Cursors whose `getMore`s wait for the commit point (see `repl::read_concern`).
     majority_cursors: Arc<MajorityCursors>,
+    lane: Arc<WriteLane>,
 }
 
 impl ShardService {
-    pub fn new(node: Arc<Node>) -> Self {
-        Self { node, majority_cursors: Arc::default() }
+    pub fn new(node: Arc<Node>) -> std::io::Result<Self> {
+        Ok(Self { node, majority_cursors: Arc::default(), lane: Arc::new(WriteLane::start("shoal-writer")?) })
     }
 
     /// The request's read concern, checked before the read runs (see `repl::read_concern`).
@@ -158,15 +172,14 @@ impl ShardService {
         }
     }
 
-    /// Runs `f` with the parsed request: on the blocking pool, or `inline` on this worker (a
-    /// point read, see [`crate::inline`]). With `writes`, the write concern is parsed first: a bad
+    /// Runs `f` with the parsed request where `runs` says. With `writes`, the write concern is parsed first: a bad
     /// one fails the command before it runs, a good one comes back for the durability wait.
     async fn execute<T: Send + 'static>(
         &self,
         req: CommandRequest,
         writes: bool,
         admitted: &Admitted,
-        inline: bool,
+        runs: Runs,
         f: impl FnOnce(&Node, &exec::Request<'_>) -> ExecResult<T> + Send + 'static,
     ) -> Result<(ExecResult<T>, Option<WriteConcern>), Status> {
         let (ownership, read_pin_seq) = (admitted.ownership.clone(), admitted.pin.as_ref().map(ReadPin::seq));
@@ -202,10 +215,13 @@ impl ShardService {
             }
             out
         };
-        if inline {
-            return Ok(run());
+        match runs {
+            Runs::Inline => Ok(run()),
+            Runs::Blocking => {
+                tokio::task::spawn_blocking(run).await.map_err(|e| Status::internal(format!("command task failed: {e}")))
+            }
+            Runs::Lane => self.lane.run(run).await.map_err(|e| Status::internal(e.to_string())),
         }
-        tokio::task::spawn_blocking(run).await.map_err(|e| Status::internal(format!("command task failed: {e}")))
     }
 
     async fn read(
@@ -226,8 +242,8 @@ impl ShardService {
             Err(e) => return Ok(Response::new(cursor_reply(Err(e)))),
         };
         // The pin is held until the cursor (if any) has its own.
-        let inline = crate::inline::point_read(&req.body);
-        let (result, _) = self.execute(req, false, &admitted, inline, f).await?;
+        let runs = if crate::inline::point_read(&req.body) { Runs::Inline } else { Runs::Blocking };
+        let (result, _) = self.execute(req, false, &admitted, runs, f).await?;
         drop(admitted);
         let result = match result {
             Ok((batch, ns)) => self.majority_committed(&rc, batch.cursor_id).await.map(|()| (batch, ns)),
@@ -279,7 +295,7 @@ impl ShardService {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(WriteReply { error: Some(e.to_wire()), ..Default::default() })),
         };
-        let (result, wc) = self.execute(req, true, &admitted, false, f).await?;
+        let (result, wc) = self.execute(req, true, &admitted, Runs::Lane, f).await?;
         // Applied: the critical section may start; durability is waited for without the permit.
         drop(admitted);
         let reply = match result {
@@ -428,7 +444,7 @@ impl Shard for ShardService {
             Err(e) => return Ok(Response::new(command_reply(Err(e)))),
         };
         let (result, wc) = self
-            .execute(req, true, &admitted, false, move |node, r| -> ExecResult<(Document, u64)> { run(node, r) })
+            .execute(req, true, &admitted, Runs::Blocking, move |node, r| -> ExecResult<(Document, u64)> { run(node, r) })
             .await?;
         drop(admitted);
         if let (Some(ns), Ok(_)) = (&forget, &result) {
@@ -464,7 +480,7 @@ mod tests {
 
     fn service(dir: &std::path::Path) -> ShardService {
         let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
-        ShardService::new(crate::open_node(&config).expect("open"))
+        ShardService::new(crate::open_node(&config).expect("open")).expect("lane")
     }
 
     fn request(body: Document, shard_version: Option<ShardVersion>) -> Request<CommandRequest> {
