@@ -216,8 +216,8 @@ async fn report_progress(repl: Arc<Repl>, tx: mpsc::Sender<SyncRequest>) {
                 if changed.is_err() {
                     return;
                 }
-                // Coalesce a burst of batches into one report.
-                tokio::time::sleep(Duration::from_millis(2)).await;
+                // Coalesce what is already pending (a burst of batches) into one report.
+                tokio::task::yield_now().await;
             }
             _ = tokio::time::sleep_until(last_sent + repl.settings.keepalive_interval) => {}
         }

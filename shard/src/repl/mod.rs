@@ -25,6 +25,7 @@
 pub mod fetcher;
 pub mod heartbeat;
 pub mod initial_sync;
+pub mod majority_waiters;
 pub mod oplog_cap;
 pub mod progress;
 pub mod read_concern;
@@ -112,6 +113,8 @@ pub struct Repl {
     inner: Mutex<Inner>,
     role: watch::Sender<RoleView>,
     commit_point: watch::Sender<OpTime>,
+    /// `w: "majority"` writes, woken by the advance that covers them.
+    pub(crate) majority_waiters: Arc<majority_waiters::MajorityWaiters>,
     /// Bumped whenever any member's progress changes (`w: N` waiters recount).
     progress_seq: watch::Sender<u64>,
     /// Held while applying a batch from the primary and while becoming primary: promotion never
@@ -194,6 +197,7 @@ impl Repl {
             }),
             role,
             commit_point,
+            majority_waiters: Arc::default(),
             progress_seq,
             apply_gate: tokio::sync::Mutex::new(()),
             heartbeat_now: tokio::sync::Notify::new(),
@@ -398,7 +402,7 @@ impl Repl {
 
     /// Moves the commit point forward (never back).
     pub(crate) fn advance_commit_point(&self, to: OpTime) {
-        self.commit_point.send_if_modified(|current| {
+        let advanced = self.commit_point.send_if_modified(|current| {
             if to > *current {
                 *current = to;
                 true
@@ -406,6 +410,9 @@ impl Repl {
                 false
             }
         });
+        if advanced {
+            self.majority_waiters.release_upto(to);
+        }
     }
 
     /// This member's newest durable entry changed.

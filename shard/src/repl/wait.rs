@@ -16,60 +16,83 @@ use crate::error::ExecError;
 use crate::exec::write_concern::{W, WriteConcern};
 use crate::store::oplog::OpTime;
 
-fn satisfied(repl: &Repl, wc: &WriteConcern, optime: OpTime) -> bool {
-    match wc.w {
-        W::Majority => repl.commit_point() >= optime,
-        W::Nodes(n) => repl.members_at(optime, wc.journal) >= n as usize,
-    }
-}
-
 /// Waits until `optime` meets `wc`. `Err` is the reply's `writeConcernError`.
 pub async fn wait(repl: &Repl, wc: &WriteConcern, optime: OpTime) -> Result<(), ExecError> {
     if wc.unacknowledged || matches!(wc.w, W::Nodes(0 | 1)) {
         return Ok(());
     }
-    if let W::Nodes(n) = wc.w {
-        let members = repl.member_count();
-        if n as usize > members {
-            return Err(ExecError::new(
-                ErrorCode::UnsatisfiableWriteConcern,
-                format!("Not enough data-bearing nodes: w:{n} asked, the replica group has {members}"),
-            ));
-        }
+    let n = match wc.w {
+        W::Majority => return wait_majority(repl, wc, optime).await,
+        W::Nodes(n) => n as usize,
+    };
+    let members = repl.member_count();
+    if n > members {
+        return Err(ExecError::new(
+            ErrorCode::UnsatisfiableWriteConcern,
+            format!("Not enough data-bearing nodes: w:{n} asked, the replica group has {members}"),
+        ));
     }
+    // `w: N` recounts at every member's progress report.
     let deadline = wc.wtimeout.map(|t| Instant::now() + t);
     let start = repl.role();
     let mut roles = repl.subscribe_role();
-    let mut commits = repl.subscribe_commit_point();
     let mut progress = repl.subscribe_progress();
     loop {
-        if satisfied(repl, wc, optime) {
+        if repl.members_at(optime, wc.journal) >= n {
             return Ok(());
         }
-        let role = roles.borrow_and_update().clone();
-        let standalone = role.state == MemberState::Standalone;
-        if !standalone && (role.term != start.term || role.state != MemberState::Primary) {
-            return Err(ExecError::new(
-                ErrorCode::PrimarySteppedDown,
-                "Primary stepped down while waiting for replication",
-            ));
-        }
-        commits.borrow_and_update();
+        stepped_down(&roles.borrow_and_update(), &start)?;
         progress.borrow_and_update();
-        let timeout = async {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(d.into()).await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             _ = roles.changed() => {}
-            _ = commits.changed() => {}
             _ = progress.changed() => {}
-            _ = timeout => {
+            _ = timed_out(deadline) => {
                 return Err(ExecError::new(ErrorCode::WriteConcernFailed, "waiting for replication timed out"));
             }
         }
+    }
+}
+
+/// `w: "majority"`: woken only by the commit-point advance that covers `optime` (see
+/// [`super::majority_waiters`]) or by a role change.
+async fn wait_majority(repl: &Repl, wc: &WriteConcern, optime: OpTime) -> Result<(), ExecError> {
+    let deadline = wc.wtimeout.map(|t| Instant::now() + t);
+    let start = repl.role();
+    let mut roles = repl.subscribe_role();
+    loop {
+        if repl.commit_point() >= optime {
+            return Ok(());
+        }
+        stepped_down(&roles.borrow_and_update(), &start)?;
+        let mut registration = repl.majority_waiters.register(optime);
+        // An advance just before the registration woke nobody: look again.
+        if repl.commit_point() >= optime {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = &mut registration.woken => {}
+            _ = roles.changed() => {}
+            _ = timed_out(deadline) => {
+                return Err(ExecError::new(ErrorCode::WriteConcernFailed, "waiting for replication timed out"));
+            }
+        }
+    }
+}
+
+/// PrimarySteppedDown once this member is no longer primary of the term the wait began in.
+fn stepped_down(role: &super::RoleView, start: &super::RoleView) -> Result<(), ExecError> {
+    let standalone = role.state == MemberState::Standalone;
+    if !standalone && (role.term != start.term || role.state != MemberState::Primary) {
+        return Err(ExecError::new(ErrorCode::PrimarySteppedDown, "Primary stepped down while waiting for replication"));
+    }
+    Ok(())
+}
+
+/// Never, without a deadline.
+async fn timed_out(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
     }
 }
 
