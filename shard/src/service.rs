@@ -217,9 +217,9 @@ impl ShardService {
         };
         match runs {
             Runs::Inline => Ok(run()),
-            Runs::Blocking => {
-                tokio::task::spawn_blocking(run).await.map_err(|e| Status::internal(format!("command task failed: {e}")))
-            }
+            Runs::Blocking => tokio::task::spawn_blocking(run)
+                .await
+                .map_err(|e| Status::internal(format!("command task failed: {e}"))),
             Runs::Lane => self.lane.run(run).await.map_err(|e| Status::internal(e.to_string())),
         }
     }
@@ -444,7 +444,9 @@ impl Shard for ShardService {
             Err(e) => return Ok(Response::new(command_reply(Err(e)))),
         };
         let (result, wc) = self
-            .execute(req, true, &admitted, Runs::Blocking, move |node, r| -> ExecResult<(Document, u64)> { run(node, r) })
+            .execute(req, true, &admitted, Runs::Blocking, move |node, r| -> ExecResult<(Document, u64)> {
+                run(node, r)
+            })
             .await?;
         drop(admitted);
         if let (Some(ns), Ok(_)) = (&forget, &result) {

@@ -83,7 +83,10 @@ async fn wait_majority(repl: &Repl, wc: &WriteConcern, optime: OpTime) -> Result
 fn stepped_down(role: &super::RoleView, start: &super::RoleView) -> Result<(), ExecError> {
     let standalone = role.state == MemberState::Standalone;
     if !standalone && (role.term != start.term || role.state != MemberState::Primary) {
-        return Err(ExecError::new(ErrorCode::PrimarySteppedDown, "Primary stepped down while waiting for replication"));
+        return Err(ExecError::new(
+            ErrorCode::PrimarySteppedDown,
+            "Primary stepped down while waiting for replication",
+        ));
     }
     Ok(())
 }
