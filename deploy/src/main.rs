@@ -51,12 +51,26 @@ use tracing_subscriber::EnvFilter;
 
 use crate::cli::{Cli, Command};
 
+/// Transparent huge pages off for this process and the ones it starts (the flag is inherited), as
+/// MongoDB's production notes advise for mongod: mimalloc asks for huge pages on its arenas, and
+/// each first touch of a page it had purged zeroed a whole 2 MiB page again (`clear_page_erms`
+/// was 10-18 % of a shard's samples). Without them: default cluster at majority 1.09x ops/s,
+/// 0.90x server CPU; 2 x 1 load 1.14x (docs/benchmarks.md, change 5). Best effort: a kernel
+/// without the prctl keeps its default.
+fn disable_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
+        eprintln!("shoal: could not turn transparent huge pages off ({e}); continuing with them");
+    }
+}
+
 /// mimalloc instead of glibc's malloc: under the YCSB load glibc's allocator took about 30 % of a
 /// shard's CPU (docs/benchmarks.md, "Where Shoal loses").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    disable_transparent_huge_pages();
     let cli = Cli::parse();
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
