@@ -55,7 +55,7 @@ use crate::cli::{Cli, Command};
 /// MongoDB's production notes advise for mongod: mimalloc asks for huge pages on its arenas, and
 /// each first touch of a page it had purged zeroed a whole 2 MiB page again (`clear_page_erms`
 /// was 10-18 % of a shard's samples). Without them: default cluster at majority 1.09x ops/s,
-/// 0.90x server CPU; 2 x 1 load 1.14x (docs/benchmarks.md, change 5). Best effort: a kernel
+/// 0.90x server CPU; 2 x 1 load 1.09x (docs/benchmarks.md, change 5). Best effort: a kernel
 /// without the prctl keeps its default.
 fn disable_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
