@@ -158,6 +158,7 @@ pub async fn run_phase(
     let ticker = tokio::spawn(tick(Arc::clone(&done), total, started, title, finished_rx));
     let deadline = workload.max_execution_time.map(|d| tokio::time::Instant::now() + d);
     let mut records = Records::new();
+    let mut finished_sessions = Vec::with_capacity(threads);
     loop {
         let joined = match deadline {
             Some(at) => match tokio::time::timeout_at(at, tasks.join_next()).await {
@@ -170,7 +171,8 @@ pub async fn run_phase(
             None => tasks.join_next().await,
         };
         let Some(joined) = joined else { break };
-        let task_records = joined.map_err(|e| DbError::Operation(format!("client task failed: {e}")))?;
+        let (task_records, session) = joined.map_err(|e| DbError::Operation(format!("client task failed: {e}")))?;
+        finished_sessions.push(session);
         for (kind, r) in task_records {
             match records.get_mut(&kind) {
                 Some(existing) => existing.merge(r),
@@ -182,6 +184,7 @@ pub async fn run_phase(
     }
     let elapsed = started.elapsed();
     let (server_cpu, client_cpu) = cpu.per_op(done.load(Ordering::Relaxed));
+    drop(finished_sessions);
     let _ = finished.send(());
     let timeline = ticker.await.map_err(|e| DbError::Operation(format!("ticker failed: {e}")))?;
     let mut outcome =
@@ -248,7 +251,9 @@ impl TaskCtx {
     }
 }
 
-async fn client_task(ctx: TaskCtx, mut client: ClientWorkload, mut session: Session) -> Records {
+/// Returns the session with the records: it stays connected until the phase's CPU is counted (a
+/// PostgreSQL backend whose client left exits, and its CPU leaves the tree until it is reaped).
+async fn client_task(ctx: TaskCtx, mut client: ClientWorkload, mut session: Session) -> (Records, Session) {
     let mut records = Records::new();
     let mut next_at = tokio::time::Instant::now();
     while ctx.take() {
@@ -266,7 +271,7 @@ async fn client_task(ctx: TaskCtx, mut client: ClientWorkload, mut session: Sess
         execute(&ctx, &mut client, &mut session, action, &mut records).await;
         ctx.done.fetch_add(1, Ordering::Relaxed);
     }
-    records
+    (records, session)
 }
 
 async fn execute(
