@@ -2,6 +2,7 @@
 //! from the `SHOAL_READY` line, killed when dropped. And what processes cost: CPU time from
 //! `/proc`, of one process or of a server's whole process tree, over a measured window.
 
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
@@ -147,14 +148,18 @@ impl CpuWindow {
 
 /// Ticks of `roots` and their descendants among `stats` (pid, stat).
 fn sum_tree(stats: &[(u32, Stat)], roots: &[u32]) -> u64 {
-    let mut members: Vec<u32> = roots.to_vec();
-    let mut i = 0;
-    while i < members.len() {
-        let parent = members[i];
-        members.extend(
-            stats.iter().filter(|(p, s)| s.ppid == parent && !members.contains(p)).map(|(p, _)| *p).collect::<Vec<_>>(),
-        );
-        i += 1;
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for (pid, s) in stats {
+        children.entry(s.ppid).or_default().push(*pid);
+    }
+    let mut members: HashSet<u32> = roots.iter().copied().collect();
+    let mut queue: Vec<u32> = roots.to_vec();
+    while let Some(parent) = queue.pop() {
+        for child in children.get(&parent).into_iter().flatten() {
+            if members.insert(*child) {
+                queue.push(*child);
+            }
+        }
     }
     stats.iter().filter(|(p, _)| members.contains(p)).map(|(_, s)| s.own + s.reaped).sum()
 }

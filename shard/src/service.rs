@@ -172,8 +172,9 @@ impl ShardService {
         }
     }
 
-    /// Runs `f` with the parsed request where `runs` says. With `writes`, the write concern is parsed first: a bad
-    /// one fails the command before it runs, a good one comes back for the durability wait.
+    /// Runs `f` with the parsed request where `runs` says. With `writes`, the write concern is
+    /// parsed first: a bad one fails the command before it runs, a good one comes back for the
+    /// durability wait.
     async fn execute<T: Send + 'static>(
         &self,
         req: CommandRequest,

@@ -56,12 +56,9 @@ impl MajorityWaiters {
         }
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Key, oneshot::Sender<()>>> {
@@ -108,7 +105,7 @@ mod tests {
         let r = w.register(at(5));
         assert_eq!(w.len(), 1);
         drop(r);
-        assert!(w.is_empty());
+        assert_eq!(w.len(), 0);
         w.release_upto(at(9));
     }
 }
