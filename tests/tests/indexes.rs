@@ -88,12 +88,13 @@ async fn index_kinds_change_plans_not_results() {
         .expect("createIndexes");
     assert_eq!(created.index_names.len(), 5);
     let names: Vec<String> = coll.list_index_names().await.expect("listIndexes");
-    assert_eq!(names, vec!["_id_", "a_1_b_-1", "tags_1", "sp_1", "b_1", "k_hashed"]);
+    // `k_1` is the shard key's index, which shardCollection built.
+    assert_eq!(names, vec!["_id_", "k_1", "a_1_b_-1", "tags_1", "sp_1", "b_1", "k_hashed"]);
 
     let stats = db.run_command(doc! { "collStats": "c" }).await.expect("collStats");
-    assert_eq!(stats.get_i32("nindexes").expect("nindexes"), 6, "{stats}");
+    assert_eq!(stats.get_i32("nindexes").expect("nindexes"), 7, "{stats}");
     let sizes = stats.get_document("indexSizes").expect("indexSizes");
-    assert!(sizes.len() == 6 && stats.get_i64("totalIndexSize").expect("total") > 0, "{stats}");
+    assert!(sizes.len() == 7 && stats.get_i64("totalIndexSize").expect("total") > 0, "{stats}");
     let cases: Vec<(Document, Option<&str>)> = vec![
         (doc! { "a": 7 }, Some("a_1_b_-1")),
         (doc! { "a": { "$in": [3, 4] }, "b": "s3" }, Some("a_1_b_-1")),
@@ -351,4 +352,88 @@ async fn builds_run_while_writes_continue_and_move_with_chunks() {
     assert_eq!(shard.get_str("shardName").expect("name"), ShardedCluster::shard_name(1));
     assert!(scans(&explained).iter().any(|(s, _)| s == "IXSCAN"), "the moved chunk's shard has the index: {explained}");
     assert_eq!(coll.count_documents(filter).await.expect("count"), 5);
+}
+
+/// Index names `db.coll` has on one shard (asked over its gRPC service), or none without it.
+async fn names_on_shard(cluster: &ShardedCluster, i: usize, db: &str, coll: &str) -> Vec<String> {
+    let mut shard = shoal_tests::grpc::shard(&cluster.shard_addr(i)).await.expect("connect to shard");
+    let req = shoal_proto::shard::CommandRequest {
+        request_id: "indexes-test".into(),
+        db: db.into(),
+        body: doc! { "listIndexes": coll }.to_vec().expect("encode").into(),
+        ..Default::default()
+    };
+    let reply = shard.command(req).await.expect("rpc").into_inner();
+    if reply.error.as_ref().is_some_and(|e| e.code == 26) {
+        return Vec::new();
+    }
+    assert!(reply.error.is_none(), "listIndexes on shard {i}: {:?}", reply.error);
+    let doc = Document::from_reader(&mut reply.body.as_ref()).expect("reply");
+    let batch = doc.get_document("cursor").and_then(|c| c.get_array("firstBatch")).expect("firstBatch");
+    let mut names: Vec<String> =
+        batch.iter().filter_map(Bson::as_document).map(|d| d.get_str("name").expect("name").to_owned()).collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_collection_builds_the_shard_keys_index_where_chunks_go() {
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
+    let client = cluster.client().await.expect("client");
+    let admin = client.database("admin");
+    let db = client.database("ki");
+    // An empty range key: `a_1` on the database's primary, unique when the key is.
+    admin.run_command(doc! { "shardCollection": "ki.a", "key": { "a": 1 }, "unique": true }).await.expect("shard ki.a");
+    let listed = db.run_command(doc! { "listIndexes": "a" }).await.expect("listIndexes");
+    let batch = listed.get_document("cursor").and_then(|c| c.get_array("firstBatch")).expect("firstBatch");
+    let a_1 = batch.iter().filter_map(Bson::as_document).find(|i| i.get_str("name").ok() == Some("a_1")).expect("a_1");
+    assert_eq!(a_1.get_document("key").expect("key"), &doc! {"a": 1});
+    assert_eq!(a_1.get_bool("unique").ok(), Some(true));
+    // A pre-split hashed key: every shard given chunks has `h_hashed`.
+    admin.run_command(doc! { "shardCollection": "ki.h", "key": { "h": "hashed" } }).await.expect("shard ki.h");
+    for i in 0..2 {
+        assert_eq!(names_on_shard(&cluster, i, "ki", "h").await, ["_id_", "h_hashed"], "shard {i}");
+    }
+    // An index the key prefixes already supports it: nothing more is built.
+    let c = db.collection::<Document>("c");
+    c.create_index(IndexModel::builder().keys(doc! { "c": 1, "d": -1 }).build()).await.expect("createIndex");
+    admin.run_command(doc! { "shardCollection": "ki.c", "key": { "c": 1 } }).await.expect("shard ki.c");
+    let mut names = c.list_index_names().await.expect("list");
+    names.sort();
+    assert_eq!(names, ["_id_", "c_1_d_-1"]);
+    // A collection with documents and no supporting index gets it built (MongoDB would refuse).
+    let n = db.collection::<Document>("n");
+    n.insert_many((0..50).map(|i| doc! { "_id": i, "k": i % 7 })).await.expect("insert");
+    admin.run_command(doc! { "shardCollection": "ki.n", "key": { "k": 1 } }).await.expect("shard ki.n");
+    let mut names = n.list_index_names().await.expect("list");
+    names.sort();
+    assert_eq!(names, ["_id_", "k_1"]);
+    // A moved range arrives whole (the donor reads it through `k_1`), indexed, and leaves the
+    // donor.
+    admin.run_command(doc! { "split": "ki.n", "middle": { "k": 3 } }).await.expect("split");
+    let config = client.database("config").collection::<Document>("databases");
+    let primary = config.find_one(doc! { "_id": "ki" }).await.expect("find").expect("ki's entry");
+    let to = if primary.get_str("primary").expect("primary") == ShardedCluster::shard_name(0) { 1 } else { 0 };
+    admin
+        .run_command(doc! { "moveChunk": "ki.n", "find": { "k": 5 }, "to": ShardedCluster::shard_name(to), "_waitForDelete": true })
+        .await
+        .expect("moveChunk");
+    assert_eq!(names_on_shard(&cluster, to, "ki", "n").await, ["_id_", "k_1"]);
+    let upper = (0..50).filter(|i| i % 7 >= 3).count() as u64;
+    assert_eq!(n.count_documents(doc! {}).await.expect("count"), 50);
+    assert_eq!(n.count_documents(doc! { "k": { "$gte": 3 } }).await.expect("count"), upper);
+    let mut on_recipient = shoal_tests::grpc::shard(&cluster.shard_addr(to)).await.expect("connect");
+    let req = shoal_proto::shard::CommandRequest {
+        request_id: "indexes-test".into(),
+        db: "ki".into(),
+        body: doc! { "count": "n", "query": {} }.to_vec().expect("encode").into(),
+        ..Default::default()
+    };
+    let reply = on_recipient.command(req).await.expect("rpc").into_inner();
+    let counted = Document::from_reader(&mut reply.body.as_ref()).expect("reply");
+    assert_eq!(
+        counted.get("n").and_then(Bson::as_i64).or_else(|| counted.get_i32("n").ok().map(i64::from)),
+        Some(upper as i64),
+        "{counted}"
+    );
 }

@@ -2,8 +2,9 @@
 //! `--no-balancer`); only the one holding the `balancer` lease acts.
 //!
 //! ```text
-//!  every round (interval, or BUSY_ROUND_INTERVAL after a round that did something, or at once
-//!  when balancerStart reaches this router):
+//!  every round (interval, or BUSY_ROUND_INTERVAL after a round that did something — only
+//!  IDLE_CLUSTER_BUSY_ROUND_INTERVAL when no chunk saw client load — or at once when
+//!  balancerStart reaches this router; see [`next_pause`]):
 //!    lease token? --no--> idle (not the holder; nothing written)
 //!    read catalog; mode off / outside activeWindow --> idle round
 //!    stats <- _shoalChunkStats of every shard; memory.observe; plan(catalog, stats, memory)
@@ -41,6 +42,12 @@ use crate::state::RouterState;
 
 /// Next round soon after one that did something, as MongoDB does (it waits 1 s, else 10 s).
 pub const BUSY_ROUND_INTERVAL: Duration = Duration::from_secs(1);
+/// After a round that did something while no client load was sampled on any chunk: the next
+/// round nearly at once, so an idle cluster balances at the speed of its migrations rather
+/// than one move per second (with two shards a round holds one move).
+pub const IDLE_CLUSTER_BUSY_ROUND_INTERVAL: Duration = Duration::from_millis(100);
+/// Client requests per second, summed over every chunk, below which the cluster counts as idle.
+pub const IDLE_CLUSTER_OPS_PER_SEC: f64 = 1.0;
 /// Idle rounds are added to the catalog's round count at most this often.
 pub const ROUND_REPORT_INTERVAL: Duration = Duration::from_secs(5);
 /// Bound on one catalog write of the balancer's own records (they are best effort).
@@ -195,10 +202,19 @@ struct Rounds {
     rounds: RoundBook,
     /// The lease grant the memory belongs to (a new grant starts an empty memory).
     grant: u64,
+    /// Client requests per second over every chunk, from the last round's statistics.
+    client_ops_per_sec: f64,
 }
 
 async fn run_rounds(state: Arc<RouterState>, book: SharedBook, mut stop: watch::Receiver<bool>) {
-    let mut r = Rounds { state, book, memory: Memory::default(), rounds: RoundBook::default(), grant: 0 };
+    let mut r = Rounds {
+        state,
+        book,
+        memory: Memory::default(),
+        rounds: RoundBook::default(),
+        grant: 0,
+        client_ops_per_sec: f64::INFINITY,
+    };
     let mut pause = FIRST_ROUND_DELAY;
     loop {
         tokio::select! {
@@ -207,7 +223,19 @@ async fn run_rounds(state: Arc<RouterState>, book: SharedBook, mut stop: watch::
             _ = stop.changed() => return,
         }
         let busy = r.round().await;
-        pause = if busy { BUSY_ROUND_INTERVAL } else { r.state.settings.balancer.round_interval };
+        pause = next_pause(busy, r.client_ops_per_sec, r.state.settings.balancer.round_interval);
+    }
+}
+
+/// The pause before the next round: `idle_interval` after a round that did nothing; after one
+/// that did something, MongoDB's short interval while clients are using the cluster (their
+/// latency has the donors' throttle and this pause to protect it) and almost none while no chunk
+/// saw a client request in the shards' load window.
+pub fn next_pause(busy: bool, client_ops_per_sec: f64, idle_interval: Duration) -> Duration {
+    match busy {
+        false => idle_interval,
+        true if client_ops_per_sec < IDLE_CLUSTER_OPS_PER_SEC => IDLE_CLUSTER_BUSY_ROUND_INTERVAL,
+        true => BUSY_ROUND_INTERVAL,
     }
 }
 
@@ -246,6 +274,7 @@ impl Rounds {
         let now = now_ms();
         let params = self.state.settings.balancer.params.clone();
         let stats = stats::gather(&self.state, &catalog, None).await;
+        self.client_ops_per_sec = stats.ops_per_sec();
         stats::observe_hot(&mut self.memory, &catalog, &stats, &params, now);
         let plan = policy::plan(&catalog, &stats, &self.memory, &params, now);
         for key in &plan.unsplittable {
@@ -469,6 +498,17 @@ fn describe(action: &Action) -> (&'static str, String, BTreeMap<String, Detail>)
 mod tests {
     use super::*;
     use shoal_proto::catalog::{ActiveWindow, BalancerMode};
+
+    #[test]
+    fn rounds_follow_quickly_only_while_the_cluster_is_idle_and_busy() {
+        let idle = Duration::from_secs(10);
+        assert_eq!(next_pause(false, 0.0, idle), idle);
+        assert_eq!(next_pause(false, 500.0, idle), idle);
+        assert_eq!(next_pause(true, 0.0, idle), IDLE_CLUSTER_BUSY_ROUND_INTERVAL);
+        assert_eq!(next_pause(true, 0.5, idle), IDLE_CLUSTER_BUSY_ROUND_INTERVAL);
+        assert_eq!(next_pause(true, 1.0, idle), BUSY_ROUND_INTERVAL);
+        assert_eq!(next_pause(true, f64::INFINITY, idle), BUSY_ROUND_INTERVAL, "no statistics yet: MongoDB's pause");
+    }
 
     #[test]
     fn idle_rounds_are_logged_on_change_and_counted_sparsely() {

@@ -3,7 +3,6 @@
 //!
 //! Must not: commit or abort (see `donor`, `outcome`).
 
-use std::ops::Bound;
 use std::sync::Arc;
 
 use bson::{Document, Timestamp};
@@ -16,6 +15,7 @@ use tonic::transport::Channel;
 use super::MigrationError;
 use super::mods::{BATCH_BYTES_MAX, BATCH_DOCS_MAX, Mod, RangeFilter, Step, batches, id_document};
 use super::record::Record;
+use crate::sharding::range_scan;
 use crate::store::Store;
 use crate::store::local_catalog::CollectionInfo;
 
@@ -175,7 +175,8 @@ pub fn read_oplog(
     Ok((mods, last, false))
 }
 
-/// Documents of the range after storage key `after`: one batch's worth. Answers where the next
+/// Documents of the range after position `after` ([`range_scan`]'s, which reads the range by
+/// the shard-key index when the collection has one): one batch's worth. Answers where the next
 /// read starts (`None`: the scan is done).
 pub fn clone_batch(
     store: &Store,
@@ -185,9 +186,8 @@ pub fn clone_batch(
 ) -> Result<(Vec<Mod>, Option<Bytes>), MigrationError> {
     let key = record.key_fields();
     let filter = RangeFilter { ns: &record.ns, key: &key, min: &record.min, max: &record.max };
-    let lower = after.map_or(Bound::Unbounded, |k| Bound::Excluded(k.to_vec()));
     let (mut mods, mut bytes, mut examined) = (Vec::new(), 0, 0);
-    for kv in store.scan(coll, lower, Bound::Unbounded, false) {
+    for kv in range_scan::candidates(store, coll, &key, &record.min, &record.max, after.as_deref()) {
         let (k, raw) = kv?;
         let doc = Document::from_reader(&mut &raw[..]).map_err(crate::error::ExecError::from)?;
         examined += 1;

@@ -10,7 +10,8 @@
 //!   [`db_version::decide`]): a request for an unsharded collection runs only on the database's
 //!   primary at the router's database version, else StaleDbVersion;
 //! - migration critical sections that hold writes back ([`critical_section`]);
-//! - the range deleter ([`range_deleter`]) that removes ranges this shard no longer owns;
+//! - the range deleter ([`range_deleter`]) that removes ranges this shard no longer owns, and the
+//!   walk over a shard-key range it and migrations' clones share ([`range_scan`]);
 //! - what the balancer asks about its ranges ([`load`]): sampled request load per shard-key
 //!   span with the load split finder, and cached range sizes.
 //!
@@ -29,6 +30,7 @@ pub mod load;
 pub mod metadata;
 pub mod ownership;
 pub mod range_deleter;
+pub mod range_scan;
 pub mod version;
 
 use std::sync::Arc;

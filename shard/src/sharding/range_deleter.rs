@@ -12,8 +12,9 @@
 //!     ── remove task ── wake wait_for_range_deletion
 //! ```
 //!
-//! Documents are clustered by `_id`, not by shard key, so a deletion scans the collection; each
-//! batch examines at most [`SCAN_DOCS_PER_BATCH_MAX`] documents and deletes at most
+//! Documents are clustered by `_id`, not by shard key: a deletion reads the range through the
+//! shard-key index (or the `_id` order when the key is `{_id: 1}`) when there is one, else scans
+//! the collection ([`super::range_scan`]); each batch examines at most [`SCAN_DOCS_PER_BATCH_MAX`] documents and deletes at most
 //! [`DELETE_DOCS_PER_BATCH_MAX`] in one store write, on the blocking pool. Deleting is idempotent:
 //! a task resumed after a restart scans again from the start.
 //!
@@ -21,7 +22,6 @@
 //! incarnation of the collection (the catalog uuid must still match).
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -337,7 +337,7 @@ async fn deletable_parts(node: &Node, task: &RangeDeletion) -> ExecResult<Option
     })
 }
 
-/// One batch: examines documents after `after` (a storage key), deletes those whose shard key
+/// One batch: examines documents after `after` (a [`super::range_scan`] position), deletes those whose shard key
 /// lies in `parts`. Returns how many it deleted and where the next batch starts (`None`: done).
 pub fn delete_batch(
     store: &Store,
@@ -351,11 +351,10 @@ pub fn delete_batch(
         // A document the shard cannot place is never deleted.
         Err(_) => false,
     };
-    let lower = after.map_or(Bound::Unbounded, |k| Bound::Excluded(k.to_vec()));
     let mut ids = Vec::new();
     let mut examined = 0;
     let mut last: Option<Bytes> = None;
-    for kv in store.scan(&coll, lower, Bound::Unbounded, false) {
+    for kv in super::range_scan::candidates(store, &coll, &task.key, &task.min, &task.max, after.as_deref()) {
         let (key, raw) = kv?;
         let doc = crate::exec::scan::decode(&raw)?;
         examined += 1;

@@ -66,6 +66,13 @@ pub struct Stats {
     pub chunks: BTreeMap<String, BTreeMap<ChunkBound, (ChunkVersion, ChunkStats)>>,
 }
 
+impl Stats {
+    /// Client requests per second over every chunk the shards answered for.
+    pub fn ops_per_sec(&self) -> f64 {
+        self.chunks.values().flat_map(|c| c.values()).map(|(_, s)| s.ops_per_sec).sum()
+    }
+}
+
 /// Tunables (router flags; defaults in [`Params::default`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Params {

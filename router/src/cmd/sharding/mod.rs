@@ -6,6 +6,7 @@ mod balancer;
 mod chunks;
 mod info;
 mod key;
+mod key_index;
 mod median;
 mod primary;
 mod refine;

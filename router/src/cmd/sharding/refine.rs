@@ -11,9 +11,10 @@
 //!          full reload (new key, extended bounds)
 //! ```
 //!
-//! Nothing moves and no index is required: Shoal's `shardCollection` needs none either (shards
-//! scan for shard-key ranges). Documents lacking a suffix field have it as null, which sorts above
-//! the MinKey the bounds were extended with, so each stays in its chunk.
+//! Nothing moves. Every shard holding the collection gets an index supporting the new key before
+//! the commit (built where none is: MongoDB requires one to exist and refuses otherwise; see
+//! [`super::key_index`]). Documents lacking a suffix field have it as null, which sorts above the
+//! MinKey the bounds were extended with, so each stays in its chunk.
 
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
@@ -106,6 +107,12 @@ pub async fn refine_collection_shard_key(
                 crate::cmd::config_db::docs::key_document(&coll.key)
             ),
         ));
+    }
+    let (db, name) = req.ns.split_once('.').unwrap_or((req.ns.as_str(), ""));
+    for shard in crate::routing::every_shard(state).await? {
+        if crate::cmd::indexes::shard_index_specs(state, &shard, db, name).await?.is_some() {
+            super::key_index::ensure(state, &shard, db, name, &req.key, false).await?;
+        }
     }
     let command = Command::RefineShardKey {
         ns: req.ns.clone(),

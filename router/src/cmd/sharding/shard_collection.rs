@@ -1,7 +1,8 @@
 //! `shardCollection: "db.coll", key, unique?, numInitialChunks?, collation?` (what
 //! `sh.shardCollection` sends): validates the key as MongoDB does, creates the database if it is
-//! missing (MongoDB 6+ needs no `enableSharding` first), then commits the collection and its
-//! first chunks to the catalog.
+//! missing (MongoDB 6+ needs no `enableSharding` first), makes sure the database's primary shard
+//! has an index supporting the key ([`key_index`]), then commits the collection and its first
+//! chunks to the catalog, and builds the key's index on the other shards those chunks went to.
 //!
 //! ```text
 //! range key   -> one chunk [MinKey, MaxKey) on the database's primary shard
@@ -15,6 +16,7 @@ use shoal_proto::catalog::{Command, Epoch, InitialChunks, KeyFieldKind, KeyPatte
 use shoal_query::keystring;
 
 use super::key::{hashed_split_points, parse_pattern};
+use super::key_index;
 use super::{body_of, raw, uuid_v4};
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
@@ -120,12 +122,19 @@ pub async fn shard_collection(state: &RouterState, _conn: &ConnContext, cmd: &Cl
     let body = body_of(cmd)?;
     let req = parse(&body)?;
     let (shards, databases) = state.catalog.shards_and_databases().await?;
-    if let Some(db) = databases.iter().find(|d| d.name == req.db) {
+    let primary = if let Some(db) = databases.iter().find(|d| d.name == req.db) {
         check_unique_indexes(state, &db.primary, &req).await?;
+        db.primary.clone()
     } else {
         let primary = routing::least_loaded_shard(&shards, &databases)?;
-        state.catalog.write(&Command::CreateDatabase { name: req.db.clone(), primary, uuid: uuid_v4() }).await?;
-    }
+        state
+            .catalog
+            .write(&Command::CreateDatabase { name: req.db.clone(), primary: primary.clone(), uuid: uuid_v4() })
+            .await?;
+        primary
+    };
+    let coll = req.ns.split_once('.').map_or("", |(_, c)| c).to_owned();
+    key_index::ensure(state, &primary, &req.db, &coll, &req.key, req.unique).await?;
     // Pre-splitting cuts the first key field's range; only a hashed first field spreads evenly
     // (MongoDB also starts a key whose hashed field is not first with one chunk).
     let hashed_prefix = req.key.fields.first().is_some_and(|f| f.kind == KeyFieldKind::Hashed);
@@ -147,11 +156,16 @@ pub async fn shard_collection(state: &RouterState, _conn: &ConnContext, cmd: &Cl
     } else {
         InitialChunks::Single
     };
+    // Shards other than the primary that get chunks now: each needs the key's index too.
+    let others: Vec<String> = match &initial {
+        InitialChunks::Distributed { shards, .. } => shards.iter().filter(|s| **s != primary).cloned().collect(),
+        InitialChunks::Single => Vec::new(),
+    };
     let command = Command::ShardCollection {
         ns: req.ns.clone(),
         uuid: uuid_v4(),
         epoch: Epoch(bson::oid::ObjectId::new().bytes()),
-        key: req.key,
+        key: req.key.clone(),
         unique: req.unique,
         initial,
     };
@@ -164,6 +178,9 @@ pub async fn shard_collection(state: &RouterState, _conn: &ConnContext, cmd: &Cl
             ));
         }
     };
+    for shard in &others {
+        key_index::ensure(state, shard, &req.db, &coll, &req.key, req.unique).await?;
+    }
     let uuid = Binary { subtype: BinarySubtype::Uuid, bytes: uuid.as_bytes().to_vec() };
     raw(&doc! { "collectionsharded": &req.ns, "collectionUUID": uuid })
 }
