@@ -8,7 +8,8 @@
 //! ownership filter that hides orphans from versioned requests, migration critical sections, and
 //! the persisted range deleter), chunk migration donor/recipient with crash recovery
 //! ([`migration`]), the work only a primary does with their replicated records ([`primary_only`])
-//! and the gRPC services routers call ([`service`], [`migration::service`]).
+//! and the gRPC services routers call ([`service`], its multiplexed stream [`exchange`],
+//! [`migration::service`]).
 //!
 //! Must not: speak the MongoDB wire protocol (that is the router's), know about other shards'
 //! data, or mention the storage engine outside [`storage`]. Blocking storage work runs on the
@@ -25,6 +26,7 @@
 pub mod commands;
 pub mod cursors;
 pub mod error;
+pub mod exchange;
 pub mod exec;
 pub mod inline;
 pub mod lane;

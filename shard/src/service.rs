@@ -23,10 +23,10 @@ use std::sync::Arc;
 use bson::Document;
 use shoal_proto::shard::shard_server::Shard;
 use shoal_proto::shard::{
-    CommandError, CommandReply, CommandRequest, CursorReply, GetMoreRequest, KillCursorsReply, KillCursorsRequest,
-    Upserted, WriteReply,
+    Call, CommandError, CommandReply, CommandRequest, CursorReply, GetMoreRequest, KillCursorsReply,
+    KillCursorsRequest, Upserted, WriteReply,
 };
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
 use crate::commands::{self, Access, Forget, Handler};
@@ -345,6 +345,12 @@ fn command_reply(result: ExecResult<Document>) -> CommandReply {
 
 #[tonic::async_trait]
 impl Shard for ShardService {
+    type ExchangeStream = crate::exchange::Replies;
+
+    async fn exchange(&self, request: Request<Streaming<Call>>) -> Result<Response<Self::ExchangeStream>, Status> {
+        Ok(Response::new(crate::exchange::serve(self.clone(), request.into_inner())))
+    }
+
     async fn insert(&self, request: Request<CommandRequest>) -> Result<Response<WriteReply>, Status> {
         self.write(request.into_inner(), exec::insert::run).instrument(tracing::debug_span!("insert")).await
     }
