@@ -18,6 +18,7 @@
 pub mod broadcast;
 pub mod channels;
 pub mod donor;
+pub mod exchange;
 pub mod member;
 pub mod read;
 pub mod request;
@@ -165,14 +166,7 @@ pub async fn write(
     on_primary(state, shard, idempotent(&req), |pool| {
         let req = req.clone();
         async move {
-            let mut client = pool.client();
-            let reply = match kind {
-                WriteKind::Insert => client.insert(req).await,
-                WriteKind::Update => client.update(req).await,
-                WriteKind::Delete => client.delete(req).await,
-            }
-            .map_err(|s| pool.status_error(&s))?
-            .into_inner();
+            let reply = pool.write(kind, req).await?;
             match reply.error {
                 Some(e) => Err(e.into()),
                 None => Ok(reply),
@@ -188,10 +182,7 @@ pub async fn open_cursor(
     req: CommandRequest,
     aggregate: bool,
 ) -> Result<CursorReply, CommandError> {
-    let mut client = pool.client();
-    let reply = if aggregate { client.aggregate(req).await } else { client.find(req).await }
-        .map_err(|s| pool.status_error(&s))?
-        .into_inner();
+    let reply = pool.open_cursor(req, aggregate).await?;
     match reply.error {
         Some(e) => Err(e.into()),
         None => Ok(reply),
