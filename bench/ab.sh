@@ -8,10 +8,14 @@
 #   e.g. cp target/release/shoal /tmp/a; <change>; cargo build --release -p shoal
 #        bench/ab.sh /tmp/a target/release/shoal 3 -p fieldlength=250
 #   SHOAL_AB_SPEC=bench/specs/2x1.yaml bench/ab.sh ... runs another cluster spec than the default.
+#   B_BIN `postgres`: B is PostgreSQL 15 (bench/postgres.sh, fresh data dir, synchronous_commit on)
+#   with the same client, workloads and CPU accounting (the postmaster's tree) — Shoal beside
+#   PostgreSQL, interleaved in one run.
 set -euo pipefail
 
+PG_SH="$(dirname "${BASH_SOURCE[0]}")/postgres.sh"
 A=$(realpath "$1")
-B=$(realpath "$2")
+if [[ $2 == postgres ]]; then B=postgres; else B=$(realpath "$2"); fi
 ROUNDS=${3:-3}
 shift 3 || shift $#
 CLIENT=$A
@@ -26,7 +30,29 @@ stop_cluster() {
   fi
   UP_PID=
 }
-trap 'stop_cluster; rm -rf "$WORK"' EXIT
+PG_RUNNING=
+trap 'stop_cluster; [[ -z $PG_RUNNING ]] || bash "$PG_SH" stop "$PG_RUNNING" >/dev/null 2>&1; rm -rf "$WORK"' EXIT
+
+# One round against PostgreSQL, as `round` below does against a cluster.
+pg_round() {
+  local label=$1 dir="$WORK/pg-$2"
+  mkdir -p "$dir" && chmod 755 "$WORK" "$dir"
+  local url out pid
+  PG_RUNNING=$dir
+  url=$(bash "$PG_SH" start "$dir" 2>"$dir.log" | tail -n 1)
+  pid=$(head -n 1 "$dir/data/postmaster.pid")
+  out=$("$CLIENT" bench load --uri "$url" --fresh "${COMMON[@]}" --server-pids "$pid")
+  echo "$label load $(figures "$out")" | tee -a "$WORK/results"
+  for mix in "50/50 0.5 0.5" "80/20 0.8 0.2"; do
+    set -- $mix
+    out=$("$CLIENT" bench run --uri "$url" "${COMMON[@]}" -p requestdistribution=zipfian \
+      -p operationcount=100000000 -p maxexecutiontime=15 -p readproportion="$2" -p updateproportion="$3" \
+      --server-pids "$pid")
+    echo "$label $1 $(figures "$out")" | tee -a "$WORK/results"
+  done
+  bash "$PG_SH" stop "$dir" >/dev/null 2>&1
+  PG_RUNNING=
+}
 
 # "ops/s server-µs/op" from a bench report.
 figures() {
@@ -57,7 +83,7 @@ round() {
 
 for r in $(seq 1 "$ROUNDS"); do
   round A "$A" "$r"
-  round B "$B" "$r"
+  if [[ $B == postgres ]]; then pg_round B "$r"; else round B "$B" "$r"; fi
 done
 
 python3 - "$WORK/results" <<'PY'
