@@ -13,8 +13,8 @@ use bson::{Document, doc};
 use futures::StreamExt;
 use shoal_proto::shard::shard_client::ShardClient;
 use shoal_proto::shard::{Call, CallReply, CommandRequest, call, call_reply};
-use shoal_tests::sharded_cluster::ShardedCluster;
 use shoal_tests::grpc;
+use shoal_tests::sharded_cluster::ShardedCluster;
 use tonic::transport::Channel;
 
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
