@@ -44,8 +44,9 @@ pub async fn step_down(repl: &Repl, body: &Document) -> Result<Document, ExecErr
         }
         (inner.term, inner.lease_until)
     };
-    let target = repl.store.position().optime;
+    // Stopped first, then read: no write of this lease commits after set_not_writable returns.
     repl.store.set_not_writable();
+    let target = repl.store.position().optime;
     let deadline = Instant::now() + Duration::from_secs(catch_up_secs);
     let mut progress = repl.subscribe_progress();
     while !force && !repl.secondary_caught_up(target) {

@@ -11,7 +11,9 @@
 //!
 //! Replication: client writes are accepted only while the member may write ([`Writability`]: a
 //! member outside any replica group always may; a primary until its lease lapses; a secondary
-//! never), checked when a write starts and again before each staged batch commits. Secondaries
+//! never), checked when a write starts and again as each staged batch commits. That state is the
+//! store's lease ([`lease`]), kept apart from the writer lock: the heartbeat renewing it never
+//! waits for a command to finish (a range deletion holds the writer lock for seconds). Secondaries
 //! write through [`Store::apply`] instead, which stores the primary's entries verbatim. Every
 //! commit publishes the new [`Position`] (see [`Store::subscribe`]).
 
@@ -19,6 +21,7 @@ mod apply;
 mod index_write;
 pub mod indexes;
 pub mod keys;
+mod lease;
 pub mod local_catalog;
 pub mod oplog;
 pub mod oplog_size;
@@ -35,6 +38,8 @@ use shoal_proto::Namespace;
 use tokio::sync::watch;
 
 use crate::storage::{Engine, GroupCommit, KvIter, Space, StorageError, WriteBatch, prefix_upper_bound};
+use lease::Lease;
+pub use lease::Writability;
 use local_catalog::{CollectionInfo, LocalCatalog};
 use oplog::{Entry, EntryView, INITIAL_TERM, OpKind, OpTime, TimestampClock};
 
@@ -48,30 +53,11 @@ pub struct Store {
     group: GroupCommit,
     catalog: RwLock<LocalCatalog>,
     writer: Mutex<WriterState>,
+    /// Who may write, in which term: apart from `writer`, so a heartbeat never waits on a write.
+    lease: Lease,
     position: watch::Sender<Position>,
     /// The oplog's size and how far it was truncated ([`oplog_size`]).
     oplog_size: oplog_size::OplogSize,
-}
-
-/// Whether client writes are accepted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Writability {
-    /// A member outside any replica group.
-    Always,
-    /// The primary of a term, until its lease lapses.
-    Until(Instant),
-    /// A secondary, or a primary that stepped down.
-    Never,
-}
-
-impl Writability {
-    fn allows(self) -> bool {
-        match self {
-            Writability::Always => true,
-            Writability::Until(t) => Instant::now() < t,
-            Writability::Never => false,
-        }
-    }
 }
 
 /// The newest committed batch: its group-commit sequence number (wait on it for durability) and
@@ -84,25 +70,8 @@ pub struct Position {
 
 struct WriterState {
     clock: TimestampClock,
-    /// The term new entries are written in.
-    term: i64,
-    writable: Writability,
     /// The newest entry staged or committed.
     last: OpTime,
-}
-
-impl WriterState {
-    fn check_writable(&self) -> Result<(), StorageError> {
-        if self.writable.allows() {
-            return Ok(());
-        }
-        Err(StorageError::NotWritable {
-            reason: match self.writable {
-                Writability::Until(_) => format!("the primary's lease for term {} lapsed", self.term),
-                _ => "this member is not the primary".into(),
-            },
-        })
-    }
 }
 
 impl Store {
@@ -137,12 +106,8 @@ impl Store {
             engine,
             group,
             catalog: RwLock::new(catalog),
-            writer: Mutex::new(WriterState {
-                clock: TimestampClock::new(last.timestamp()),
-                term: last.term.max(INITIAL_TERM),
-                writable: Writability::Always,
-                last,
-            }),
+            writer: Mutex::new(WriterState { clock: TimestampClock::new(last.timestamp()), last }),
+            lease: Lease::new(last.term.max(INITIAL_TERM)),
             position,
             oplog_size,
         })
@@ -158,27 +123,27 @@ impl Store {
     }
 
     pub fn writability(&self) -> (i64, Writability) {
-        let w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        (w.term, w.writable)
+        let lease = self.lease.get();
+        (lease.term, lease.writable)
     }
 
     /// Stops client writes (a secondary, or a primary stepping down). Writes already inside
     /// [`Store::write`] fail at their next commit.
     pub fn set_not_writable(&self) {
-        self.writer.lock().unwrap_or_else(|p| p.into_inner()).writable = Writability::Never;
+        self.lease.set_not_writable();
     }
 
     /// Makes this member the primary of `term` until `until`: writes the new primary's no-op entry
     /// in `term` (the first entry of the term; once it is majority-committed, so is everything
     /// before it) and returns its optime. Refused if the oplog already holds a newer term.
     pub fn become_primary(&self, term: i64, until: Instant) -> Result<OpTime, StorageError> {
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         if w.last.term > term {
             return Err(StorageError::NotWritable {
                 reason: format!("the oplog holds term {} entries, newer than term {term}", w.last.term),
             });
         }
-        w.term = term;
+        self.lease.enter(term)?;
         // The no-op is written whether or not a lease came with the promotion: it is not a
         // client write, and it is what makes this term's commit point count.
         let mut txn = WriteTxn::new(self, w, false);
@@ -187,36 +152,25 @@ impl Store {
             .map_err(|e| StorageError::Corrupt { space: "oplog", detail: e.to_string() })?;
         txn.log(OpKind::Noop, "", None, &o, None)?;
         txn.flush()?;
-        txn.writer.writable = Writability::Until(until);
+        self.lease.grant(term, until);
         Ok(txn.writer.last)
     }
 
     /// Extends the primary's lease (a heartbeat answered); ignored unless it is still primary of
-    /// `term`.
+    /// `term`. Never waits on a write in progress.
     pub fn extend_lease(&self, term: i64, until: Instant) {
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        if w.term == term && matches!(w.writable, Writability::Until(t) if t < until) {
-            w.writable = Writability::Until(until);
-        }
+        self.lease.extend(term, until);
     }
 
     /// Takes writes again until `until` if still in `term` (a step-down that found no successor).
     pub fn set_writable_until(&self, term: i64, until: Instant) {
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        if w.term == term && w.writable == Writability::Never {
-            w.writable = Writability::Until(until);
-        }
+        self.lease.resume(term, until);
     }
 
-    /// Follows `term` without writing in it (a secondary learning a new term).
+    /// Follows `term` without writing in it (a secondary learning a new term). Never waits on a
+    /// write in progress: one begun in an older term fails at its next commit.
     pub fn set_term(&self, term: i64) {
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        if term > w.term {
-            w.term = term;
-            if w.writable != Writability::Always {
-                w.writable = Writability::Never;
-            }
-        }
+        self.lease.follow(term);
     }
 
     pub fn collection(&self, ns: &str) -> Option<Arc<CollectionInfo>> {
@@ -416,8 +370,8 @@ impl Store {
         f: impl FnOnce(&mut WriteTxn<'_>) -> Result<T, StorageError>,
     ) -> Result<(T, u64), StorageError> {
         let guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        guard.check_writable()?;
         let mut txn = WriteTxn::new(self, guard, false);
+        self.lease.get().check(txn.term)?;
         let out = f(&mut txn)?;
         txn.flush()?;
         Ok((out, self.group.last_committed()))
@@ -602,6 +556,8 @@ enum CatalogChange {
 pub struct WriteTxn<'a> {
     store: &'a Store,
     writer: MutexGuard<'a, WriterState>,
+    /// The term this transaction's entries are written in (the lease's term when it began).
+    term: i64,
     batch: WriteBatch,
     /// Document keys written in the not-yet-committed batch: reads inside the transaction see them.
     staged: HashMap<Vec<u8>, Option<Bytes>>,
@@ -635,6 +591,7 @@ impl<'a> WriteTxn<'a> {
         WriteTxn {
             store,
             writer,
+            term: store.lease.get().term,
             batch: WriteBatch::new(),
             staged: HashMap::new(),
             staged_meta: HashMap::new(),
@@ -866,7 +823,7 @@ impl WriteTxn<'_> {
     ) -> Result<(), StorageError> {
         self.emit_pending();
         let ts = self.writer.clock.next(self.now);
-        let term = self.writer.term;
+        let term = self.term;
         let entry = Entry { ts, term, wall: self.now, kind, ns, uuid, o, o2, from_migrate: self.from_migrate }.encode();
         self.pending = Some(PendingEntry { ts, entry, meta: std::mem::take(&mut self.meta_log) });
         self.writer.last = OpTime::new(term, ts);
@@ -920,12 +877,14 @@ impl WriteTxn<'_> {
         if self.batch.is_empty() {
             return Ok(());
         }
+        let batch = std::mem::take(&mut self.batch);
         if self.gated {
             // A lease may lapse during a long write: nothing is committed after it did.
-            self.writer.check_writable()?;
+            let engine = &self.store.engine;
+            self.store.lease.commit_in(self.term, || engine.commit(batch))?;
+        } else {
+            self.store.engine.commit(batch)?;
         }
-        let batch = std::mem::take(&mut self.batch);
-        self.store.engine.commit(batch)?;
         self.store.oplog_size.appended(std::mem::take(&mut self.staged_oplog_bytes));
         let seq = self.store.group.committed();
         self.store.position.send_replace(Position { seq, optime: self.writer.last });
