@@ -75,6 +75,13 @@ impl Store {
         self.oplog_size.bytes.load(Ordering::Relaxed)
     }
 
+    /// The key of the newest entry truncation removed since the store opened (or was wiped),
+    /// `None` if none: every stored entry is after it, so oldest-first scans start past it.
+    pub(super) fn oplog_truncated_key(&self) -> Option<[u8; 8]> {
+        let packed = self.oplog_size.truncated_through.load(Ordering::SeqCst);
+        (packed > 0).then(|| packed.to_be_bytes())
+    }
+
     /// Whether truncation removed an entry after `ts`: a reader that read entries after `ts`
     /// checks this afterwards to know it did not miss any.
     pub fn oplog_truncated_after(&self, ts: Timestamp) -> bool {
@@ -96,7 +103,12 @@ impl Store {
         let mut batch = WriteBatch::new();
         let mut out = Truncated::default();
         let mut through = None;
-        for kv in self.engine.scan(Space::Oplog, Bound::Unbounded, Bound::Unbounded, false) {
+        // From just past the last truncation: the deleted entries before it are tombstones an
+        // unbounded scan would walk one by one every time (thousands per pass once the cap is
+        // reached, all under the writer lock), until compaction drops them.
+        let start = self.oplog_truncated_key();
+        let from = start.as_ref().map_or(Bound::Unbounded, |k| Bound::Excluded(&k[..]));
+        for kv in self.engine.scan(Space::Oplog, from, Bound::Unbounded, false) {
             if out.entries >= entries_max || out.bytes >= bytes {
                 break;
             }
@@ -205,5 +217,27 @@ mod tests {
         let keep_from = keep[19];
         s.truncate_oplog(Some(keep_from.into()), u64::MAX, 1000).expect("truncate");
         assert_eq!(s.oplog_first().expect("first"), Some(keep_from));
+    }
+
+    #[test]
+    fn scans_start_past_the_last_truncation_and_from_the_start_after_a_reopen() {
+        let dir = tempfile::tempdir().expect("dir");
+        let s = store(dir.path());
+        insert_many(&s, 100);
+        s.truncate_oplog(None, u64::MAX, 30).expect("truncate");
+        let after_cut = s.oplog_first().expect("first").expect("some");
+        assert!(s.oplog_truncated_key().is_some());
+        s.truncate_oplog(None, u64::MAX, 30).expect("truncate");
+        let second = s.oplog_first().expect("first").expect("some");
+        assert!(TsKey::from(second) > TsKey::from(after_cut));
+        s.shutdown();
+        drop(s);
+        // Reopened: no mark, so the scans walk from the oldest end and find the same entry.
+        let s = store(dir.path());
+        assert_eq!(s.oplog_truncated_key(), None);
+        assert_eq!(s.oplog_first().expect("first"), Some(second));
+        assert_eq!(s.truncate_oplog(None, 1, 1000).expect("truncate").entries, 1);
+        assert_eq!(s.oplog_truncated_key(), Some(keys::oplog_key(second)));
+        assert_eq!(s.oplog_size_bytes(), oplog_scan_bytes(&s));
     }
 }
