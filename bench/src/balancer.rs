@@ -9,7 +9,8 @@
 //!  2. spread   balancerStart -> until balancerCollectionStatus says compliant  => time, MiB/s
 //!  3. add      balancerStop, start `shoal shard` (temp dir), addShard
 //!  4. off      80/20 find/update by random _id for `load_secs`, balancer stopped
-//!  5. on       the same load, balancerStart, until compliant (the new shard filled)
+//!  5. on       the same load, balancerStart, until compliant (the new shard filled) or the time
+//!              limit (then reported as it stands: what moved, not compliant)
 //!  6. clean    drop the database, removeShard the extra shard until completed, stop it
 //! ```
 
@@ -45,7 +46,8 @@ pub struct BalancerOptions {
     pub threads: usize,
     /// Length of the load with the balancer off.
     pub load_secs: u64,
-    /// Longest a balancing phase may take before the benchmark gives up.
+    /// Longest a balancing phase may take; one that is not compliant by then is reported as it
+    /// stands (`Moves::compliant` false).
     pub balance_max_secs: u64,
 }
 
@@ -54,13 +56,28 @@ pub struct BalancerReport {
     pub docs: u64,
     pub data_bytes: u64,
     pub shards_before: usize,
-    /// Step 2: from balancerStart to compliant, and the migrations it took.
+    /// Step 2: from balancerStart to compliant (or to `balance_max_secs`), what it moved.
     pub spread_ms: f64,
-    pub spread_moves: usize,
+    pub spread: Moves,
     /// Step 4 and 5.
     pub load_off: LoadStats,
     pub load_on: LoadStats,
     pub fill_ms: f64,
+    pub fill: Moves,
+}
+
+/// What a balancing phase did, from `config.changelog`, and whether it ended compliant: a phase
+/// that runs out of time is reported with what it got to, not dropped.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Moves {
+    pub compliant: bool,
+    pub moves: usize,
+    pub cloned_bytes: u64,
+    /// Time donors paused their clones for the foreground's latency (`throttledMillis`).
+    pub throttled_ms: u64,
+    pub max_critical_section_ms: u64,
+    /// `balancerCollectionStatus` at the end, when not compliant.
+    pub last_status: Option<String>,
 }
 
 pub async fn run(opts: &BalancerOptions) -> anyhow::Result<BalancerReport> {
@@ -80,9 +97,9 @@ pub async fn run(opts: &BalancerOptions) -> anyhow::Result<BalancerReport> {
     let since = bson::DateTime::now();
     let started = Instant::now();
     admin.run_command(doc! { "balancerStart": 1 }).await?;
-    wait_compliant(&client, opts.balance_max_secs).await.context("spreading the data")?;
+    let status = wait_compliant(&client, opts.balance_max_secs).await.context("spreading the data")?;
     let spread_ms = started.elapsed().as_secs_f64() * 1e3;
-    let spread_moves = moves_since(&client, since).await?;
+    let spread = moves_since(&client, since, status).await?;
 
     admin.run_command(doc! { "balancerStop": 1 }).await?;
     let dir = tempfile::tempdir()?;
@@ -95,9 +112,9 @@ pub async fn run(opts: &BalancerOptions) -> anyhow::Result<BalancerReport> {
     let cleanup = remove_extra(&client).await;
     extra.stop().await;
     settings.update_one(doc! { "_id": "chunksize" }, doc! { "$set": { "value": 128 } }).await?;
-    let (load_off, load_on, fill_ms) = outcome?;
+    let (load_off, load_on, fill_ms, fill) = outcome?;
     cleanup?;
-    Ok(BalancerReport { docs, data_bytes, shards_before, spread_ms, spread_moves, load_off, load_on, fill_ms })
+    Ok(BalancerReport { docs, data_bytes, shards_before, spread_ms, spread, load_off, load_on, fill_ms, fill })
 }
 
 /// Steps 3–5: add the extra shard, the load with the balancer off, then on until compliant.
@@ -106,7 +123,7 @@ async fn fill(
     opts: &BalancerOptions,
     docs: u64,
     extra: &Server,
-) -> anyhow::Result<(LoadStats, LoadStats, f64)> {
+) -> anyhow::Result<(LoadStats, LoadStats, f64, Moves)> {
     let admin = client.database("admin");
     admin.run_command(doc! { "addShard": format!("{EXTRA_SHARD}/{}", extra.addr), "name": EXTRA_SHARD }).await?;
     let coll = client.database(DB).collection::<Document>(COLL);
@@ -117,15 +134,17 @@ async fn fill(
     })
     .await?;
     let since = bson::DateTime::now();
-    let (mut load_on, fill_ms) = eighty_twenty(&coll, docs, opts.threads, async {
+    let (mut load_on, (fill_ms, status)) = eighty_twenty(&coll, docs, opts.threads, async {
         let started = Instant::now();
         admin.run_command(doc! { "balancerStart": 1 }).await?;
-        wait_compliant(client, opts.balance_max_secs).await.context("filling the new shard")?;
-        Ok(started.elapsed().as_secs_f64() * 1e3)
+        let status = wait_compliant(client, opts.balance_max_secs).await.context("filling the new shard")?;
+        Ok((started.elapsed().as_secs_f64() * 1e3, status))
     })
     .await?;
-    load_on.moves = moves_since(client, since).await?;
-    Ok((load_off, load_on, fill_ms))
+    admin.run_command(doc! { "balancerStop": 1 }).await?;
+    let fill = moves_since(client, since, status).await?;
+    load_on.moves = fill.moves;
+    Ok((load_off, load_on, fill_ms, fill))
 }
 
 /// Step 6: nothing of the benchmark left on the extra shard, then remove it from the catalog.
@@ -150,30 +169,41 @@ async fn shard_count(client: &Client) -> anyhow::Result<usize> {
     Ok(reply.get_array("shards").context("listShards reply without shards")?.len())
 }
 
-/// Polls `balancerCollectionStatus` until the collection is compliant.
-async fn wait_compliant(client: &Client, max_secs: u64) -> anyhow::Result<()> {
+/// Polls `balancerCollectionStatus` until the collection is compliant (`None`) or `max_secs`
+/// have passed (the last status).
+async fn wait_compliant(client: &Client, max_secs: u64) -> anyhow::Result<Option<Document>> {
     let admin = client.database("admin");
     let deadline = Instant::now() + Duration::from_secs(max_secs);
     loop {
         let status = admin.run_command(doc! { "balancerCollectionStatus": format!("{DB}.{COLL}") }).await?;
         if status.get_bool("balancerCompliant").ok() == Some(true) {
-            return Ok(());
+            return Ok(None);
         }
         if Instant::now() >= deadline {
-            bail!("not balanced after {max_secs} s: {status}");
+            return Ok(Some(status));
         }
         tokio::time::sleep(POLL).await;
     }
 }
 
-/// Migrations of the benchmark's collection committed since `since` (`config.changelog`).
-async fn moves_since(client: &Client, since: bson::DateTime) -> anyhow::Result<usize> {
-    let n = client
-        .database("config")
-        .collection::<Document>("changelog")
-        .count_documents(doc! { "ns": format!("{DB}.{COLL}"), "what": "moveChunk.commit", "time": { "$gte": since } })
-        .await?;
-    Ok(n as usize)
+/// The benchmark collection's migrations since `since` (`config.changelog`: each committed move,
+/// and the donor's `moveChunk.from` details of every attempt).
+async fn moves_since(client: &Client, since: bson::DateTime, status: Option<Document>) -> anyhow::Result<Moves> {
+    use futures::TryStreamExt;
+    let changelog = client.database("config").collection::<Document>("changelog");
+    let ns = format!("{DB}.{COLL}");
+    let moves = changelog.count_documents(doc! { "ns": &ns, "what": "moveChunk.commit", "time": { "$gte": since } }).await?;
+    let mut out = Moves { compliant: status.is_none(), moves: moves as usize, ..Moves::default() };
+    out.last_status = status.map(|s| s.to_string());
+    let mut froms = changelog.find(doc! { "ns": &ns, "what": "moveChunk.from", "time": { "$gte": since } }).await?;
+    while let Some(entry) = froms.try_next().await? {
+        let Ok(details) = entry.get_document("details") else { continue };
+        let int = |k: &str| details.get(k).and_then(|v| v.as_i64().or_else(|| v.as_i32().map(i64::from))).unwrap_or(0);
+        out.cloned_bytes += int("clonedBytes").max(0) as u64;
+        out.throttled_ms += int("throttledMillis").max(0) as u64;
+        out.max_critical_section_ms = out.max_critical_section_ms.max(int("criticalSectionMillis").max(0) as u64);
+    }
+    Ok(out)
 }
 
 pub fn json(r: &BalancerReport) -> anyhow::Result<Vec<u8>> {
@@ -188,13 +218,29 @@ pub fn report(opts: &BalancerOptions, r: &BalancerReport) -> String {
         "data: {} documents of {} B padding, {mib:.1} MiB of BSON; chunk size {} MiB; {} shards + 1 added\n\n",
         r.docs, opts.doc_bytes, opts.chunk_mib, r.shards_before
     ));
-    out.push_str(&format!(
-        "spread from one shard over {}: {:.1} s, {} migrations ({:.1} MiB of data per second of balancing)\n\n",
-        r.shards_before,
-        r.spread_ms / 1e3,
-        r.spread_moves,
-        mib / (r.spread_ms / 1e3)
-    ));
+    let phase = |name: &str, ms: f64, m: &Moves| {
+        let secs = ms / 1e3;
+        let cloned = m.cloned_bytes as f64 / f64::from(1 << 20);
+        let end = if m.compliant {
+            format!("compliant after {secs:.1} s")
+        } else {
+            format!("NOT compliant after {secs:.1} s (last status: {})", m.last_status.as_deref().unwrap_or("-"))
+        };
+        format!(
+            "{name}: {end}; {} migrations cloned {cloned:.1} MiB ({:.1} MiB/s moved); donors throttled {:.1} s; \
+             longest critical section {} ms\n",
+            m.moves,
+            cloned / secs.max(f64::MIN_POSITIVE),
+            m.throttled_ms as f64 / 1e3,
+            m.max_critical_section_ms
+        )
+    };
+    out.push_str(&phase(&format!("spread from one shard over {}", r.shards_before), r.spread_ms, &r.spread));
+    if r.spread.compliant {
+        out.push_str(&format!("  {:.1} MiB of data per second of balancing\n", mib / (r.spread_ms / 1e3)));
+    }
+    out.push_str(&phase("fill the new shard under the load", r.fill_ms, &r.fill));
+    out.push('\n');
     out.push_str(&format!(
         "| 80/20 find/update, {} tasks | ops/s | p50 (us) | p99 (us) | max (us) | errors | moves |\n",
         opts.threads
