@@ -192,7 +192,8 @@ async fn moves_since(client: &Client, since: bson::DateTime, status: Option<Docu
     use futures::TryStreamExt;
     let changelog = client.database("config").collection::<Document>("changelog");
     let ns = format!("{DB}.{COLL}");
-    let moves = changelog.count_documents(doc! { "ns": &ns, "what": "moveChunk.commit", "time": { "$gte": since } }).await?;
+    let moves =
+        changelog.count_documents(doc! { "ns": &ns, "what": "moveChunk.commit", "time": { "$gte": since } }).await?;
     let mut out = Moves { compliant: status.is_none(), moves: moves as usize, ..Moves::default() };
     out.last_status = status.map(|s| s.to_string());
     let mut froms = changelog.find(doc! { "ns": &ns, "what": "moveChunk.from", "time": { "$gte": since } }).await?;
