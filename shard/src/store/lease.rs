@@ -194,25 +194,15 @@ mod tests {
         let lease = Lease::new(1);
         lease.enter(2).unwrap();
         lease.grant(2, Instant::now() + Duration::from_secs(60));
-        let mut ran = 0;
-        assert!(
-            lease
-                .commit_in(2, || {
-                    ran += 1;
-                    Ok(())
-                })
-                .is_ok()
-        );
+        let ran = std::cell::Cell::new(0);
+        let commit = || {
+            ran.set(ran.get() + 1);
+            Ok(())
+        };
+        assert!(lease.commit_in(2, commit).is_ok());
         lease.set_not_writable();
-        assert!(
-            lease
-                .commit_in(2, || {
-                    ran += 1;
-                    Ok(())
-                })
-                .is_err()
-        );
-        assert_eq!(ran, 1, "no commit after the lease ended");
+        assert!(lease.commit_in(2, commit).is_err());
+        assert_eq!(ran.get(), 1, "no commit after the lease ended");
     }
 
     #[test]

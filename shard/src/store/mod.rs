@@ -269,9 +269,7 @@ impl Store {
 
     /// The oldest stored entry's timestamp (older ones were truncated), `None` if the oplog is empty.
     pub fn oplog_first(&self) -> Result<Option<Timestamp>, StorageError> {
-        let start = self.oplog_truncated_key();
-        let from = start.as_ref().map_or(Bound::Unbounded, |k| Bound::Excluded(&k[..]));
-        match self.engine.scan(Space::Oplog, from, Bound::Unbounded, false).next() {
+        match self.oplog_from_oldest().next() {
             Some(kv) => Ok(keys::oplog_ts(&kv?.0)),
             None => Ok(None),
         }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bson::Timestamp;
 
 use super::{Store, keys};
-use crate::storage::{Engine, Space, StorageError, WriteBatch};
+use crate::storage::{Engine, KvIter, Space, StorageError, WriteBatch};
 use crate::store::oplog::TsKey;
 
 /// What one oplog entry counts for.
@@ -76,10 +76,19 @@ impl Store {
     }
 
     /// The key of the newest entry truncation removed since the store opened (or was wiped),
-    /// `None` if none: every stored entry is after it, so oldest-first scans start past it.
-    pub(super) fn oplog_truncated_key(&self) -> Option<[u8; 8]> {
+    /// `None` if none: every stored entry is after it.
+    fn oplog_truncated_key(&self) -> Option<[u8; 8]> {
         let packed = self.oplog_size.truncated_through.load(Ordering::SeqCst);
         (packed > 0).then(|| packed.to_be_bytes())
+    }
+
+    /// The stored entries, oldest first, from just past the last truncation: the deleted entries
+    /// before it are tombstones an unbounded scan would walk one by one every time (thousands per
+    /// truncation pass once the cap is reached, under the writer lock) until compaction drops them.
+    pub(super) fn oplog_from_oldest(&self) -> KvIter<'static> {
+        let start = self.oplog_truncated_key();
+        let from = start.as_ref().map_or(Bound::Unbounded, |k| Bound::Excluded(&k[..]));
+        self.engine.scan(Space::Oplog, from, Bound::Unbounded, false)
     }
 
     /// Whether truncation removed an entry after `ts`: a reader that read entries after `ts`
@@ -103,12 +112,7 @@ impl Store {
         let mut batch = WriteBatch::new();
         let mut out = Truncated::default();
         let mut through = None;
-        // From just past the last truncation: the deleted entries before it are tombstones an
-        // unbounded scan would walk one by one every time (thousands per pass once the cap is
-        // reached, all under the writer lock), until compaction drops them.
-        let start = self.oplog_truncated_key();
-        let from = start.as_ref().map_or(Bound::Unbounded, |k| Bound::Excluded(&k[..]));
-        for kv in self.engine.scan(Space::Oplog, from, Bound::Unbounded, false) {
+        for kv in self.oplog_from_oldest() {
             if out.entries >= entries_max || out.bytes >= bytes {
                 break;
             }
