@@ -141,7 +141,6 @@ async fn fill(
         Ok((started.elapsed().as_secs_f64() * 1e3, status))
     })
     .await?;
-    admin.run_command(doc! { "balancerStop": 1 }).await?;
     let fill = moves_since(client, since, status).await?;
     load_on.moves = fill.moves;
     Ok((load_off, load_on, fill_ms, fill))
