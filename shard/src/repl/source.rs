@@ -115,6 +115,7 @@ fn still_primary(view: &RoleView, term: u64) -> bool {
 }
 
 /// Sends batches after `last` until the member goes away or this member stops being primary.
+/// A secondary keeping up is served from the store's in-memory tail; one further behind from storage.
 async fn stream_entries(repl: Arc<Repl>, term: u64, last: OpTime, tx: mpsc::Sender<Result<SyncBatch, Status>>) {
     let settings = repl.settings.clone();
     let mut cursor = last.timestamp();
@@ -130,16 +131,22 @@ async fn stream_entries(repl: Arc<Repl>, term: u64, last: OpTime, tx: mpsc::Send
         positions.borrow_and_update();
         let store = Arc::clone(&repl.store);
         let (entries_max, bytes_max) = (settings.batch_entries_max, settings.batch_bytes_max);
-        let batch = tokio::task::spawn_blocking(move || {
-            let entries = read_batch(&store, cursor, entries_max, bytes_max)?;
-            // Checked after the read: truncation marks before it deletes (store::oplog_size).
-            if store.oplog_truncated_after(cursor) {
-                return Ok(None);
+        let batch = match store.oplog_tail_after(cursor, entries_max, bytes_max) {
+            // What was just written is in memory: no storage read, no blocking-pool hop.
+            Some((entries, next)) => Ok(Ok((!store.oplog_truncated_after(cursor)).then_some((entries, next)))),
+            None => {
+                tokio::task::spawn_blocking(move || {
+                    let entries = read_batch(&store, cursor, entries_max, bytes_max)?;
+                    // Checked after the read: truncation marks before it deletes (store::oplog_size).
+                    if store.oplog_truncated_after(cursor) {
+                        return Ok(None);
+                    }
+                    let next = if entries.is_empty() { cursor } else { last_ts(&entries)? };
+                    Ok::<_, StorageError>(Some((entries, next)))
+                })
+                .await
             }
-            let next = if entries.is_empty() { cursor } else { last_ts(&entries)? };
-            Ok::<_, StorageError>(Some((entries, next)))
-        })
-        .await;
+        };
         let (entries, next) = match batch {
             Ok(Ok(Some(b))) => b,
             Ok(Ok(None)) => {

@@ -177,3 +177,34 @@ fn a_lapsed_lease_steps_down_only_after_the_grace_period() {
     repl.step_down_if_lease_lapsed();
     assert_eq!(repl.lock().state, MemberState::Secondary, "past the grace period: stepped down");
 }
+
+/// What the in-memory tail serves after a cursor is what storage holds after it, on a primary
+/// and on a secondary that applied its entries, and nothing rolled back is served from it.
+#[test]
+fn the_oplog_tail_serves_what_storage_holds() {
+    let (pdir, sdir) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let (primary, secondary) = (node(pdir.path()), node(sdir.path()));
+    workload(&primary);
+    secondary.store.apply(&oplog(&primary)).expect("apply");
+    for e in [&primary, &secondary] {
+        let stored = oplog(e);
+        let mut served = 0;
+        for (i, raw) in stored.iter().enumerate() {
+            let doc = bson::RawDocument::from_bytes(raw).expect("entry");
+            let ts = crate::store::oplog::EntryView::parse(doc).expect("parse").optime.timestamp();
+            if let Some((entries, _)) = e.store.oplog_tail_after(ts, 1000, 1 << 30) {
+                assert_eq!(entries, stored[i + 1..].to_vec());
+                served += 1;
+            }
+        }
+        assert_eq!(served, stored.len(), "a fresh store's tail holds its whole oplog");
+    }
+    let common = primary.store.position().optime;
+    run(&primary, exec::insert::run, doc! {"insert": "a", "documents": [{"_id": 9}]});
+    primary.store.rollback_to(common, Vec::new(), Vec::new()).expect("rollback");
+    assert!(primary.store.oplog_tail_after(common.timestamp(), 1000, 1 << 30).is_none(), "rolled back: read storage");
+    run(&primary, exec::insert::run, doc! {"insert": "a", "documents": [{"_id": 10}]});
+    let newest = primary.store.position().optime.timestamp();
+    assert_eq!(primary.store.oplog_tail_after(newest, 1000, 1 << 30).map(|(e, _)| e.len()), Some(0));
+    assert!(primary.store.oplog_tail_after(common.timestamp(), 1000, 1 << 30).is_none());
+}

@@ -25,6 +25,7 @@ impl WriteTxn<'_> {
         let key = keys::oplog_key(ts);
         self.staged_oplog_bytes += oplog_size::entry_bytes(&key, raw);
         self.batch.put(Space::Oplog, key.to_vec(), raw.clone());
+        self.staged_tail.push((ts, raw.clone()));
         self.writer.clock.observe(ts);
         self.writer.last = self.writer.last.max(entry.optime);
         let coll = entry.uuid.and_then(|u| self.collection_by_uuid(u));

@@ -25,6 +25,7 @@ mod lease;
 pub mod local_catalog;
 pub mod oplog;
 pub mod oplog_size;
+mod oplog_tail;
 mod purge;
 
 use std::collections::HashMap;
@@ -58,6 +59,8 @@ pub struct Store {
     position: watch::Sender<Position>,
     /// The oplog's size and how far it was truncated ([`oplog_size`]).
     oplog_size: oplog_size::OplogSize,
+    /// The newest committed entries, for the secondaries' streams ([`oplog_tail`]).
+    tail: oplog_tail::OplogTail,
 }
 
 /// The newest committed batch: its group-commit sequence number (wait on it for durability) and
@@ -110,6 +113,7 @@ impl Store {
             lease: Lease::new(last.term.max(INITIAL_TERM)),
             position,
             oplog_size,
+            tail: oplog_tail::OplogTail::new(oplog_tail::TAIL_BYTES_MAX),
         })
     }
 
@@ -253,6 +257,18 @@ impl Store {
         self.engine.scan(Space::Oplog, Bound::Excluded(&key[..]), Bound::Unbounded, false)
     }
 
+    /// The committed entries after `after` from memory (at most `entries_max`, stopping once
+    /// `bytes_max` is reached) with the newest one's timestamp, or `None` if they must be read
+    /// from storage ([`Store::oplog_after`]).
+    pub fn oplog_tail_after(
+        &self,
+        after: Timestamp,
+        entries_max: usize,
+        bytes_max: usize,
+    ) -> Option<(Vec<Bytes>, Timestamp)> {
+        self.tail.after(after, entries_max, bytes_max).map(|(entries, last)| (entries, last.into()))
+    }
+
     /// The newest committed oplog timestamp (`0|0` if none): every write at or before it is
     /// visible to a scan started afterwards, every later one is in [`Store::oplog_after`] of it.
     pub fn oplog_last(&self) -> Result<Timestamp, StorageError> {
@@ -293,6 +309,7 @@ impl Store {
     /// copy everything from another, or one whose copy was interrupted), in bounded batches.
     pub fn wipe(&self) -> Result<(), StorageError> {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.tail.clear();
         for space in Space::ALL {
             loop {
                 let mut batch = WriteBatch::new();
@@ -333,6 +350,8 @@ impl Store {
         meta_keys: Vec<Vec<u8>>,
     ) -> Result<Position, StorageError> {
         let guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        // The entries after `common` are about to go: readers fall back to storage meanwhile.
+        self.tail.clear();
         let mut txn = WriteTxn::new(self, guard, true);
         for key in meta_keys {
             txn.put_meta(key, None)?;
@@ -584,6 +603,8 @@ pub struct WriteTxn<'a> {
     gated: bool,
     /// Bytes of oplog entries in the not-yet-committed batch.
     staged_oplog_bytes: u64,
+    /// Oplog entries in the not-yet-committed batch, for the store's tail once committed.
+    staged_tail: Vec<(Timestamp, Bytes)>,
 }
 
 impl<'a> WriteTxn<'a> {
@@ -607,6 +628,7 @@ impl<'a> WriteTxn<'a> {
             held: false,
             gated: !replicating,
             staged_oplog_bytes: 0,
+            staged_tail: Vec::new(),
         }
     }
 }
@@ -838,7 +860,9 @@ impl WriteTxn<'_> {
         }
         let key = keys::oplog_key(p.ts);
         self.staged_oplog_bytes += oplog_size::entry_bytes(&key, p.entry.as_bytes());
-        self.batch.put(Space::Oplog, key.to_vec(), p.entry.into_bytes());
+        let raw = Bytes::from(p.entry.into_bytes());
+        self.staged_tail.push((p.ts, raw.clone()));
+        self.batch.put(Space::Oplog, key.to_vec(), raw);
     }
 
     /// Commits what the statement staged, so the next statement's scans see it.
@@ -878,13 +902,20 @@ impl WriteTxn<'_> {
             return Ok(());
         }
         let batch = std::mem::take(&mut self.batch);
-        if self.gated {
+        let committed = if self.gated {
             // A lease may lapse during a long write: nothing is committed after it did.
             let engine = &self.store.engine;
-            self.store.lease.commit_in(self.term, || engine.commit(batch))?;
+            self.store.lease.commit_in(self.term, || engine.commit(batch))
         } else {
-            self.store.engine.commit(batch)?;
+            self.store.engine.commit(batch)
+        };
+        if let Err(e) = committed {
+            // Whether any of the batch reached storage is unknown: the tail must not skip it.
+            self.staged_tail.clear();
+            self.store.tail.clear();
+            return Err(e);
         }
+        self.store.tail.extend(self.staged_tail.drain(..));
         self.store.oplog_size.appended(std::mem::take(&mut self.staged_oplog_bytes));
         let seq = self.store.group.committed();
         self.store.position.send_replace(Position { seq, optime: self.writer.last });
