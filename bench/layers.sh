@@ -18,7 +18,16 @@ set -euo pipefail
 PID=${1//[[:space:]]/}
 SECS=${2:-8}
 OUT=$(mktemp /tmp/shoal-layers.XXXXXX)
-trap 'rm -f "$OUT" "$OUT.txt"' EXIT
+trap 'rm -f "$OUT" "$OUT.txt" "$OUT.err"' EXIT
+
+# perf's own chatter is kept out of the report, but a failed recording says why.
+record() {
+  if ! perf record -o "$OUT" "$@" -p "$PID" -- sleep "$SECS" 2>"$OUT.err"; then
+    echo "layers.sh: perf record of pid '$PID' failed:" >&2
+    cat "$OUT.err" >&2
+    exit 1
+  fi
+}
 
 # The layers, nearest-first in each stack. A frame's symbol is matched in this order.
 read -r -d '' LAYERS <<'AWK' || true
@@ -38,15 +47,15 @@ function leaf_kind(sym) {
   if (sym ~ /\[kernel|\[k\]|entry_SYSCALL|do_syscall|__x64_sys|exit_to_user/) return "kernel (no named caller)";
   return "other (no named caller)";
 }
-function report() {
+function report(samples) {
   for (l in share) printf "%6.1f %%  %s\n", 100 * share[l] / total, l | "sort -rn";
   close("sort -rn");
-  printf "%6d samples\n", total;
+  if (samples) printf "%6d samples\n", total;
 }
 AWK
 
 if [ -n "${LEAF:-}" ]; then
-  perf record -q -F 1999 -p "$PID" -o "$OUT" -- sleep "$SECS" 2>/dev/null
+  record -F 1999
   perf report -i "$OUT" --no-children --sort sym --stdio --percent-limit 0 2>/dev/null \
     | awk '/^ +[0-9.]+%/ { print }' > "$OUT.txt"
   awk "$LAYERS"'
@@ -54,14 +63,15 @@ if [ -n "${LEAF:-}" ]; then
     pct = $1; sub(/%/, "", pct);
     line = $0; sub(/^ +[0-9.]+% +/, "", line);
     l = layer(line); if (l == "") l = leaf_kind(line);
-    share[l] += pct * 100; total += pct * 100;
+    share[l] += pct; total += pct;
   }
-  END { report() }' "$OUT.txt"
+  END { report(0) }' "$OUT.txt"
   exit 0
 fi
 
-perf record -q -F 499 --call-graph dwarf,16384 -p "$PID" -o "$OUT" -- sleep "$SECS" 2>/dev/null
-# One sample: a header line, then its frames leaf first ("addr symbol (dso)"), then a blank line.
+record -F 499 --call-graph dwarf,16384
+# With only ip,sym,dso asked for, a sample is its frames, leaf first ("addr symbol (dso)"), then a
+# blank line.
 perf script -i "$OUT" --no-inline -F ip,sym,dso 2>/dev/null | awk "$LAYERS"'
   function close_sample() {
     if (nframes == 0) return;
@@ -73,4 +83,4 @@ perf script -i "$OUT" --no-inline -F ip,sym,dso 2>/dev/null | awk "$LAYERS"'
   }
   /^[[:space:]]*$/ { close_sample(); next }
   { line = $0; sub(/^[[:space:]]*[0-9a-f]+ /, "", line); frame[++nframes] = line }
-  END { close_sample(); report() }'
+  END { close_sample(); report(1) }'
