@@ -40,7 +40,7 @@ pub struct FjallEngine {
 /// Values at least this long go to blob files in the spaces that separate them: a document of a
 /// few hundred bytes stays inline (one read, no indirection), a YCSB record of 10 × 100 B and its
 /// oplog entry (~1.2 KB each) do not.
-pub const SEPARATION_THRESHOLD: u32 = 1024;
+const SEPARATION_THRESHOLD: u32 = 1024;
 
 /// How a keyspace is created: documents and oplog entries with their large values in blob files
 /// (both are written once and then read or deleted whole; the oplog is deleted in order, so its
@@ -167,6 +167,18 @@ mod tests {
         Ok(())
     }
 
+    /// Commits `(space, key, value)` puts in one batch.
+    fn commit_puts(
+        engine: &FjallEngine,
+        puts: impl IntoIterator<Item = (Space, u32, Vec<u8>)>,
+    ) -> Result<(), StorageError> {
+        let mut batch = WriteBatch::new();
+        for (space, key, value) in puts {
+            batch.put(space, key.to_be_bytes().to_vec(), value);
+        }
+        engine.commit(batch)
+    }
+
     #[test]
     fn separated_values_survive_flush_and_reopen() -> Result<(), StorageError> {
         let dir = tempfile::tempdir()?;
@@ -176,12 +188,7 @@ mod tests {
         };
         {
             let engine = FjallEngine::open(dir.path(), 8 << 20)?;
-            let mut batch = WriteBatch::new();
-            for k in 0..500u32 {
-                batch.put(Space::Documents, k.to_be_bytes().to_vec(), value(k));
-                batch.put(Space::Oplog, k.to_be_bytes().to_vec(), value(k));
-            }
-            engine.commit(batch)?;
+            commit_puts(&engine, (0..500u32).flat_map(|k| [Space::Documents, Space::Oplog].map(|s| (s, k, value(k)))))?;
             for space in [Space::Documents, Space::Oplog] {
                 engine.ks(space).rotate_memtable_and_wait().map_err(engine_err)?;
             }
@@ -215,11 +222,7 @@ mod tests {
         let oplog = engine.ks(Space::Oplog);
         let value = vec![7u8; SEPARATION_THRESHOLD as usize * 4];
         for round in 0..4u32 {
-            let mut batch = WriteBatch::new();
-            for k in 0..256u32 {
-                batch.put(Space::Oplog, (round * 256 + k).to_be_bytes().to_vec(), value.clone());
-            }
-            engine.commit(batch)?;
+            commit_puts(&engine, (0..256u32).map(|k| (Space::Oplog, round * 256 + k, value.clone())))?;
             oplog.rotate_memtable_and_wait().map_err(engine_err)?;
         }
         let full = oplog.blob_file_count();
