@@ -77,14 +77,13 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
         return Ok((answer?.to_write_outcome(), 0));
     }
     let (outcome, seq) = node.store.write(|txn| {
-        if let Some(r) = &retry
-            && let Err(e) = r.begin(txn)?
-        {
-            return Ok(Err(e));
-        }
+        let began = match retry::begin(retry.as_ref(), txn)? {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e)),
+        };
         let mut out = WriteOutcome::default();
         for (i, stmt) in stmts.iter().enumerate() {
-            if let Some(r) = &retry {
+            if let Some(r) = &began {
                 if let Some(Outcome::Deleted { n }) = r.executed(txn, i)? {
                     out.n += n;
                     continue;
@@ -92,7 +91,7 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
                 txn.hold_together(true);
             }
             let result = (|| -> Result<i64, StatementError> {
-                let s = parse(&stmt.doc, &vars)?;
+                let s = parse(stmt, &vars)?;
                 if retry.is_some() && !s.single {
                     return Err(ExecError::new(
                         ErrorCode::InvalidOptions,
@@ -111,7 +110,7 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
                 }
                 Ok(matches.len() as i64)
             })();
-            let result = match (result, &retry) {
+            let result = match (result, &began) {
                 (Ok(n), Some(r)) => {
                     r.record(txn, i, &ns, &Outcome::Deleted { n }).map_err(StatementError::Storage).map(|()| n)
                 }

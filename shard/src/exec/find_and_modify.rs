@@ -101,10 +101,11 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     }
     let ns_name = ns.to_string();
     let (reply, seq) = node.store.write(|txn| {
-        if let Some(r) = &retry {
-            if let Err(e) = r.begin(txn)? {
-                return Ok(Err(e));
-            }
+        let began = match retry::begin(retry.as_ref(), txn)? {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e)),
+        };
+        if let Some(r) = &began {
             if let Some(Outcome::Reply(reply)) = r.executed(txn, 0)? {
                 return Ok(Ok(reply));
             }
@@ -136,7 +137,7 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
             };
             Ok(doc! { "lastErrorObject": last_error, "value": value })
         })();
-        let result = match (result, &retry) {
+        let result = match (result, &began) {
             (Ok(reply), Some(r)) => r
                 .record(txn, 0, &ns_name, &Outcome::Reply(reply.clone()))
                 .map_err(StatementError::Storage)

@@ -1,14 +1,15 @@
 //! `insert`: documents get an `_id` (an ObjectId, first, when missing), are checked against the
-//! `_id` index and stored with their oplog entries. Ordered inserts stop at the first error.
+//! `_id` index and stored with their oplog entries. Ordered inserts stop at the first error. A
+//! document from a sequence with its `_id` first is checked and stored without being parsed.
 
-use bson::{Bson, Document, RawDocumentBuf, doc, oid::ObjectId};
+use bson::{Bson, Document, RawDocument, RawDocumentBuf, doc, oid::ObjectId};
 use bytes::Bytes;
 use shoal_proto::ErrorCode;
-use shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES;
 
 use crate::error::{ExecError, ExecResult};
-use crate::exec::retry::{Outcome, Retryable};
-use crate::exec::statements::{Statement, statements};
+use crate::exec::retry::{self, Outcome, Retryable};
+use crate::exec::statements::{Incoming, incoming};
+use crate::exec::stored_doc::{check_size, validate_document, validate_raw};
 use crate::exec::{Node, Request, StatementError, WriteOutcome, args, record};
 use crate::store::WriteTxn;
 use crate::store::local_catalog::CollectionInfo;
@@ -30,30 +31,31 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
     let coll_name = args::collection_name(&req.body, "insert")?;
     let ns = args::namespace(req.db, &coll_name)?;
     let ordered = args::opt_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
-    let stmts = statements(req, "documents")?;
+    let stmts = incoming(req, "documents")?;
     let retry = Retryable::parse(&req.body, stmts.len())?;
     let ns_name = ns.to_string();
     let (outcome, seq) = node.store.write(|txn| {
-        if let Some(r) = &retry
-            && let Err(e) = r.begin(txn)?
-        {
-            return Ok(Err(e));
-        }
+        let began = match retry::begin(retry.as_ref(), txn)? {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e)),
+        };
         let (coll, _) = txn.ensure_collection(&ns, Document::new())?;
         let mut out = WriteOutcome::default();
         for (i, stmt) in stmts.iter().enumerate() {
-            if let Some(r) = &retry {
+            if let Some(r) = &began {
                 if r.executed(txn, i)?.is_some() {
                     out.n += 1;
                     continue;
                 }
                 txn.hold_together(true);
             }
-            if let Some(o) = req.owned().filter(|_| crate::sharding::load::recording()) {
-                o.note_key_of(&stmt.doc);
+            if let Some(o) = req.owned().filter(|_| crate::sharding::load::recording())
+                && let Some(doc) = parsed(stmt)
+            {
+                o.note_key_of(&doc);
             }
             let mut result = insert_one(txn, &coll, stmt).map(|()| out.n += 1);
-            if let (Ok(()), Some(r)) = (&result, &retry) {
+            if let (Ok(()), Some(r)) = (&result, &began) {
                 result = r.record(txn, i, &ns_name, &Outcome::Inserted).map_err(StatementError::Storage);
             }
             txn.hold_together(false);
@@ -66,7 +68,7 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
     Ok((outcome?, seq))
 }
 
-fn insert_one(txn: &mut WriteTxn<'_>, coll: &CollectionInfo, stmt: &Statement) -> Result<(), StatementError> {
+fn insert_one(txn: &mut WriteTxn<'_>, coll: &CollectionInfo, stmt: &Incoming) -> Result<(), StatementError> {
     let (id, bytes) = prepare(stmt)?;
     insert_prepared(txn, coll, &id, bytes)
 }
@@ -94,21 +96,39 @@ pub fn duplicate_key(coll: &CollectionInfo, id: &Bson) -> StatementError {
     )
 }
 
-/// The `_id` and the bytes to store: the statement's own bytes when `_id` is already first.
-fn prepare(stmt: &Statement) -> ExecResult<(Bson, Bytes)> {
-    let doc = &stmt.doc;
-    validate_document(doc)?;
-    match (doc.iter().next(), &stmt.raw) {
-        (Some((k, id)), Some(raw)) if k == "_id" => {
-            check_size(raw.len())?;
-            Ok((id.clone(), raw.clone()))
+/// The `_id` and the bytes to store. A sequence's document whose `_id` comes first is checked on
+/// its bytes and stored as it came; any other is parsed and written again with `_id` first.
+fn prepare(stmt: &Incoming) -> ExecResult<(Bson, Bytes)> {
+    let parsed;
+    let doc = match stmt {
+        Incoming::Raw(bytes) => {
+            let raw = RawDocument::from_bytes(bytes)?;
+            validate_raw(raw)?;
+            if let Some(first) = raw.iter_elements().next().transpose()?
+                && first.key().as_str() == "_id"
+            {
+                check_size(bytes.len())?;
+                return Ok((Bson::try_from(first.value()?)?, bytes.clone()));
+            }
+            parsed = Document::try_from(raw)?;
+            &parsed
         }
-        _ => {
-            let (id, with_id) = with_id_first(doc);
-            let bytes = RawDocumentBuf::try_from(&with_id)?.into_bytes();
-            check_size(bytes.len())?;
-            Ok((id, Bytes::from(bytes)))
+        Incoming::Parsed(doc) => {
+            validate_document(doc)?;
+            doc
         }
+    };
+    let (id, with_id) = with_id_first(doc);
+    let bytes = RawDocumentBuf::try_from(&with_id)?.into_bytes();
+    check_size(bytes.len())?;
+    Ok((id, Bytes::from(bytes)))
+}
+
+/// The statement as a parsed document, for what needs one (the load sampler's shard key).
+fn parsed(stmt: &Incoming) -> Option<std::borrow::Cow<'_, Document>> {
+    match stmt {
+        Incoming::Raw(bytes) => Document::from_reader(&mut &bytes[..]).ok().map(std::borrow::Cow::Owned),
+        Incoming::Parsed(doc) => Some(std::borrow::Cow::Borrowed(doc)),
     }
 }
 
@@ -123,69 +143,4 @@ pub fn with_id_first(doc: &Document) -> (Bson, Document) {
         }
     }
     (id, out)
-}
-
-pub fn check_size(len: usize) -> ExecResult<()> {
-    if len > MAX_BSON_OBJECT_SIZE_BYTES {
-        return Err(ExecError::new(
-            ErrorCode::BSONObjectTooLarge,
-            format!("object to insert too large. size in bytes: {len}, max size: {MAX_BSON_OBJECT_SIZE_BYTES}"),
-        ));
-    }
-    Ok(())
-}
-
-/// Deepest nesting of a stored document (the document itself is level 1), MongoDB's limit for
-/// user documents (`BSONDepth::getMaxDepthForUserStorage`: 200 less 20 kept for the system).
-pub const STORED_NESTING_DEPTH_MAX: usize = 180;
-
-/// Rules every stored document obeys: a valid `_id`, no `$`-prefixed top-level field, at most
-/// [`STORED_NESTING_DEPTH_MAX`] levels.
-pub fn validate_document(doc: &Document) -> ExecResult<()> {
-    if let Some(id) = doc.get("_id") {
-        validate_id(id)?;
-    }
-    if exceeds_depth(doc.values(), 1) {
-        return Err(ExecError::new(
-            ErrorCode::Overflow,
-            format!("cannot insert document because it exceeds {STORED_NESTING_DEPTH_MAX} levels of nesting"),
-        ));
-    }
-    if let Some(k) = doc.keys().find(|k| k.starts_with('$')) {
-        return Err(ExecError::bad_value(format!("Document can't have $ prefixed field names: {k}")));
-    }
-    Ok(())
-}
-
-/// Whether values at nesting `level` reach below the storage limit. Iterative over levels so a
-/// hostile document cannot overflow the stack (the wire layer already caps depth at 200).
-fn exceeds_depth<'a>(values: impl Iterator<Item = &'a Bson>, level: usize) -> bool {
-    let mut frontier: Vec<&Bson> = values.collect();
-    let mut level = level;
-    while !frontier.is_empty() {
-        let mut next = Vec::new();
-        for v in frontier {
-            match v {
-                Bson::Document(d) => next.extend(d.values()),
-                Bson::Array(a) => next.extend(a.iter()),
-                _ => continue,
-            }
-            if level + 1 > STORED_NESTING_DEPTH_MAX {
-                return true;
-            }
-        }
-        frontier = next;
-        level += 1;
-    }
-    false
-}
-
-pub fn validate_id(id: &Bson) -> ExecResult<()> {
-    let kind = match id {
-        Bson::Array(_) => "array",
-        Bson::RegularExpression(_) => "regex",
-        Bson::Undefined => "undefined",
-        _ => return Ok(()),
-    };
-    Err(ExecError::new(ErrorCode::InvalidIdField, format!("The '_id' value cannot be of type {kind}")))
 }

@@ -23,6 +23,8 @@ pub mod index_build;
 mod index_tests;
 pub mod indexes;
 pub mod insert;
+#[cfg(test)]
+mod insert_tests;
 pub mod plan;
 pub mod retry;
 #[cfg(test)]
@@ -31,6 +33,9 @@ pub mod scan;
 pub mod split_vector;
 pub mod statements;
 pub mod stats;
+pub mod stored_doc;
+#[cfg(test)]
+mod stored_doc_tests;
 #[cfg(test)]
 mod tests;
 pub mod ttl;

@@ -199,8 +199,11 @@ impl Retryable {
     }
 
     /// Makes this transaction number the session's current one or refuses an older one. Runs
-    /// inside the write, before any statement.
-    pub fn begin(&self, txn: &mut WriteTxn<'_>) -> Result<Result<(), ExecError>, StorageError> {
+    /// inside the write, before any statement. A transaction number new to this shard has no
+    /// statement records here (a record is only ever written with, or after, its session head:
+    /// in the statement's own batch, or by a migration's [`merge`]; [`reap_idle`] removes both
+    /// at once), so its statements are not looked up.
+    pub fn begin(&self, txn: &mut WriteTxn<'_>) -> Result<Result<Begun<'_>, ExecError>, StorageError> {
         let head_key = head_key(&self.lsid);
         if let Some(raw) = txn.get_meta(&head_key)? {
             match head_txn_number(&raw)? {
@@ -214,29 +217,23 @@ impl Retryable {
                         ),
                     )));
                 }
-                n if n == self.txn_number => return Ok(Ok(())),
+                n if n == self.txn_number => return Ok(Ok(Begun { retry: self, seen_before: true })),
                 _ => {}
             }
         }
         let head = doc! { "txnNumber": self.txn_number, "lastUse": txn.now() };
         txn.put_meta(head_key, Some(encode(&head)?))?;
-        Ok(Ok(()))
-    }
-
-    /// What statement `index` did the first time, if it ran.
-    pub fn executed(&self, txn: &WriteTxn<'_>, index: usize) -> Result<Option<Outcome>, StorageError> {
-        let raw = txn.get_meta(&record_key(&self.lsid, self.stmt_id(index)))?;
-        self.outcome_of(raw.as_deref())
+        Ok(Ok(Begun { retry: self, seen_before: false }))
     }
 
     /// The outcome a stored record holds for this transaction (`None`: absent, or of another one).
     fn outcome_of(&self, raw: Option<&[u8]>) -> Result<Option<Outcome>, StorageError> {
         let Some(raw) = raw else { return Ok(None) };
-        let d = Document::from_reader(&mut &raw[..])
-            .map_err(|e| StorageError::Corrupt { space: "meta", detail: e.to_string() })?;
-        if d.get_i64("txnNumber").ok() != Some(self.txn_number) {
+        if record_txn_number(raw) != Some(self.txn_number) {
             return Ok(None);
         }
+        let d = Document::from_reader(&mut &raw[..])
+            .map_err(|e| StorageError::Corrupt { space: "meta", detail: e.to_string() })?;
         let r = d.get_document("r").map_err(|_| StorageError::Corrupt {
             space: "meta",
             detail: "retryable-write record without a result".into(),
@@ -260,6 +257,38 @@ impl Retryable {
         self.outcome_of(raw.as_deref())?
             .ok_or_else(|| bad(ErrorCode::NoSuchTransaction, "the statement did not run on this shard"))
     }
+}
+
+/// A retryable write begun in a write transaction ([`Retryable::begin`]): what each statement did
+/// before, and the record of what it does now.
+#[derive(Debug, Clone, Copy)]
+pub struct Begun<'r> {
+    retry: &'r Retryable,
+    /// The session's head already held this transaction number: some statements may have run.
+    seen_before: bool,
+}
+
+/// Begins the command's retryable write if it is one (`Ok(Err(..))`: refused, TransactionTooOld).
+pub fn begin<'r>(
+    retry: Option<&'r Retryable>,
+    txn: &mut WriteTxn<'_>,
+) -> Result<Result<Option<Begun<'r>>, ExecError>, StorageError> {
+    match retry {
+        Some(r) => Ok(r.begin(txn)?.map(Some)),
+        None => Ok(Ok(None)),
+    }
+}
+
+impl Begun<'_> {
+    /// What statement `index` did the first time, if it ran.
+    pub fn executed(&self, txn: &WriteTxn<'_>, index: usize) -> Result<Option<Outcome>, StorageError> {
+        if !self.seen_before {
+            return Ok(None);
+        }
+        let r = self.retry;
+        let raw = txn.get_meta(&record_key(&r.lsid, r.stmt_id(index)))?;
+        r.outcome_of(raw.as_deref())
+    }
 
     /// Records what statement `index` did, in the transaction that did it.
     pub fn record(
@@ -269,8 +298,9 @@ impl Retryable {
         ns: &str,
         outcome: &Outcome,
     ) -> Result<(), StorageError> {
-        let value = doc! { "txnNumber": self.txn_number, "ns": ns, "r": outcome.to_document() };
-        txn.put_meta(record_key(&self.lsid, self.stmt_id(index)), Some(encode(&value)?))
+        let r = self.retry;
+        let value = doc! { "txnNumber": r.txn_number, "ns": ns, "r": outcome.to_document() };
+        txn.put_meta(record_key(&r.lsid, r.stmt_id(index)), Some(encode(&value)?))
     }
 }
 
@@ -290,9 +320,7 @@ fn encode(d: &Document) -> Result<Vec<u8>, StorageError> {
 }
 
 fn head_txn_number(raw: &[u8]) -> Result<i64, StorageError> {
-    Document::from_reader(&mut &raw[..])
-        .ok()
-        .and_then(|d| d.get_i64("txnNumber").ok())
+    record_txn_number(raw)
         .ok_or_else(|| StorageError::Corrupt { space: "meta", detail: "retryable-write session head".into() })
 }
 
@@ -310,8 +338,9 @@ pub fn record_key(lsid: &[u8; 16], stmt_id: i32) -> Vec<u8> {
     key
 }
 
+/// The `txnNumber` of a session head or statement record, read off its bytes.
 fn record_txn_number(raw: &[u8]) -> Option<i64> {
-    Document::from_reader(&mut &raw[..]).ok().and_then(|d| d.get_i64("txnNumber").ok())
+    bson::RawDocument::from_bytes(raw).ok()?.get_i64("txnNumber").ok()
 }
 
 /// The session records a migration of `ns` carries to the recipient: each session's head with

@@ -157,3 +157,22 @@ fn records_replicate_with_their_writes_and_merge_into_a_recipient() {
     assert_eq!(again.n, 1);
     assert!(docs(&recipient).is_empty(), "the retry found the donor's record instead of inserting");
 }
+
+/// A router re-targeting part of a command (after StaleConfig, say) resends some statements of a
+/// transaction number the shard has seen: those that ran answer from their records, the others
+/// run. A transaction number the shard has not seen runs every statement, even where a record of
+/// an older one has the same statement id.
+#[test]
+fn a_resent_part_of_a_command_runs_only_what_did_not_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = node(dir.path());
+    let first = with_session(doc! {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}], "stmtIds": [0, 1]}, 8, 1);
+    assert_eq!(write(&e, exec::insert::run, first).expect("insert").n, 2);
+    let part = with_session(doc! {"insert": "c", "documents": [{"_id": 2}, {"_id": 3}], "stmtIds": [1, 2]}, 8, 1);
+    let out = write(&e, exec::insert::run, part).expect("resent part");
+    assert_eq!((out.n, out.write_errors.len()), (2, 0), "statement 1 answered from its record, 2 ran");
+    let next = with_session(doc! {"insert": "c", "documents": [{"_id": 2}], "stmtIds": [1]}, 8, 2);
+    let out = write(&e, exec::insert::run, next).expect("next txn");
+    assert_eq!(out.write_errors.iter().map(|w| w.code).collect::<Vec<_>>(), vec![ErrorCode::DuplicateKey.code()]);
+    assert_eq!(docs(&e).len(), 3);
+}

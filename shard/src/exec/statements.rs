@@ -1,7 +1,8 @@
 //! The statements of a write command: from a kind-1 document sequence (pymongo, Java) or from the
-//! array in the body (node), validated as complete BSON documents.
+//! array in the body (node). `update` and `delete` take them parsed; `insert` takes them as they
+//! came ([`Incoming`]) so a sequence's bytes are checked and stored without being parsed.
 
-use bson::{Bson, Document, RawDocument};
+use bson::{Bson, Document};
 use bytes::Bytes;
 use shoal_proto::ErrorCode;
 use shoal_proto::limits::MAX_WRITE_BATCH_SIZE;
@@ -10,27 +11,33 @@ use crate::error::{ExecError, ExecResult};
 use crate::exec::Request;
 use crate::exec::args::wrong_type;
 
-/// One statement: its parsed form and, when it came from a sequence, its original bytes.
-pub struct Statement {
-    pub doc: Document,
-    pub raw: Option<Bytes>,
+/// One statement as it came: a sequence's bytes, not yet parsed or checked, or a document of the
+/// body's array.
+pub enum Incoming {
+    Raw(Bytes),
+    Parsed(Document),
 }
 
-pub fn statements(req: &Request<'_>, field: &str) -> ExecResult<Vec<Statement>> {
-    let out: Vec<Statement> = if req.raw.sequence_id == field {
-        req.raw
-            .sequence
-            .iter()
-            .map(|b| {
-                let doc = Document::from_reader(&mut &b[..])?;
-                Ok(Statement { doc, raw: Some(b.clone()) })
-            })
-            .collect::<ExecResult<_>>()?
+/// The statements in the field `field`, as they came (a batch of 1 to 100,000).
+pub fn incoming(req: &Request<'_>, field: &str) -> ExecResult<Vec<Incoming>> {
+    let out: Vec<Incoming> = if req.raw.sequence_id == field {
+        req.raw.sequence.iter().map(|b| Incoming::Raw(b.clone())).collect()
     } else {
-        body_statements(&req.body, req.name(), field)?.into_iter().map(|doc| Statement { doc, raw: None }).collect()
+        body_statements(&req.body, req.name(), field)?.into_iter().map(Incoming::Parsed).collect()
     };
     check_batch_len(out.len())?;
     Ok(out)
+}
+
+/// The statements in the field `field`, parsed.
+pub fn statements(req: &Request<'_>, field: &str) -> ExecResult<Vec<Document>> {
+    incoming(req, field)?
+        .into_iter()
+        .map(|s| match s {
+            Incoming::Raw(b) => Ok(Document::from_reader(&mut &b[..])?),
+            Incoming::Parsed(doc) => Ok(doc),
+        })
+        .collect()
 }
 
 /// The statements a write command carries in its body (`documents`, `updates`, `deletes`): a
@@ -61,9 +68,4 @@ pub fn check_batch_len(n: usize) -> ExecResult<()> {
         ));
     }
     Ok(())
-}
-
-/// Raw view of a statement when its bytes are at hand.
-pub fn raw_view(s: &Statement) -> Option<&RawDocument> {
-    s.raw.as_ref().and_then(|b| RawDocument::from_bytes(b).ok())
 }

@@ -11,10 +11,11 @@ use shoal_query::update::{UpdateContext, UpdateSpec};
 use shoal_query::vars::LetVars;
 
 use crate::error::{ExecError, ExecResult};
-use crate::exec::insert::{check_size, insert_prepared, with_id_first};
+use crate::exec::insert::{insert_prepared, with_id_first};
 use crate::exec::retry::{self, Outcome, Retryable};
 use crate::exec::scan::{Matched, for_each_match};
 use crate::exec::statements::statements;
+use crate::exec::stored_doc::{check_size, validate_document};
 use crate::exec::{Node, Request, StatementError, WriteOutcome, args, plan, record};
 use crate::sharding::Ownership;
 use crate::store::WriteTxn;
@@ -121,14 +122,13 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
     }
     let ns_name = ns.to_string();
     let (outcome, seq) = node.store.write(|txn| {
-        if let Some(r) = &retry
-            && let Err(e) = r.begin(txn)?
-        {
-            return Ok(Err(e));
-        }
+        let began = match retry::begin(retry.as_ref(), txn)? {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e)),
+        };
         let mut out = WriteOutcome::default();
         for (i, stmt) in stmts.iter().enumerate() {
-            if let Some(r) = &retry {
+            if let Some(r) = &began {
                 if let Some(Outcome::Updated { matched, modified, upserted }) = r.executed(txn, i)? {
                     out.n += matched + i64::from(upserted.is_some());
                     out.n_modified += modified;
@@ -137,11 +137,11 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(WriteOutcome, u64)> {
                 }
                 txn.hold_together(true);
             }
-            let result = UpdateStatement::parse(&stmt.doc, &vars)
+            let result = UpdateStatement::parse(stmt, &vars)
                 .and_then(|s| refuse_multi(s, retry.is_some()))
                 .map_err(|e| StatementError::Exec(e, None))
                 .and_then(|s| apply_statement(node, txn, &ns, &s, req.owned()));
-            let result = match (result, &retry) {
+            let result = match (result, &began) {
                 (Ok(applied), Some(r)) => {
                     let outcome = Outcome::Updated {
                         matched: applied.matched,
@@ -245,7 +245,7 @@ pub fn apply(
                 if let Some((o, before)) = &key_before {
                     o.check_key_unchanged(before, &new)?;
                 }
-                crate::exec::insert::validate_document(&new)?;
+                validate_document(&new)?;
                 let raw = RawDocumentBuf::try_from(&new).map_err(|e| StatementError::Exec(e.into(), None))?;
                 if raw.as_bytes().len() > shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES {
                     return Err(StatementError::Exec(
@@ -274,7 +274,7 @@ pub fn apply(
         if let Some(o) = owned {
             o.check_full_key(&doc)?;
         }
-        crate::exec::insert::validate_document(&doc)?;
+        validate_document(&doc)?;
         let bytes = RawDocumentBuf::try_from(&doc).map_err(|e| StatementError::Exec(e.into(), None))?.into_bytes();
         check_size(bytes.len())?;
         let (coll, _) = txn.ensure_collection(ns, Document::new()).map_err(StatementError::Storage)?;

@@ -1,0 +1,140 @@
+//! The rules every stored document obeys, on a parsed document (updates, the body's statements)
+//! and on raw bytes (a sequence's inserts, checked without parsing). One owner of the rules: a
+//! valid `_id`, no `$`-prefixed top-level field, at most [`STORED_NESTING_DEPTH_MAX`] levels, at
+//! most 16 MiB. It must not decide where `_id` goes or store anything.
+
+use bson::raw::{RawBsonRef, RawDocument, RawIter};
+use bson::{Bson, Document};
+use shoal_proto::ErrorCode;
+use shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES;
+
+use crate::error::{ExecError, ExecResult};
+
+/// Deepest nesting of a stored document (the document itself is level 1), MongoDB's limit for
+/// user documents (`BSONDepth::getMaxDepthForUserStorage`: 200 less 20 kept for the system).
+pub const STORED_NESTING_DEPTH_MAX: usize = 180;
+
+pub fn check_size(len: usize) -> ExecResult<()> {
+    if len > MAX_BSON_OBJECT_SIZE_BYTES {
+        return Err(ExecError::new(
+            ErrorCode::BSONObjectTooLarge,
+            format!("object to insert too large. size in bytes: {len}, max size: {MAX_BSON_OBJECT_SIZE_BYTES}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The stored-document rules on a parsed document.
+pub fn validate_document(doc: &Document) -> ExecResult<()> {
+    if let Some(id) = doc.get("_id") {
+        validate_id(id)?;
+    }
+    if exceeds_depth(doc.values(), 1) {
+        return Err(too_deep());
+    }
+    match doc.keys().find(|k| k.starts_with('$')) {
+        Some(k) => Err(dollar_prefixed(k)),
+        None => Ok(()),
+    }
+}
+
+/// The stored-document rules on raw bytes, walking every element of every level once (which
+/// also checks the bytes are well-formed BSON, as parsing them would: lengths, terminators, UTF-8),
+/// without allocating per field. Iterative, so a hostile document cannot overflow the stack. The
+/// errors rank as [`validate_document`]'s after a parse: malformed bytes, `_id`, nesting, `$`.
+pub fn validate_raw(doc: &RawDocument) -> ExecResult<()> {
+    let mut id_error = None;
+    let mut dollar_key = None;
+    let mut deep = false;
+    let mut levels: Vec<RawIter<'_>> = vec![doc.iter_elements()];
+    while let Some(iter) = levels.last_mut() {
+        let Some(element) = iter.next() else {
+            levels.pop();
+            continue;
+        };
+        let element = element?;
+        let value = element.value()?;
+        if levels.len() == 1 {
+            let key = element.key().as_str();
+            if key == "_id" {
+                id_error = id_error.or(validate_id_kind(&value).err());
+            } else if key.starts_with('$') && dollar_key.is_none() {
+                dollar_key = Some(key);
+            }
+        }
+        let inner = match value {
+            RawBsonRef::Document(d) => d.iter_elements(),
+            RawBsonRef::Array(a) => a.iter_elements(),
+            _ => continue,
+        };
+        if levels.len() + 1 > STORED_NESTING_DEPTH_MAX {
+            // Too deep: not descended (its bytes were bounds-checked as one element).
+            deep = true;
+            continue;
+        }
+        levels.push(inner);
+    }
+    match (id_error, deep, dollar_key) {
+        (Some(e), _, _) => Err(e),
+        (None, true, _) => Err(too_deep()),
+        (None, false, Some(k)) => Err(dollar_prefixed(k)),
+        (None, false, None) => Ok(()),
+    }
+}
+
+/// Whether values at nesting `level` reach below the storage limit. Iterative over levels so a
+/// hostile document cannot overflow the stack (the wire layer already caps depth at 200).
+fn exceeds_depth<'a>(values: impl Iterator<Item = &'a Bson>, level: usize) -> bool {
+    let mut frontier: Vec<&Bson> = values.collect();
+    let mut level = level;
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        for v in frontier {
+            match v {
+                Bson::Document(d) => next.extend(d.values()),
+                Bson::Array(a) => next.extend(a.iter()),
+                _ => continue,
+            }
+            if level + 1 > STORED_NESTING_DEPTH_MAX {
+                return true;
+            }
+        }
+        frontier = next;
+        level += 1;
+    }
+    false
+}
+
+/// `_id` may be any type but an array, a regex or undefined (InvalidIdField).
+pub fn validate_id(id: &Bson) -> ExecResult<()> {
+    match id {
+        Bson::Array(_) => Err(bad_id("array")),
+        Bson::RegularExpression(_) => Err(bad_id("regex")),
+        Bson::Undefined => Err(bad_id("undefined")),
+        _ => Ok(()),
+    }
+}
+
+fn validate_id_kind(id: &RawBsonRef<'_>) -> ExecResult<()> {
+    match id {
+        RawBsonRef::Array(_) => Err(bad_id("array")),
+        RawBsonRef::RegularExpression(_) => Err(bad_id("regex")),
+        RawBsonRef::Undefined => Err(bad_id("undefined")),
+        _ => Ok(()),
+    }
+}
+
+fn bad_id(kind: &str) -> ExecError {
+    ExecError::new(ErrorCode::InvalidIdField, format!("The '_id' value cannot be of type {kind}"))
+}
+
+fn too_deep() -> ExecError {
+    ExecError::new(
+        ErrorCode::Overflow,
+        format!("cannot insert document because it exceeds {STORED_NESTING_DEPTH_MAX} levels of nesting"),
+    )
+}
+
+fn dollar_prefixed(key: &str) -> ExecError {
+    ExecError::bad_value(format!("Document can't have $ prefixed field names: {key}"))
+}
