@@ -20,6 +20,7 @@ pub type HandlerResult = Result<RawDocumentBuf, CommandError>;
 /// Runs `cmd` and returns the complete reply body.
 pub async fn dispatch(state: &RouterState, conn: &ConnContext, cmd: &Command) -> RawDocumentBuf {
     state.counters.commands_total.fetch_add(1, Ordering::Relaxed);
+    state.counters.ops.count(cmd);
     let span =
         tracing::debug_span!("command", request_id = cmd.request_id, conn = conn.id, name = %cmd.name, db = %cmd.db);
     let result = match retryable::refuse_transactions(cmd).and_then(|()| max_time(cmd)) {

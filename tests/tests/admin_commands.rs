@@ -1,6 +1,6 @@
 //! The router's handshake and informational commands as drivers and mongosh use them: `hello` and
 //! legacy `isMaster` answered as a mongos, `ping`, `buildInfo`, `serverStatus`, `whatsmyuri`,
-//! `connectionStatus`, `getParameter`, `getLog`, `endSessions`.
+//! `connectionStatus`, `getParameter`, `getLog`, `endSessions`; `serverStatus.opcounters`.
 
 use bson::{Bson, Document, doc};
 use shoal_tests::TestContext;
@@ -144,4 +144,38 @@ async fn every_alias_reaches_the_same_handler() {
     let add_shard = commands.get_document("addShard").unwrap();
     assert!(add_shard.get_bool("adminOnly").unwrap() && !add_shard.get_bool("secondaryOk").unwrap());
     assert!(!commands.get_document("ping").unwrap().get_bool("requiresAuth").unwrap());
+}
+
+/// `serverStatus.opcounters` counts what the router received as a mongos does: inserts, updates
+/// and deletes per statement, finds as queries, getMores, and every other command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opcounters_count_what_the_router_received() {
+    let ctx = TestContext::owned(DB).await;
+    let ops = |status: &Document| status.get_document("opcounters").cloned().expect("opcounters");
+    let before = ops(&admin(&ctx, doc! {"serverStatus": 1}).await);
+    let coll = ctx.db().collection::<Document>("opcounters");
+    coll.insert_many((0..5).map(|i| doc! {"_id": i, "n": i})).await.expect("insert");
+    coll.insert_one(doc! {"_id": 9}).await.expect("insert one");
+    ctx.db()
+        .run_command(doc! {"update": "opcounters", "updates": [
+            {"q": {"_id": 0}, "u": {"$set": {"n": 10}}},
+            {"q": {"_id": 1}, "u": {"$set": {"n": 11}}},
+        ]})
+        .await
+        .expect("update");
+    coll.delete_one(doc! {"_id": 2}).await.expect("delete");
+    let mut cursor = coll.find(doc! {}).batch_size(2).await.expect("find");
+    let mut seen = 0;
+    while cursor.advance().await.expect("getMore") {
+        seen += 1;
+    }
+    assert_eq!(seen, 5);
+    let after = ops(&admin(&ctx, doc! {"serverStatus": 1}).await);
+    let delta = |k: &str| int(&after, k) - int(&before, k);
+    assert_eq!(delta("insert"), 6, "one per document: {before} -> {after}");
+    assert_eq!(delta("update"), 2, "one per statement: {before} -> {after}");
+    assert_eq!(delta("delete"), 1, "{before} -> {after}");
+    assert_eq!(delta("query"), 1, "{before} -> {after}");
+    assert_eq!(delta("getmore"), 2, "5 documents in batches of 2: {before} -> {after}");
+    assert!(delta("command") >= 1, "the second serverStatus at least: {before} -> {after}");
 }

@@ -51,6 +51,8 @@ pub async fn server_status(state: &RouterState, _conn: &ConnContext, _cmd: &Comm
         connections_total: c.connections_total.load(Ordering::Relaxed),
         commands_total: c.commands_total.load(Ordering::Relaxed),
         commands_failed: c.commands_failed.load(Ordering::Relaxed),
+        ops: [&c.ops.insert, &c.ops.query, &c.ops.update, &c.ops.delete, &c.ops.getmore, &c.ops.command]
+            .map(|n| n.load(Ordering::Relaxed)),
         now: bson::DateTime::now(),
     });
     // Client operations by how many shards they went to, and per shard.
@@ -144,6 +146,8 @@ pub struct StatusSnapshot {
     pub connections_total: u64,
     pub commands_total: u64,
     pub commands_failed: u64,
+    /// `opcounters`: insert, query, update, delete, getmore, command.
+    pub ops: [u64; 6],
     pub now: bson::DateTime,
 }
 
@@ -175,11 +179,21 @@ pub fn server_status_reply(s: &StatusSnapshot) -> RawDocumentBuf {
             "available": s.connections_available,
             "totalCreated": total,
         },
-        // Per-operation counts are not kept yet; `command` counts every command the router ran.
-        "opcounters": { "insert": 0i64, "query": 0i64, "update": 0i64, "delete": 0i64, "getmore": 0i64, "command": commands },
+        "opcounters": {
+            "insert": long(s.ops[0]),
+            "query": long(s.ops[1]),
+            "update": long(s.ops[2]),
+            "delete": long(s.ops[3]),
+            "getmore": long(s.ops[4]),
+            "command": long(s.ops[5]),
+        },
         "mem": mem,
         "shoal": { "version": env!("CARGO_PKG_VERSION"), "commandsTotal": commands, "commandsFailed": failed },
     }
+}
+
+fn long(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// Resident and virtual size in MiB from `/proc/self/status`; `None` off Linux.
@@ -420,6 +434,7 @@ mod tests {
             connections_total: 10,
             commands_total: 42,
             commands_failed: 1,
+            ops: [1, 2, 3, 4, 5, 6],
             now: bson::DateTime::now(),
         });
         assert_eq!(reply.get_str("process").expect("process"), "mongos");
@@ -428,7 +443,11 @@ mod tests {
         let conns = reply.get_document("connections").expect("connections");
         assert_eq!(conns.get_i64("current").expect("current"), 3);
         assert_eq!(conns.get_i64("totalCreated").expect("total"), 10);
-        assert_eq!(reply.get_document("opcounters").expect("ops").get_i64("command").expect("cmd"), 42);
+        let ops = reply.get_document("opcounters").expect("ops");
+        let names = ["insert", "query", "update", "delete", "getmore", "command"];
+        for (i, name) in names.into_iter().enumerate() {
+            assert_eq!(ops.get_i64(name).expect(name), i as i64 + 1, "{name}");
+        }
         assert_eq!(reply.get_document("mem").expect("mem").get_i32("bits").expect("bits"), 64);
     }
 
