@@ -85,6 +85,10 @@ pub struct Counters {
     pub commands_total: AtomicU64,
     pub commands_failed: AtomicU64,
     pub ops: OpCounters,
+    /// `serverStatus.network`: client messages received and their bytes, reply bytes sent.
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub requests: AtomicU64,
 }
 
 /// `serverStatus.opcounters`, counted as a mongos counts what it receives: `insert`, `update` and

@@ -1,6 +1,7 @@
 //! The router's handshake and informational commands as drivers and mongosh use them: `hello` and
 //! legacy `isMaster` answered as a mongos, `ping`, `buildInfo`, `serverStatus`, `whatsmyuri`,
-//! `connectionStatus`, `getParameter`, `getLog`, `endSessions`; `serverStatus.opcounters`.
+//! `connectionStatus`, `getParameter`, `getLog`, `endSessions`; `serverStatus.opcounters` and
+//! `network`.
 
 use bson::{Bson, Document, doc};
 use shoal_tests::TestContext;
@@ -152,7 +153,9 @@ async fn every_alias_reaches_the_same_handler() {
 async fn opcounters_count_what_the_router_received() {
     let ctx = TestContext::owned(DB).await;
     let ops = |status: &Document| status.get_document("opcounters").cloned().expect("opcounters");
-    let before = ops(&admin(&ctx, doc! {"serverStatus": 1}).await);
+    let net = |status: &Document| status.get_document("network").cloned().expect("network");
+    let status_before = admin(&ctx, doc! {"serverStatus": 1}).await;
+    let before = ops(&status_before);
     let coll = ctx.db().collection::<Document>("opcounters");
     coll.insert_many((0..5).map(|i| doc! {"_id": i, "n": i})).await.expect("insert");
     coll.insert_one(doc! {"_id": 9}).await.expect("insert one");
@@ -170,7 +173,8 @@ async fn opcounters_count_what_the_router_received() {
         seen += 1;
     }
     assert_eq!(seen, 5);
-    let after = ops(&admin(&ctx, doc! {"serverStatus": 1}).await);
+    let status_after = admin(&ctx, doc! {"serverStatus": 1}).await;
+    let after = ops(&status_after);
     let delta = |k: &str| int(&after, k) - int(&before, k);
     assert_eq!(delta("insert"), 6, "one per document: {before} -> {after}");
     assert_eq!(delta("update"), 2, "one per statement: {before} -> {after}");
@@ -178,4 +182,11 @@ async fn opcounters_count_what_the_router_received() {
     assert_eq!(delta("query"), 1, "{before} -> {after}");
     assert_eq!(delta("getmore"), 2, "5 documents in batches of 2: {before} -> {after}");
     assert!(delta("command") >= 1, "the second serverStatus at least: {before} -> {after}");
+    // Eight messages at least (two inserts, update, delete, find, two getMores, serverStatus),
+    // six documents in; replies out.
+    let (n0, n1) = (net(&status_before), net(&status_after));
+    let grew = |k: &str| int(&n1, k) - int(&n0, k);
+    assert!(grew("numRequests") >= 8, "{n0} -> {n1}");
+    assert!(grew("bytesIn") > 6 * 20, "{n0} -> {n1}");
+    assert!(grew("bytesOut") > 0, "{n0} -> {n1}");
 }

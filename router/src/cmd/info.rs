@@ -53,6 +53,7 @@ pub async fn server_status(state: &RouterState, _conn: &ConnContext, _cmd: &Comm
         commands_failed: c.commands_failed.load(Ordering::Relaxed),
         ops: [&c.ops.insert, &c.ops.query, &c.ops.update, &c.ops.delete, &c.ops.getmore, &c.ops.command]
             .map(|n| n.load(Ordering::Relaxed)),
+        network: [&c.bytes_in, &c.bytes_out, &c.requests].map(|n| n.load(Ordering::Relaxed)),
         now: bson::DateTime::now(),
     });
     // Client operations by how many shards they went to, and per shard.
@@ -148,6 +149,8 @@ pub struct StatusSnapshot {
     pub commands_failed: u64,
     /// `opcounters`: insert, query, update, delete, getmore, command.
     pub ops: [u64; 6],
+    /// `network`: bytes in, bytes out, requests.
+    pub network: [u64; 3],
     pub now: bson::DateTime,
 }
 
@@ -186,6 +189,14 @@ pub fn server_status_reply(s: &StatusSnapshot) -> RawDocumentBuf {
             "delete": long(s.ops[3]),
             "getmore": long(s.ops[4]),
             "command": long(s.ops[5]),
+        },
+        // No wire compression: the physical bytes are the logical ones.
+        "network": {
+            "bytesIn": long(s.network[0]),
+            "bytesOut": long(s.network[1]),
+            "physicalBytesIn": long(s.network[0]),
+            "physicalBytesOut": long(s.network[1]),
+            "numRequests": long(s.network[2]),
         },
         "mem": mem,
         "shoal": { "version": env!("CARGO_PKG_VERSION"), "commandsTotal": commands, "commandsFailed": failed },
@@ -435,6 +446,7 @@ mod tests {
             commands_total: 42,
             commands_failed: 1,
             ops: [1, 2, 3, 4, 5, 6],
+            network: [100, 200, 3],
             now: bson::DateTime::now(),
         });
         assert_eq!(reply.get_str("process").expect("process"), "mongos");
@@ -448,6 +460,10 @@ mod tests {
         for (i, name) in names.into_iter().enumerate() {
             assert_eq!(ops.get_i64(name).expect(name), i as i64 + 1, "{name}");
         }
+        let net = reply.get_document("network").expect("network");
+        assert_eq!(net.get_i64("bytesIn").expect("in"), 100);
+        assert_eq!(net.get_i64("physicalBytesOut").expect("out"), 200);
+        assert_eq!(net.get_i64("numRequests").expect("requests"), 3);
         assert_eq!(reply.get_document("mem").expect("mem").get_i32("bits").expect("bits"), 64);
     }
 
