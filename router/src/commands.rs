@@ -114,6 +114,21 @@ pub struct Spec {
     pub access: Access,
     /// Recorded in the audit log when it runs (user, role and shard membership changes).
     pub audited: bool,
+    /// The `serverStatus.opcounters` entry it counts in.
+    pub counted_as: OpCounter,
+}
+
+/// Which `serverStatus.opcounters` entry a command counts in, as in MongoDB: inserts, updates and
+/// deletes per statement, `find` as a query, `getMore`; every other command (unknown ones too) as
+/// a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpCounter {
+    Insert,
+    Query,
+    Update,
+    Delete,
+    GetMore,
+    Command,
 }
 
 impl Spec {
@@ -132,7 +147,11 @@ impl Spec {
             explainable: false,
             access: Access::Open,
             audited: false,
+            counted_as: OpCounter::Command,
         }
+    }
+    const fn counted_as(self, counted_as: OpCounter) -> Spec {
+        Spec { counted_as, ..self }
     }
     const fn aliases(self, aliases: &'static [&'static str]) -> Spec {
         Spec { aliases, ..self }
@@ -243,24 +262,35 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("revokeRolesFromRole", UserAdmin, h!(roles::revoke_roles_from_role)).authenticated().audited(),
     Spec::new("rolesInfo", UserAdmin, h!(roles::roles_info)).authenticated(),
     // Documents.
-    Spec::new("insert", Write, h!(crud::insert)).retryable().needs(Collection).on(OnCollection, &[A::Insert]),
+    Spec::new("insert", Write, h!(crud::insert))
+        .retryable()
+        .needs(Collection)
+        .on(OnCollection, &[A::Insert])
+        .counted_as(OpCounter::Insert),
     Spec::new("update", Write, h!(crud::update))
         .retryable()
         .needs(Collection)
         .explainable()
-        .on(OnCollection, &[A::Update]),
+        .on(OnCollection, &[A::Update])
+        .counted_as(OpCounter::Update),
     Spec::new("delete", Write, h!(crud::delete))
         .retryable()
         .needs(Collection)
         .explainable()
-        .on(OnCollection, &[A::Remove]),
+        .on(OnCollection, &[A::Remove])
+        .counted_as(OpCounter::Delete),
     Spec::new("findAndModify", Write, h!(crud::find_and_modify))
         .aliases(&["findandmodify"])
         .retryable()
         .needs(Collection)
         .explainable()
         .on(OnCollection, &[A::Find, A::Update, A::Remove]),
-    Spec::new("find", Read, h!(crud::find)).needs(Collection).secondary_ok().explainable().on(OnCollection, &[A::Find]),
+    Spec::new("find", Read, h!(crud::find))
+        .needs(Collection)
+        .secondary_ok()
+        .explainable()
+        .on(OnCollection, &[A::Find])
+        .counted_as(OpCounter::Query),
     Spec::new("count", Read, h!(crud::count))
         .needs(Collection)
         .secondary_ok()
@@ -277,7 +307,11 @@ pub static COMMANDS: &[Spec] = &[
         .explainable()
         .on(OnCollection, &[A::Find]),
     Spec::new("explain", Read, h!(explain::explain)).needs(Collection).on(OnCollection, &[A::Find]),
-    Spec::new("getMore", Read, h!(cursor::get_more)).untimed().secondary_ok().on(OnCollection, &[A::Find]),
+    Spec::new("getMore", Read, h!(cursor::get_more))
+        .untimed()
+        .secondary_ok()
+        .on(OnCollection, &[A::Find])
+        .counted_as(OpCounter::GetMore),
     Spec::new("killCursors", Read, h!(cursor::kill_cursors)).secondary_ok().on(OnCollection, &[A::KillCursors]),
     // Collections, databases and indexes.
     Spec::new("create", Ddl, h!(ddl::create)).needs(Database).on(OnCollection, &[A::CreateCollection]),

@@ -30,6 +30,7 @@ pub mod catalog;
 pub mod cmd;
 pub mod command;
 pub mod commands;
+pub mod counters;
 pub mod cursors;
 pub mod dispatch;
 pub mod error;

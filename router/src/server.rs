@@ -233,14 +233,12 @@ async fn request_loop(
         let Some(frame) = next else { return Ok(()) };
         let frame = frame?;
         let request_id = frame.header.request_id;
-        let counters = &state.counters;
-        counters.requests.fetch_add(1, Ordering::Relaxed);
-        counters.bytes_in.fetch_add(u64::try_from(frame.header.message_length).unwrap_or(0), Ordering::Relaxed);
+        state.counters.network.received(frame.header.message_length);
         let reply = handle(state, conn, frame, reply_ids.next())
             .instrument(tracing::debug_span!("request", request_id))
             .await?;
         if let Some(bytes) = reply {
-            state.counters.bytes_out.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            state.counters.network.sent(bytes.len());
             writer.write_all(&bytes).await?;
         }
         // After a large message the read buffer keeps its capacity; an idle pooled connection

@@ -1,7 +1,6 @@
 //! State shared by every connection of one router process.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -9,6 +8,7 @@ use crate::auth::cache::SecurityCache;
 use crate::auth::cursors::CursorOwners;
 use crate::auth::session::Session;
 use crate::catalog::ClusterCatalogClient;
+pub use crate::counters::Counters;
 use crate::cursors::CursorRegistry;
 use crate::error::CommandError;
 use crate::routing::TargetingStats;
@@ -74,60 +74,6 @@ impl RouterState {
             counters: Counters::default(),
         })
     }
-}
-
-/// Numbers `serverStatus` reports.
-#[derive(Default)]
-pub struct Counters {
-    pub connections_current: AtomicI64,
-    pub connections_total: AtomicU64,
-    pub next_connection_id: AtomicI64,
-    pub commands_total: AtomicU64,
-    pub commands_failed: AtomicU64,
-    pub ops: OpCounters,
-    /// `serverStatus.network`: client messages received and their bytes, reply bytes sent.
-    pub bytes_in: AtomicU64,
-    pub bytes_out: AtomicU64,
-    pub requests: AtomicU64,
-}
-
-/// `serverStatus.opcounters`, counted as a mongos counts what it receives: `insert`, `update` and
-/// `delete` per statement (an `insert` of three documents counts three), `query` per `find`,
-/// `getmore` per `getMore`, and `command` for every other command, whether or not it succeeds.
-#[derive(Default)]
-pub struct OpCounters {
-    pub insert: AtomicU64,
-    pub query: AtomicU64,
-    pub update: AtomicU64,
-    pub delete: AtomicU64,
-    pub getmore: AtomicU64,
-    pub command: AtomicU64,
-}
-
-impl OpCounters {
-    /// Counts one received command.
-    pub fn count(&self, cmd: &crate::command::Command) {
-        let (counter, items) = match cmd.name.as_str() {
-            "insert" => (&self.insert, "documents"),
-            "update" => (&self.update, "updates"),
-            "delete" => (&self.delete, "deletes"),
-            "find" => (&self.query, ""),
-            "getMore" => (&self.getmore, ""),
-            _ => (&self.command, ""),
-        };
-        let n = if items.is_empty() { 1 } else { statement_count(cmd, items) };
-        counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-/// How many statements a write carries in `field`: its kind-1 sequences and its body's array.
-fn statement_count(cmd: &crate::command::Command, field: &str) -> u64 {
-    let in_sequences: usize = cmd.sequences.iter().filter(|s| s.identifier == field).map(|s| s.documents.len()).sum();
-    let in_body = match cmd.body.get(field) {
-        Ok(Some(bson::RawBsonRef::Array(a))) => a.into_iter().count(),
-        _ => 0,
-    };
-    (in_sequences + in_body) as u64
 }
 
 /// What a command handler knows about the connection it arrived on.

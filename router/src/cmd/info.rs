@@ -19,6 +19,7 @@ use shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES;
 use crate::cmd::handshake::connection_id_value;
 use crate::command::Command;
 use crate::commands::COMMANDS;
+use crate::counters::{NetworkCounts, OpCounts};
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
 use crate::state::{ConnContext, RouterState};
@@ -51,9 +52,8 @@ pub async fn server_status(state: &RouterState, _conn: &ConnContext, _cmd: &Comm
         connections_total: c.connections_total.load(Ordering::Relaxed),
         commands_total: c.commands_total.load(Ordering::Relaxed),
         commands_failed: c.commands_failed.load(Ordering::Relaxed),
-        ops: [&c.ops.insert, &c.ops.query, &c.ops.update, &c.ops.delete, &c.ops.getmore, &c.ops.command]
-            .map(|n| n.load(Ordering::Relaxed)),
-        network: [&c.bytes_in, &c.bytes_out, &c.requests].map(|n| n.load(Ordering::Relaxed)),
+        ops: c.ops.snapshot(),
+        network: c.network.snapshot(),
         now: bson::DateTime::now(),
     });
     // Client operations by how many shards they went to, and per shard.
@@ -147,10 +147,8 @@ pub struct StatusSnapshot {
     pub connections_total: u64,
     pub commands_total: u64,
     pub commands_failed: u64,
-    /// `opcounters`: insert, query, update, delete, getmore, command.
-    pub ops: [u64; 6],
-    /// `network`: bytes in, bytes out, requests.
-    pub network: [u64; 3],
+    pub ops: OpCounts,
+    pub network: NetworkCounts,
     pub now: bson::DateTime,
 }
 
@@ -183,20 +181,20 @@ pub fn server_status_reply(s: &StatusSnapshot) -> RawDocumentBuf {
             "totalCreated": total,
         },
         "opcounters": {
-            "insert": long(s.ops[0]),
-            "query": long(s.ops[1]),
-            "update": long(s.ops[2]),
-            "delete": long(s.ops[3]),
-            "getmore": long(s.ops[4]),
-            "command": long(s.ops[5]),
+            "insert": long(s.ops.insert),
+            "query": long(s.ops.query),
+            "update": long(s.ops.update),
+            "delete": long(s.ops.delete),
+            "getmore": long(s.ops.getmore),
+            "command": long(s.ops.command),
         },
         // No wire compression: the physical bytes are the logical ones.
         "network": {
-            "bytesIn": long(s.network[0]),
-            "bytesOut": long(s.network[1]),
-            "physicalBytesIn": long(s.network[0]),
-            "physicalBytesOut": long(s.network[1]),
-            "numRequests": long(s.network[2]),
+            "bytesIn": long(s.network.bytes_in),
+            "bytesOut": long(s.network.bytes_out),
+            "physicalBytesIn": long(s.network.bytes_in),
+            "physicalBytesOut": long(s.network.bytes_out),
+            "numRequests": long(s.network.requests),
         },
         "mem": mem,
         "shoal": { "version": env!("CARGO_PKG_VERSION"), "commandsTotal": commands, "commandsFailed": failed },
@@ -445,8 +443,8 @@ mod tests {
             connections_total: 10,
             commands_total: 42,
             commands_failed: 1,
-            ops: [1, 2, 3, 4, 5, 6],
-            network: [100, 200, 3],
+            ops: OpCounts { insert: 1, query: 2, update: 3, delete: 4, getmore: 5, command: 6 },
+            network: NetworkCounts { bytes_in: 100, bytes_out: 200, requests: 3 },
             now: bson::DateTime::now(),
         });
         assert_eq!(reply.get_str("process").expect("process"), "mongos");

@@ -50,6 +50,17 @@ pub enum WriteKind {
     Delete,
 }
 
+impl WriteKind {
+    /// The array (or kind-1 sequence) that holds the write's statements.
+    pub fn items_field(self) -> &'static str {
+        match self {
+            WriteKind::Insert => "documents",
+            WriteKind::Update => "updates",
+            WriteKind::Delete => "deletes",
+        }
+    }
+}
+
 /// How long a request waits for its shard's replica group to have a reachable primary.
 pub const FAILOVER_WAIT_MAX: Duration = Duration::from_secs(20);
 /// Pause between attempts while waiting, doubling up to [`FAILOVER_PAUSE_MAX`].

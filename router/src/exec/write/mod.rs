@@ -175,7 +175,8 @@ pub async fn insert(
     coll: &str,
     first: Placement,
 ) -> Result<WriteReply, CommandError> {
-    let (template, docs) = split_items(cmd, "documents")?;
+    let field = WriteKind::Insert.items_field();
+    let (template, docs) = split_items(cmd, field)?;
     let ordered = ordered(cmd);
     let mut out = WriteReply::default();
     let mut placement = first;
@@ -214,7 +215,7 @@ pub async fn insert(
         state.targeting.record(groups.keys());
         let calls = groups.iter().map(|(shard, idx)| {
             let items = idx.iter().map(|i| docs[*i].clone()).collect();
-            let req = routing::versioned(request(cmd, &template, "documents", idx, items), &placement, shard);
+            let req = routing::versioned(request(cmd, &template, field, idx, items), &placement, shard);
             call::write(state, shard, WriteKind::Insert, req)
         });
         let replies = futures::future::join_all(calls).await;
@@ -285,7 +286,7 @@ pub async fn update_or_delete(
     kind: WriteKind,
     first: Placement,
 ) -> Result<WriteReply, CommandError> {
-    let field = if matches!(kind, WriteKind::Update) { "updates" } else { "deletes" };
+    let field = kind.items_field();
     let (template, stmts) = split_items(cmd, field)?;
     let ordered = ordered(cmd);
     let mut out = WriteReply::default();
