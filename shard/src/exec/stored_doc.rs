@@ -4,6 +4,7 @@
 //! most 16 MiB. It must not decide where `_id` goes or store anything.
 
 use bson::raw::{RawBsonRef, RawDocument, RawIter};
+use bson::spec::ElementType;
 use bson::{Bson, Document};
 use shoal_proto::ErrorCode;
 use shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES;
@@ -57,7 +58,7 @@ pub fn validate_raw(doc: &RawDocument) -> ExecResult<()> {
         if levels.len() == 1 {
             let key = element.key().as_str();
             if key == "_id" {
-                id_error = id_error.or(validate_id_kind(&value).err());
+                id_error = id_error.or(validate_id_type(element.element_type()).err());
             } else if key.starts_with('$') && dollar_key.is_none() {
                 dollar_key = Some(key);
             }
@@ -107,19 +108,14 @@ fn exceeds_depth<'a>(values: impl Iterator<Item = &'a Bson>, level: usize) -> bo
 
 /// `_id` may be any type but an array, a regex or undefined (InvalidIdField).
 pub fn validate_id(id: &Bson) -> ExecResult<()> {
-    match id {
-        Bson::Array(_) => Err(bad_id("array")),
-        Bson::RegularExpression(_) => Err(bad_id("regex")),
-        Bson::Undefined => Err(bad_id("undefined")),
-        _ => Ok(()),
-    }
+    validate_id_type(id.element_type())
 }
 
-fn validate_id_kind(id: &RawBsonRef<'_>) -> ExecResult<()> {
-    match id {
-        RawBsonRef::Array(_) => Err(bad_id("array")),
-        RawBsonRef::RegularExpression(_) => Err(bad_id("regex")),
-        RawBsonRef::Undefined => Err(bad_id("undefined")),
+fn validate_id_type(t: ElementType) -> ExecResult<()> {
+    match t {
+        ElementType::Array => Err(bad_id("array")),
+        ElementType::RegularExpression => Err(bad_id("regex")),
+        ElementType::Undefined => Err(bad_id("undefined")),
         _ => Ok(()),
     }
 }

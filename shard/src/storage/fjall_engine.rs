@@ -179,6 +179,19 @@ mod tests {
         engine.commit(batch)
     }
 
+    /// Commits deletes of `keys` in `space` in one batch.
+    fn commit_deletes(
+        engine: &FjallEngine,
+        space: Space,
+        keys: impl IntoIterator<Item = u32>,
+    ) -> Result<(), StorageError> {
+        let mut batch = WriteBatch::new();
+        for key in keys {
+            batch.delete(space, key.to_be_bytes().to_vec());
+        }
+        engine.commit(batch)
+    }
+
     #[test]
     fn separated_values_survive_flush_and_reopen() -> Result<(), StorageError> {
         let dir = tempfile::tempdir()?;
@@ -192,11 +205,7 @@ mod tests {
             for space in [Space::Documents, Space::Oplog] {
                 engine.ks(space).rotate_memtable_and_wait().map_err(engine_err)?;
             }
-            let mut batch = WriteBatch::new();
-            for k in (0..500u32).step_by(5) {
-                batch.delete(Space::Oplog, k.to_be_bytes().to_vec());
-            }
-            engine.commit(batch)?;
+            commit_deletes(&engine, Space::Oplog, (0..500u32).step_by(5))?;
             engine.sync()?;
         }
         let engine = FjallEngine::open(dir.path(), 8 << 20)?;
@@ -227,11 +236,7 @@ mod tests {
         }
         let full = oplog.blob_file_count();
         assert!(full >= 4, "one blob file per flush at least, found {full}");
-        let mut batch = WriteBatch::new();
-        for k in 0..3 * 256u32 {
-            batch.delete(Space::Oplog, k.to_be_bytes().to_vec());
-        }
-        engine.commit(batch)?;
+        commit_deletes(&engine, Space::Oplog, 0..3 * 256u32)?;
         oplog.rotate_memtable_and_wait().map_err(engine_err)?;
         // The first compaction finds the values dead; lsm-tree drops a blob file whose values all
         // are at its next compaction (a running shard compacts continually).
