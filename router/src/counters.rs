@@ -1,36 +1,131 @@
-//! The numbers `serverStatus` reports from the router's own traffic: connections, commands,
-//! `opcounters` (which entry a command counts in is the command table's [`OpCounter`]) and
-//! `network`. Atomics only, one increment per event on the request path; must not shape replies
-//! (`cmd/info.rs` does).
+//! The numbers the router reports about its own traffic, kept once and read by both `serverStatus`
+//! (`cmd/info.rs` shapes it) and the Prometheus endpoint (the same handles, registered in the
+//! process's [`Metrics`]): connections, commands with their latency and errors, `opcounters`
+//! (which entry a command counts in is the command table's [`OpCounter`]) and `network`.
+//!
+//! Must not: cost a request more than a few atomic adds (every handle is resolved when the router
+//! starts; the per-command map is read-only), or shape replies.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicI64;
+use std::time::Duration;
+
+use shoal_telemetry::{Histogram, IntCounter, IntCounterVec, IntGauge, Metrics};
 
 use crate::command::Command;
-use crate::commands::OpCounter;
+use crate::commands::{COMMANDS, OpCounter, Spec};
 use crate::exec::call::WriteKind;
 
-/// Numbers `serverStatus` reports.
-#[derive(Default)]
+/// What `serverStatus.metrics.commands` calls a command not in the table.
+pub const UNKNOWN_COMMAND: &str = "<UNKNOWN>";
+
+/// Numbers `serverStatus` and `/metrics` report.
 pub struct Counters {
-    pub connections_current: AtomicI64,
-    pub connections_total: AtomicU64,
+    pub connections_current: IntGauge,
+    pub connections_total: IntCounter,
     pub next_connection_id: AtomicI64,
-    pub commands_total: AtomicU64,
-    pub commands_failed: AtomicU64,
+    pub commands: CommandCounters,
     pub ops: OpCounters,
     pub network: NetworkCounters,
+    pub routing: RoutingCounters,
+}
+
+impl Counters {
+    pub fn new(metrics: &Metrics) -> Result<Self, shoal_telemetry::Error> {
+        Ok(Self {
+            connections_current: metrics.gauge("connections_current", "Client connections open now")?,
+            connections_total: metrics.counter("connections_total", "Client connections accepted")?,
+            next_connection_id: AtomicI64::new(0),
+            commands: CommandCounters::new(metrics)?,
+            ops: OpCounters::new(metrics)?,
+            network: NetworkCounters::new(metrics)?,
+            routing: RoutingCounters::new(metrics)?,
+        })
+    }
+}
+
+/// Per command: how many ran, how long each took, how many failed; and failures by error code.
+pub struct CommandCounters {
+    by_name: HashMap<&'static str, PerCommand>,
+    unknown: PerCommand,
+    errors: IntCounterVec,
+}
+
+struct PerCommand {
+    latency: Histogram,
+    failed: IntCounter,
+}
+
+/// One command's counts at one moment (`serverStatus.metrics.commands.<name>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandCount {
+    pub name: &'static str,
+    pub total: u64,
+    pub failed: u64,
+}
+
+impl CommandCounters {
+    fn new(metrics: &Metrics) -> Result<Self, shoal_telemetry::Error> {
+        let latency = metrics.latency_vec(
+            "command_duration_seconds",
+            "Client commands by name: time from parsed to reply built",
+            &["command"],
+        )?;
+        let failed =
+            metrics.counter_vec("command_failures_total", "Client commands that failed, by name", &["command"])?;
+        let per = |name: &str| PerCommand {
+            latency: latency.with_label_values(&[name]),
+            failed: failed.with_label_values(&[name]),
+        };
+        Ok(Self {
+            by_name: COMMANDS.iter().map(|s| (s.name, per(s.name))).collect(),
+            unknown: per(UNKNOWN_COMMAND),
+            errors: metrics.counter_vec(
+                "command_errors_total",
+                "Failed client commands by error code",
+                &["code_name"],
+            )?,
+        })
+    }
+
+    fn of(&self, spec: Option<&Spec>) -> &PerCommand {
+        spec.and_then(|s| self.by_name.get(s.name)).unwrap_or(&self.unknown)
+    }
+
+    /// One command done after `elapsed`; `failed` is its error's code name.
+    pub fn finished(&self, spec: Option<&Spec>, elapsed: Duration, failed: Option<&str>) {
+        let per = self.of(spec);
+        per.latency.observe(elapsed.as_secs_f64());
+        if let Some(code_name) = failed {
+            per.failed.inc();
+            self.errors.with_label_values(&[code_name]).inc();
+        }
+    }
+
+    /// Every command that ran at least once, in name order.
+    pub fn snapshot(&self) -> Vec<CommandCount> {
+        let mut out: Vec<CommandCount> = self
+            .by_name
+            .iter()
+            .map(|(name, per)| (*name, per))
+            .chain([(UNKNOWN_COMMAND, &self.unknown)])
+            .map(|(name, per)| CommandCount { name, total: per.latency.get_sample_count(), failed: per.failed.get() })
+            .filter(|c| c.total > 0)
+            .collect();
+        out.sort_unstable_by_key(|c| c.name);
+        out
+    }
 }
 
 /// `serverStatus.opcounters`, counted as a mongos counts what it receives (the command table says
 /// which entry: [`OpCounter`]), whether or not the command succeeds.
-#[derive(Default)]
 pub struct OpCounters {
-    insert: AtomicU64,
-    query: AtomicU64,
-    update: AtomicU64,
-    delete: AtomicU64,
-    getmore: AtomicU64,
-    command: AtomicU64,
+    insert: IntCounter,
+    query: IntCounter,
+    update: IntCounter,
+    delete: IntCounter,
+    getmore: IntCounter,
+    command: IntCounter,
 }
 
 /// The counts of [`OpCounters`] at one moment.
@@ -45,6 +140,23 @@ pub struct OpCounts {
 }
 
 impl OpCounters {
+    fn new(metrics: &Metrics) -> Result<Self, shoal_telemetry::Error> {
+        let ops = metrics.counter_vec(
+            "opcounters_total",
+            "Operations received, as serverStatus.opcounters counts them",
+            &["type"],
+        )?;
+        let entry = |name: &str| ops.with_label_values(&[name]);
+        Ok(Self {
+            insert: entry("insert"),
+            query: entry("query"),
+            update: entry("update"),
+            delete: entry("delete"),
+            getmore: entry("getmore"),
+            command: entry("command"),
+        })
+    }
+
     /// Counts one received command: a write once per statement, anything else once.
     pub fn count(&self, cmd: &Command) {
         let kind = cmd.spec.map_or(OpCounter::Command, |s| s.counted_as);
@@ -56,18 +168,17 @@ impl OpCounters {
             OpCounter::GetMore => (&self.getmore, 1),
             OpCounter::Command => (&self.command, 1),
         };
-        counter.fetch_add(n, Ordering::Relaxed);
+        counter.inc_by(n);
     }
 
     pub fn snapshot(&self) -> OpCounts {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         OpCounts {
-            insert: get(&self.insert),
-            query: get(&self.query),
-            update: get(&self.update),
-            delete: get(&self.delete),
-            getmore: get(&self.getmore),
-            command: get(&self.command),
+            insert: self.insert.get(),
+            query: self.query.get(),
+            update: self.update.get(),
+            delete: self.delete.get(),
+            getmore: self.getmore.get(),
+            command: self.command.get(),
         }
     }
 }
@@ -84,11 +195,55 @@ fn statement_count(cmd: &Command, kind: WriteKind) -> u64 {
 }
 
 /// `serverStatus.network`: client messages received and their bytes, reply bytes sent.
-#[derive(Default)]
 pub struct NetworkCounters {
-    bytes_in: AtomicU64,
-    bytes_out: AtomicU64,
-    requests: AtomicU64,
+    bytes_in: IntCounter,
+    bytes_out: IntCounter,
+    requests: IntCounter,
+}
+
+/// Calls to shards and what routing them cost: each call's latency per shard, the retries after a
+/// stale placement, the waits for a new primary.
+pub struct RoutingCounters {
+    shard_calls: shoal_telemetry::HistogramVec,
+    stale_retries: IntCounterVec,
+    failover_waits: IntCounterVec,
+}
+
+impl RoutingCounters {
+    fn new(metrics: &Metrics) -> Result<Self, shoal_telemetry::Error> {
+        Ok(Self {
+            shard_calls: metrics.latency_vec(
+                "shard_call_duration_seconds",
+                "Calls to a shard's primary, by shard (each attempt)",
+                &["shard"],
+            )?,
+            stale_retries: metrics.counter_vec(
+                "routing_stale_retries_total",
+                "Requests sent again after a shard answered StaleConfig or StaleDbVersion (the routing was refreshed)",
+                &["code_name"],
+            )?,
+            failover_waits: metrics.counter_vec(
+                "shard_failover_waits_total",
+                "Calls that waited for a shard's next primary",
+                &["shard"],
+            )?,
+        })
+    }
+
+    /// One call to `shard` answered (or failed) after `elapsed`.
+    pub fn shard_call(&self, shard: &str, elapsed: Duration) {
+        self.shard_calls.with_label_values(&[shard]).observe(elapsed.as_secs_f64());
+    }
+
+    /// A request goes again after a stale answer (`code_name`: StaleConfig or StaleDbVersion).
+    pub fn stale_retry(&self, code_name: &str) {
+        self.stale_retries.with_label_values(&[code_name]).inc();
+    }
+
+    /// A call to `shard` waits for its next primary.
+    pub fn failover_wait(&self, shard: &str) {
+        self.failover_waits.with_label_values(&[shard]).inc();
+    }
 }
 
 /// The counts of [`NetworkCounters`] at one moment.
@@ -100,23 +255,27 @@ pub struct NetworkCounts {
 }
 
 impl NetworkCounters {
+    fn new(metrics: &Metrics) -> Result<Self, shoal_telemetry::Error> {
+        Ok(Self {
+            bytes_in: metrics.counter("network_bytes_in_total", "Bytes of client messages received")?,
+            bytes_out: metrics.counter("network_bytes_out_total", "Bytes of replies sent to clients")?,
+            requests: metrics.counter("network_requests_total", "Client messages received")?,
+        })
+    }
+
     /// One client message of `bytes` (its header's length) received.
     pub fn received(&self, bytes: i32) {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        self.bytes_in.fetch_add(u64::try_from(bytes).unwrap_or(0), Ordering::Relaxed);
+        self.requests.inc();
+        self.bytes_in.inc_by(u64::try_from(bytes).unwrap_or(0));
     }
 
     /// A reply of `bytes` sent.
     pub fn sent(&self, bytes: usize) {
-        self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.bytes_out.inc_by(bytes as u64);
     }
 
     pub fn snapshot(&self) -> NetworkCounts {
-        NetworkCounts {
-            bytes_in: self.bytes_in.load(Ordering::Relaxed),
-            bytes_out: self.bytes_out.load(Ordering::Relaxed),
-            requests: self.requests.load(Ordering::Relaxed),
-        }
+        NetworkCounts { bytes_in: self.bytes_in.get(), bytes_out: self.bytes_out.get(), requests: self.requests.get() }
     }
 }
 
@@ -142,7 +301,7 @@ mod tests {
 
     #[test]
     fn each_command_counts_in_its_entry_and_writes_per_statement() {
-        let ops = OpCounters::default();
+        let ops = OpCounters::new(&Metrics::new().unwrap()).unwrap();
         ops.count(&command(rawdoc! { "insert": "c" }, Some(("documents", 3))));
         ops.count(&command(rawdoc! { "insert": "c", "documents": [{}, {}] }, None));
         ops.count(&command(rawdoc! { "update": "c", "updates": [{}] }, Some(("updates", 2))));
@@ -153,5 +312,25 @@ mod tests {
         ops.count(&command(rawdoc! { "noSuchCommand": 1 }, None));
         let want = OpCounts { insert: 5, query: 1, update: 3, delete: 0, getmore: 1, command: 2 };
         assert_eq!(ops.snapshot(), want);
+    }
+
+    #[test]
+    fn commands_count_by_name_with_failures_by_code_in_both_views() {
+        let metrics = Metrics::new().unwrap();
+        let c = CommandCounters::new(&metrics).unwrap();
+        let find = crate::commands::lookup("find");
+        c.finished(find, Duration::from_micros(300), None);
+        c.finished(find, Duration::from_micros(300), Some("BadValue"));
+        c.finished(None, Duration::from_micros(1), Some("CommandNotFound"));
+        let want = vec![
+            CommandCount { name: UNKNOWN_COMMAND, total: 1, failed: 1 },
+            CommandCount { name: "find", total: 2, failed: 1 },
+        ];
+        assert_eq!(c.snapshot(), want);
+        let text = metrics.render();
+        assert!(text.contains(r#"shoal_command_duration_seconds_count{command="find"} 2"#), "{text}");
+        assert!(text.contains(r#"shoal_command_failures_total{command="find"} 1"#), "{text}");
+        assert!(text.contains(r#"shoal_command_errors_total{code_name="BadValue"} 1"#), "{text}");
+        assert!(text.contains(r#"shoal_command_errors_total{code_name="CommandNotFound"} 1"#), "{text}");
     }
 }

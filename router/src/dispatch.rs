@@ -6,7 +6,6 @@
 
 use bson::RawDocumentBuf;
 use shoal_proto::ErrorCode;
-use std::sync::atomic::Ordering;
 use tracing::Instrument;
 
 use crate::command::Command;
@@ -19,7 +18,7 @@ pub type HandlerResult = Result<RawDocumentBuf, CommandError>;
 
 /// Runs `cmd` and returns the complete reply body.
 pub async fn dispatch(state: &RouterState, conn: &ConnContext, cmd: &Command) -> RawDocumentBuf {
-    state.counters.commands_total.fetch_add(1, Ordering::Relaxed);
+    let started = std::time::Instant::now();
     state.counters.ops.count(cmd);
     let span =
         tracing::debug_span!("command", request_id = cmd.request_id, conn = conn.id, name = %cmd.name, db = %cmd.db);
@@ -32,13 +31,14 @@ pub async fn dispatch(state: &RouterState, conn: &ConnContext, cmd: &Command) ->
         },
         Err(e) => Err(e),
     };
+    let failed = result.as_ref().err().map(|e| e.code_name.as_str());
+    state.counters.commands.finished(cmd.spec, started.elapsed(), failed);
     let mut reply = match result {
         Ok(mut body) => {
             body.append(bson::cstr!("ok"), 1.0);
             body
         }
         Err(e) => {
-            state.counters.commands_failed.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(request_id = cmd.request_id, code = e.code, errmsg = %e.errmsg, "command failed");
             error_reply(&e)
         }

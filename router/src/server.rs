@@ -26,7 +26,7 @@ use std::future::Future;
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -57,17 +57,22 @@ const REPLY_SIZE_MAX_BYTES: usize = MAX_MESSAGE_SIZE_BYTES;
 /// Serves the wire protocol on `settings.listen` until `shutdown` resolves. Once listening it prints
 /// `SHOAL_READY router <addr>` on stdout (the bound address, so port 0 works).
 pub async fn run(settings: RouterSettings, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
-    let (listener, state) = start(settings).await?;
+    let (listener, metrics, state) = start(settings).await?;
     announce_ready(listener.local_addr()?);
-    serve(listener, state, shutdown).await
+    serve(listener, metrics, state, shutdown).await
 }
 
-/// Raises the open-file limit, builds the shared state and binds the listener.
-async fn start(settings: RouterSettings) -> io::Result<(TcpListener, Arc<RouterState>)> {
+/// Raises the open-file limit, builds the shared state and binds the listeners.
+async fn start(settings: RouterSettings) -> io::Result<(TcpListener, Option<TcpListener>, Arc<RouterState>)> {
     raise_open_files_limit(settings.max_connections);
-    let state = RouterState::new(settings.clone()).await.map_err(io::Error::other)?;
+    let state = Arc::new(RouterState::new(settings.clone()).await.map_err(io::Error::other)?);
+    crate::http::register_pulled(&state).map_err(io::Error::other)?;
     let listener = listen(settings.listen, settings.listen_backlog)?;
-    Ok((listener, Arc::new(state)))
+    let metrics = match settings.metrics_listen {
+        Some(addr) => Some(shoal_telemetry::http::bind(addr).await?),
+        None => None,
+    };
+    Ok((listener, metrics, state))
 }
 
 fn announce_ready(addr: SocketAddr) {
@@ -83,6 +88,7 @@ fn announce_ready(addr: SocketAddr) {
 /// The accept loop; returns after `shutdown` resolved and connections drained.
 async fn serve(
     listener: TcpListener,
+    metrics: Option<TcpListener>,
     state: Arc<RouterState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
@@ -94,6 +100,7 @@ async fn serve(
     let follower = tokio::spawn(crate::routing::follow::follow_primaries(Arc::clone(&state)));
     let security = tokio::spawn(crate::auth::cache::follow(Arc::clone(&state)));
     let balancer = crate::balancer::runtime::start(&state, balancer_holder(&listener));
+    let metrics = metrics.map(|l| crate::http::spawn(l, &state, stop_rx.clone()));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -136,6 +143,9 @@ async fn serve(
         tracing::warn!(open = connections.len(), "closing connections still busy after the shutdown grace period");
         connections.shutdown().await;
     }
+    if let Some(metrics) = metrics {
+        metrics.abort();
+    }
     Ok(())
 }
 
@@ -155,20 +165,20 @@ fn log_task_end(done: Result<(), tokio::task::JoinError>) {
 
 /// Counts a connection as open for as long as it lives, including if its task panics.
 struct OpenConnection<'a> {
-    current: &'a AtomicI64,
+    current: &'a shoal_telemetry::IntGauge,
 }
 
 impl<'a> OpenConnection<'a> {
     fn new(counters: &'a Counters) -> Self {
-        counters.connections_current.fetch_add(1, Ordering::Relaxed);
-        counters.connections_total.fetch_add(1, Ordering::Relaxed);
+        counters.connections_current.inc();
+        counters.connections_total.inc();
         Self { current: &counters.connections_current }
     }
 }
 
 impl Drop for OpenConnection<'_> {
     fn drop(&mut self) {
-        self.current.fetch_sub(1, Ordering::Relaxed);
+        self.current.dec();
     }
 }
 

@@ -48,6 +48,8 @@ pub struct RouterSettings {
     pub tls: Option<crate::server::tls::ClientTls>,
     /// `auditLog.destination`; `None`: no audit log.
     pub audit: Option<crate::audit::AuditDestination>,
+    /// Where `/metrics` (and the status page) are served over HTTP; `None`: not served.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl RouterSettings {
@@ -66,6 +68,7 @@ impl RouterSettings {
             auth_failed_delay: AUTH_FAILED_DELAY_DEFAULT,
             tls: None,
             audit: None,
+            metrics_listen: None,
         }
     }
 }

@@ -36,6 +36,8 @@ pub struct RouterState {
     pub started: Instant,
     /// Identifies this process in `topologyVersion`.
     pub process_id: bson::oid::ObjectId,
+    /// This process's registry: [`Self::counters`] and the gauges read when scraped.
+    pub metrics: shoal_telemetry::Metrics,
     pub counters: Counters,
     /// Wakes this router's balancer for a round now (`balancerStart`), as MongoDB's config server
     /// wakes its balancer when the balancer settings change.
@@ -57,6 +59,8 @@ impl RouterState {
             })?,
             None => crate::audit::Auditor::default(),
         };
+        let metrics = shoal_telemetry::Metrics::new().map_err(metrics_error)?;
+        let counters = Counters::new(&metrics).map_err(metrics_error)?;
         Ok(Self {
             settings,
             shards,
@@ -71,9 +75,15 @@ impl RouterState {
             started: Instant::now(),
             process_id: bson::oid::ObjectId::new(),
             balancer_wake: tokio::sync::Notify::new(),
-            counters: Counters::default(),
+            metrics,
+            counters,
         })
     }
+}
+
+/// Registering a metric fails only on a name registered twice: a defect, reported at start.
+fn metrics_error(e: shoal_telemetry::Error) -> CommandError {
+    CommandError::new(shoal_proto::ErrorCode::InternalError, format!("cannot register the router's metrics: {e}"))
 }
 
 /// What a command handler knows about the connection it arrived on.

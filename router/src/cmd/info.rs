@@ -8,7 +8,6 @@
 //! Invariant: nothing here may fail for a well-formed request from mongosh, pymongo, node or the
 //! Java 3.6 driver on connect: they abort the connection when these commands error.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bson::raw::{CStr, RawBsonRef};
@@ -19,7 +18,7 @@ use shoal_proto::limits::MAX_BSON_OBJECT_SIZE_BYTES;
 use crate::cmd::handshake::connection_id_value;
 use crate::command::Command;
 use crate::commands::COMMANDS;
-use crate::counters::{NetworkCounts, OpCounts};
+use crate::counters::{CommandCount, NetworkCounts, OpCounts};
 use crate::dispatch::HandlerResult;
 use crate::error::CommandError;
 use crate::state::{ConnContext, RouterState};
@@ -43,15 +42,14 @@ pub async fn build_info(_state: &RouterState, _conn: &ConnContext, _cmd: &Comman
 
 pub async fn server_status(state: &RouterState, _conn: &ConnContext, _cmd: &Command) -> HandlerResult {
     let c = &state.counters;
-    let current = c.connections_current.load(Ordering::Relaxed).max(0);
+    let current = c.connections_current.get().max(0);
     let mut reply = server_status_reply(&StatusSnapshot {
         host: format!("{}:{}", hostname(), state.settings.listen.port()),
         uptime: state.started.elapsed(),
         connections_current: current,
         connections_available: (state.settings.max_connections as i64 - current).max(0),
-        connections_total: c.connections_total.load(Ordering::Relaxed),
-        commands_total: c.commands_total.load(Ordering::Relaxed),
-        commands_failed: c.commands_failed.load(Ordering::Relaxed),
+        connections_total: c.connections_total.get(),
+        commands: c.commands.snapshot(),
         ops: c.ops.snapshot(),
         network: c.network.snapshot(),
         now: bson::DateTime::now(),
@@ -145,8 +143,8 @@ pub struct StatusSnapshot {
     pub connections_current: i64,
     pub connections_available: i64,
     pub connections_total: u64,
-    pub commands_total: u64,
-    pub commands_failed: u64,
+    /// Every command that ran, with its counts (`metrics.commands`).
+    pub commands: Vec<CommandCount>,
     pub ops: OpCounts,
     pub network: NetworkCounts,
     pub now: bson::DateTime,
@@ -155,8 +153,15 @@ pub struct StatusSnapshot {
 pub fn server_status_reply(s: &StatusSnapshot) -> RawDocumentBuf {
     let uptime_ms = i64::try_from(s.uptime.as_millis()).unwrap_or(i64::MAX);
     let total = i64::try_from(s.connections_total).unwrap_or(i64::MAX);
-    let commands = i64::try_from(s.commands_total).unwrap_or(i64::MAX);
-    let failed = i64::try_from(s.commands_failed).unwrap_or(i64::MAX);
+    let commands: u64 = s.commands.iter().map(|c| c.total).sum();
+    let failed: u64 = s.commands.iter().map(|c| c.failed).sum();
+    let mut by_name = RawDocumentBuf::new();
+    for c in &s.commands {
+        // Command names are the table's (no NUL byte): every one converts.
+        if let Ok(key) = <&CStr>::try_from(c.name) {
+            by_name.append(key, rawdoc! { "failed": long(c.failed), "total": long(c.total) });
+        }
+    }
     let mut mem = rawdoc! { "bits": 64 };
     match process_memory_mb() {
         Some((resident, virt)) => {
@@ -197,7 +202,8 @@ pub fn server_status_reply(s: &StatusSnapshot) -> RawDocumentBuf {
             "numRequests": long(s.network.requests),
         },
         "mem": mem,
-        "shoal": { "version": env!("CARGO_PKG_VERSION"), "commandsTotal": commands, "commandsFailed": failed },
+        "metrics": { "commands": by_name },
+        "shoal": { "version": env!("CARGO_PKG_VERSION"), "commandsTotal": long(commands), "commandsFailed": long(failed) },
     }
 }
 
@@ -441,8 +447,10 @@ mod tests {
             connections_current: 3,
             connections_available: 97,
             connections_total: 10,
-            commands_total: 42,
-            commands_failed: 1,
+            commands: vec![
+                CommandCount { name: "find", total: 40, failed: 0 },
+                CommandCount { name: "insert", total: 2, failed: 1 },
+            ],
             ops: OpCounts { insert: 1, query: 2, update: 3, delete: 4, getmore: 5, command: 6 },
             network: NetworkCounts { bytes_in: 100, bytes_out: 200, requests: 3 },
             now: bson::DateTime::now(),
@@ -463,6 +471,10 @@ mod tests {
         assert_eq!(net.get_i64("physicalBytesOut").expect("out"), 200);
         assert_eq!(net.get_i64("numRequests").expect("requests"), 3);
         assert_eq!(reply.get_document("mem").expect("mem").get_i32("bits").expect("bits"), 64);
+        let commands = reply.get_document("metrics").and_then(|m| m.get_document("commands")).expect("commands");
+        let insert = commands.get_document("insert").expect("insert");
+        assert_eq!((insert.get_i64("total").expect("t"), insert.get_i64("failed").expect("f")), (2, 1));
+        assert_eq!(reply.get_document("shoal").expect("shoal").get_i64("commandsTotal").expect("total"), 42);
     }
 
     #[test]

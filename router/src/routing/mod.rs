@@ -216,6 +216,7 @@ pub async fn on_stale(
     e: &CommandError,
     attempt: u32,
 ) {
+    state.counters.routing.stale_retry(&e.code_name);
     let ns = format!("{db}.{coll}");
     let stale = match e.stale_config.as_deref() {
         Some(s) if s.ns == ns => cache::Stale::Config(s),

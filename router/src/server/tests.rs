@@ -18,10 +18,10 @@ struct TestServer {
 async fn start_server(max_connections: usize) -> TestServer {
     let mut settings = RouterSettings::new(SocketAddr::from(([127, 0, 0, 1], 0)), "http://127.0.0.1:9");
     settings.max_connections = max_connections;
-    let (listener, state) = start(settings).await.expect("router starts without a shard");
+    let (listener, metrics, state) = start(settings).await.expect("router starts without a shard");
     let addr = listener.local_addr().expect("bound");
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, Arc::clone(&state), async {
+    let task = tokio::spawn(serve(listener, metrics, Arc::clone(&state), async {
         let _ = stopped.await;
     }));
     TestServer { addr, state, stop, task }
@@ -191,13 +191,13 @@ async fn serves_well_over_a_thousand_concurrent_connections() {
     }
     let counters = &server.state.counters;
     for _ in 0..500 {
-        if counters.connections_current.load(Ordering::Relaxed) == CLIENTS as i64 {
+        if counters.connections_current.get() == CLIENTS as i64 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(counters.connections_current.load(Ordering::Relaxed), CLIENTS as i64);
-    assert_eq!(counters.connections_total.load(Ordering::Relaxed), CLIENTS as u64);
+    assert_eq!(counters.connections_current.get(), CLIENTS as i64);
+    assert_eq!(counters.connections_total.get(), CLIENTS as u64);
     release.send_replace(true);
     while let Some(done) = clients.join_next().await {
         done.expect("client succeeded");
@@ -216,5 +216,5 @@ async fn shutdown_closes_idle_connections_and_returns() {
         .expect("joined")
         .expect("ok");
     assert_closed(&mut idle).await;
-    assert_eq!(server.state.counters.connections_current.load(Ordering::Relaxed), 0);
+    assert_eq!(server.state.counters.connections_current.get(), 0);
 }

@@ -137,11 +137,15 @@ where
     loop {
         let pool = routing::pool(state, shard).await?;
         let called = state.shards.primary(shard).filter(|_| abandon_if_replaced);
+        let attempt = Instant::now();
         let e = tokio::select! {
-            r = call(pool) => match r {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
-            },
+            r = call(pool) => {
+                state.counters.routing.shard_call(shard, attempt.elapsed());
+                match r {
+                    Ok(v) => return Ok(v),
+                    Err(e) => e,
+                }
+            }
             () = replaced(state, shard, called.as_deref()) => CommandError::new(
                 ErrorCode::InterruptedDueToReplStateChange,
                 format!("{shard}'s primary {} was replaced while the request ran there", called.as_deref().unwrap_or("?")),
@@ -152,6 +156,7 @@ where
             return Err(e);
         }
         tracing::debug!(%shard, code = e.code, error = %e.errmsg, "shard primary unavailable; waiting for the next");
+        state.counters.routing.failover_wait(shard);
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(FAILOVER_PAUSE_MAX);
         // Point the shard's channels at whatever primary the catalog names now (any config
