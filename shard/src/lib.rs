@@ -8,8 +8,9 @@
 //! ownership filter that hides orphans from versioned requests, migration critical sections, and
 //! the persisted range deleter), chunk migration donor/recipient with crash recovery
 //! ([`migration`]), the work only a primary does with their replicated records ([`primary_only`])
-//! and the gRPC services routers call ([`service`], its multiplexed stream [`exchange`],
-//! [`migration::service`]).
+//! the gRPC services routers call ([`service`], its multiplexed stream [`exchange`],
+//! [`migration::service`]) and the process's Prometheus metrics ([`metrics`], served on
+//! `metrics_listen`).
 //!
 //! Must not: speak the MongoDB wire protocol (that is the router's), know about other shards'
 //! data, or mention the storage engine outside [`storage`]. Blocking storage work runs on the
@@ -30,6 +31,7 @@ pub mod exchange;
 pub mod exec;
 pub mod inline;
 pub mod lane;
+pub mod metrics;
 pub mod migration;
 pub mod primary_only;
 pub mod repl;
@@ -77,6 +79,8 @@ pub struct ShardSettings {
     pub repl: repl::ReplSettings,
     /// How often the TTL monitor looks for expired documents (MongoDB's `ttlMonitorSleepSecs`).
     pub ttl_monitor_interval: Duration,
+    /// Where to serve `GET /metrics` (Prometheus text); `None`: not served.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl ShardSettings {
@@ -93,6 +97,7 @@ impl ShardSettings {
             failpoints: String::new(),
             advertise: None,
             repl: repl::ReplSettings::default(),
+            metrics_listen: None,
         }
     }
 }
@@ -105,10 +110,13 @@ pub enum ShardError {
     Storage(#[from] StorageError),
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error("metrics: {0}")]
+    Metrics(#[from] shoal_telemetry::Error),
 }
 
-/// Opens the store in `config.data_dir`.
+/// Opens the store in `config.data_dir`, with the process's metrics registry.
 pub fn open_node(config: &ShardSettings) -> Result<Arc<Node>, ShardError> {
+    let metrics = crate::metrics::ShardMetrics::new()?;
     let engine = FjallEngine::open(&config.data_dir.join("db"), config.cache_size_bytes)?;
     let store = Store::open(Arc::new(engine))?;
     let standalone = config.config_servers.is_empty();
@@ -130,22 +138,31 @@ pub fn open_node(config: &ShardSettings) -> Result<Arc<Node>, ShardError> {
         config.repl.clone(),
         config.data_dir.join("rollback"),
         standalone,
+        metrics.repl.clone(),
     );
-    Ok(Arc::new(Node {
+    let node = Arc::new(Node {
         store,
         cursors: CursorManager::new(config.cursor_idle_timeout),
         sharding,
         latency: Default::default(),
         repl,
-    }))
+        metrics,
+    });
+    crate::metrics::register_pulled(&node)?;
+    Ok(node)
 }
 
-/// Opens the store, serves gRPC on `config.listen` until `shutdown` resolves, then closes cleanly.
-/// Once listening it prints `SHOAL_READY shard <addr>` on stdout (the bound address, so
-/// `--listen 127.0.0.1:0` works).
+/// Opens the store, serves gRPC on `config.listen` (and `/metrics` on `config.metrics_listen`, if
+/// set) until `shutdown` resolves, then closes cleanly. Once listening it prints
+/// `SHOAL_READY shard <addr>` on stdout (the bound address, so `--listen 127.0.0.1:0` works).
 pub async fn run(config: ShardSettings, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ShardError> {
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let local = listener.local_addr()?;
+    // Bound before the store opens and before ready: a taken port fails the start.
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(shoal_telemetry::http::bind(addr).await?),
+        None => None,
+    };
     // With `--listen host:0` the member's name is the port it got.
     let mut config = config;
     config.advertise.get_or_insert_with(|| local.to_string());
@@ -189,6 +206,19 @@ pub async fn run(config: ShardSettings, shutdown: impl Future<Output = ()> + Sen
     // Peers authenticate as the cluster requires (and get Nagle off: it held each reply's last
     // frame ~40 ms, found by `shoal bench catalog`) before tonic sees them.
     let incoming = shoal_cluster::net::incoming(listener);
+    // The metrics port stops with the gRPC server: when `shutdown` resolves, or when the server
+    // ends on its own (the sender is dropped then).
+    let (stopping, stop) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stopping.send(true);
+    };
+    let metrics_http = metrics_listener.map(|l| {
+        let mut stop = stop.clone();
+        shoal_telemetry::http::spawn(l, node.metrics.registry().clone(), axum::Router::new(), async move {
+            let _ = stop.wait_for(|stopped| *stopped).await;
+        })
+    });
     announce_ready("shard", local);
     let served = tonic::transport::Server::builder()
         .tcp_nodelay(true)
@@ -197,6 +227,11 @@ pub async fn run(config: ShardSettings, shutdown: impl Future<Output = ()> + Sen
         .add_service(replication)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
+    drop(stop);
+    if let Some(http) = metrics_http {
+        // A scraper's kept-alive connection would hold a graceful stop open: cut it.
+        http.abort();
+    }
     background.abort();
     ttl.abort();
     primary_only.abort();
@@ -277,5 +312,57 @@ async fn background_tasks(node: Arc<Node>, interval: Duration) {
                 _ => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    fn settings(dir: &std::path::Path, metrics: SocketAddr) -> ShardSettings {
+        let mut config = ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
+        config.metrics_listen = Some(metrics);
+        config
+    }
+
+    #[tokio::test]
+    async fn a_taken_metrics_port_fails_the_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let config = settings(dir.path(), taken.local_addr().expect("addr"));
+        let started = tokio::time::timeout(Duration::from_secs(30), run(config, std::future::pending())).await;
+        let err = started.expect("failed at once").expect_err("the port is taken");
+        assert!(err.to_string().contains("cannot listen for metrics"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn metrics_are_served_until_shutdown() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A free port, released for the shard to take.
+        let addr = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind").local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let shard = tokio::spawn(run(settings(dir.path(), addr), async {
+            let _ = stopped.await;
+        }));
+        let mut reply = String::new();
+        for _ in 0..200 {
+            if let Ok(mut s) = tokio::net::TcpStream::connect(addr).await {
+                s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.expect("write");
+                s.read_to_string(&mut reply).await.expect("read");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        assert!(reply.contains("\nshoal_repl_primary 1\n"), "{reply}");
+        assert!(reply.contains("shoal_command_duration_seconds"), "{reply}");
+        stop.send(()).expect("running");
+        let ran = tokio::time::timeout(Duration::from_secs(30), shard).await.expect("stopped").expect("task");
+        assert!(ran.is_ok(), "{ran:?}");
+        assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "the metrics port closed with the shard");
     }
 }

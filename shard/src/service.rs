@@ -10,6 +10,10 @@
 //! waits for them and a write that waited for it is checked against the new metadata. Versioned
 //! reads hold a read pin (see `cursors`) so the range deleter waits for them.
 //!
+//! Every RPC that runs a command is counted once, by name, in the process's metrics
+//! ([`crate::metrics::CommandMetrics`]: its latency from received to reply built, and its
+//! top-level error's code name); calls on an `Exchange` stream count through the same methods.
+//!
 //! ```text
 //! router --gRPC--> ShardService::insert -- permit(ns) -- check(ns, version) --writer lane--> exec::insert::run
 //!                        |                                                      (writer lock, batch, ownership)
@@ -18,6 +22,7 @@
 //!
 //! [`ShardingState::check`]: crate::sharding::ShardingState::check
 
+use std::future::Future;
 use std::sync::Arc;
 
 use bson::Document;
@@ -34,6 +39,7 @@ use crate::cursors::ReadPin;
 use crate::error::{ExecError, ExecResult};
 use crate::exec::{self, Node, WriteConcern, WriteOutcome};
 use crate::lane::WriteLane;
+use crate::metrics::PerCommand;
 use crate::repl::read_concern::{self, MajorityCursors, ReadConcern};
 use crate::sharding::{Ownership, WRITE_WAIT_MAX, WritePermit, load};
 
@@ -91,6 +97,30 @@ impl Drop for Timed<'_> {
     }
 }
 
+/// A reply's top-level error, as the command metrics count it (write errors of single statements
+/// and write-concern errors are not the command's failure).
+trait TopLevelError {
+    fn code_name(&self) -> Option<&str>;
+}
+
+macro_rules! top_level_error {
+    ($($reply:ty),*) => {$(
+        impl TopLevelError for $reply {
+            fn code_name(&self) -> Option<&str> {
+                self.error.as_ref().map(|e| e.code_name.as_str())
+            }
+        }
+    )*};
+}
+
+top_level_error!(WriteReply, CursorReply, CommandReply);
+
+impl TopLevelError for KillCursorsReply {
+    fn code_name(&self) -> Option<&str> {
+        None
+    }
+}
+
 /// Where a command's work runs (see [`ShardService::execute`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Runs {
@@ -113,6 +143,23 @@ pub struct ShardService {
 impl ShardService {
     pub fn new(node: Arc<Node>) -> std::io::Result<Self> {
         Ok(Self { node, majority_cursors: Arc::default(), lane: Arc::new(WriteLane::start("shoal-writer")?) })
+    }
+
+    /// Runs one command's RPC and counts it in `per` (a call the router abandons midway, whose
+    /// future is dropped, is not counted). A failed RPC (a task that died) counts as InternalError.
+    async fn counted<R: TopLevelError>(
+        &self,
+        per: &PerCommand,
+        rpc: impl Future<Output = Result<Response<R>, Status>>,
+    ) -> Result<Response<R>, Status> {
+        let started = std::time::Instant::now();
+        let out = rpc.await;
+        let failed = match &out {
+            Ok(reply) => reply.get_ref().code_name(),
+            Err(_) => Some(shoal_proto::ErrorCode::InternalError.name()),
+        };
+        self.node.metrics.commands.finished(per, started.elapsed(), failed);
+        out
     }
 
     /// The request's read concern, checked before the read runs (see `repl::read_concern`).
@@ -352,27 +399,66 @@ impl Shard for ShardService {
     }
 
     async fn insert(&self, request: Request<CommandRequest>) -> Result<Response<WriteReply>, Status> {
-        self.write(request.into_inner(), exec::insert::run).instrument(tracing::debug_span!("insert")).await
+        let per = &self.node.metrics.commands.insert;
+        self.counted(
+            per,
+            self.write(request.into_inner(), exec::insert::run).instrument(tracing::debug_span!("insert")),
+        )
+        .await
     }
 
     async fn update(&self, request: Request<CommandRequest>) -> Result<Response<WriteReply>, Status> {
-        self.write(request.into_inner(), exec::update::run).instrument(tracing::debug_span!("update")).await
+        let per = &self.node.metrics.commands.update;
+        self.counted(
+            per,
+            self.write(request.into_inner(), exec::update::run).instrument(tracing::debug_span!("update")),
+        )
+        .await
     }
 
     async fn delete(&self, request: Request<CommandRequest>) -> Result<Response<WriteReply>, Status> {
-        self.write(request.into_inner(), exec::delete::run).instrument(tracing::debug_span!("delete")).await
+        let per = &self.node.metrics.commands.delete;
+        self.counted(
+            per,
+            self.write(request.into_inner(), exec::delete::run).instrument(tracing::debug_span!("delete")),
+        )
+        .await
     }
 
     async fn find(&self, request: Request<CommandRequest>) -> Result<Response<CursorReply>, Status> {
-        self.read(request.into_inner(), exec::find::run).instrument(tracing::debug_span!("find")).await
+        let per = &self.node.metrics.commands.find;
+        self.counted(per, self.read(request.into_inner(), exec::find::run).instrument(tracing::debug_span!("find")))
+            .await
     }
 
     async fn aggregate(&self, request: Request<CommandRequest>) -> Result<Response<CursorReply>, Status> {
-        self.read(request.into_inner(), exec::aggregate::run).instrument(tracing::debug_span!("aggregate")).await
+        let per = &self.node.metrics.commands.aggregate;
+        self.counted(
+            per,
+            self.read(request.into_inner(), exec::aggregate::run).instrument(tracing::debug_span!("aggregate")),
+        )
+        .await
     }
 
     async fn get_more(&self, request: Request<GetMoreRequest>) -> Result<Response<CursorReply>, Status> {
+        self.counted(&self.node.metrics.commands.get_more, self.get_more_rpc(request.into_inner())).await
+    }
+
+    async fn kill_cursors(&self, request: Request<KillCursorsRequest>) -> Result<Response<KillCursorsReply>, Status> {
+        self.counted(&self.node.metrics.commands.kill_cursors, self.kill_cursors_rpc(request.into_inner())).await
+    }
+
+    async fn command(&self, request: Request<CommandRequest>) -> Result<Response<CommandReply>, Status> {
         let req = request.into_inner();
+        let name = command_name(&req);
+        let spec = commands::lookup(&name);
+        self.counted(self.node.metrics.commands.of(spec), self.command_rpc(req, &name, spec)).await
+    }
+}
+
+/// The RPCs' bodies, counted by their `Shard` methods.
+impl ShardService {
+    async fn get_more_rpc(&self, req: GetMoreRequest) -> Result<Response<CursorReply>, Status> {
         let _timed = Timed::start(&self.node);
         let node = Arc::clone(&self.node);
         let cursor_id = req.cursor_id;
@@ -399,8 +485,7 @@ impl Shard for ShardService {
         Ok(Response::new(cursor_reply(result)))
     }
 
-    async fn kill_cursors(&self, request: Request<KillCursorsRequest>) -> Result<Response<KillCursorsReply>, Status> {
-        let req = request.into_inner();
+    async fn kill_cursors_rpc(&self, req: KillCursorsRequest) -> Result<Response<KillCursorsReply>, Status> {
         let (mut killed, mut not_found) = (Vec::new(), Vec::new());
         for id in req.cursor_ids {
             self.majority_cursors.forget(id);
@@ -409,10 +494,13 @@ impl Shard for ShardService {
         Ok(Response::new(KillCursorsReply { killed, not_found }))
     }
 
-    async fn command(&self, request: Request<CommandRequest>) -> Result<Response<CommandReply>, Status> {
-        let req = request.into_inner();
-        let name = command_name(&req);
-        let Some(spec) = commands::lookup(&name) else {
+    async fn command_rpc(
+        &self,
+        req: CommandRequest,
+        name: &str,
+        spec: Option<&'static commands::Spec>,
+    ) -> Result<Response<CommandReply>, Status> {
+        let Some(spec) = spec else {
             let e = ExecError::new(shoal_proto::ErrorCode::CommandNotFound, format!("no such command: '{name}'"));
             return Ok(Response::new(command_reply(Err(e))));
         };
@@ -548,6 +636,44 @@ mod tests {
         let reply = insert.await.expect("task").expect("rpc").into_inner();
         assert_eq!(reply.error.map(|e| e.code), Some(shoal_proto::ErrorCode::NotYetInitialized.code()));
         assert!(svc.node.store.collection("db.c").is_none());
+    }
+
+    #[tokio::test]
+    async fn commands_count_by_name_with_errors_by_code_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let svc = service(dir.path());
+        let reply = svc.insert(request(doc! {"insert": "c", "documents": [{"_id": 1}]}, None)).await.expect("rpc");
+        assert!(reply.into_inner().error.is_none());
+        let reply = svc.find(request(doc! {"find": "c"}, None)).await.expect("rpc").into_inner();
+        assert!(reply.error.is_none());
+        // A versioned read on a shard outside any cluster fails, by its code name.
+        let reply = svc.find(request(doc! {"find": "c"}, Some(ShardVersion::default()))).await.expect("rpc");
+        assert_eq!(reply.into_inner().error.map(|e| e.code_name), Some("NotYetInitialized".to_owned()));
+        let reply = svc.command(request(doc! {"count": "c"}, None)).await.expect("rpc").into_inner();
+        assert!(reply.error.is_none(), "{:?}", reply.error);
+        // `collstats` is an alias: counted under its canonical name.
+        let reply = svc.command(request(doc! {"collstats": "c"}, None)).await.expect("rpc").into_inner();
+        assert!(reply.error.is_none(), "{:?}", reply.error);
+        let reply = svc.command(request(doc! {"noSuchCommand": 1}, None)).await.expect("rpc").into_inner();
+        assert_eq!(reply.error.map(|e| e.code_name), Some("CommandNotFound".to_owned()));
+        let killed = svc.kill_cursors(Request::new(KillCursorsRequest { cursor_ids: vec![42], ..Default::default() }));
+        assert_eq!(killed.await.expect("rpc").into_inner().not_found, vec![42]);
+
+        let text = svc.node.metrics.registry().render();
+        let has = |line: &str| assert!(text.lines().any(|l| l == line), "no line {line:?} in:\n{text}");
+        has(r#"shoal_command_duration_seconds_count{command="insert"} 1"#);
+        has(r#"shoal_command_duration_seconds_count{command="find"} 2"#);
+        has(r#"shoal_command_duration_seconds_count{command="count"} 1"#);
+        has(r#"shoal_command_duration_seconds_count{command="collStats"} 1"#);
+        has(r#"shoal_command_duration_seconds_count{command="killCursors"} 1"#);
+        has(r#"shoal_command_duration_seconds_count{command="<UNKNOWN>"} 1"#);
+        has(r#"shoal_command_duration_seconds_count{command="getMore"} 0"#);
+        has(r#"shoal_command_failures_total{command="find"} 1"#);
+        has(r#"shoal_command_failures_total{command="insert"} 0"#);
+        has(r#"shoal_command_failures_total{command="<UNKNOWN>"} 1"#);
+        has(r#"shoal_command_errors_total{code_name="NotYetInitialized"} 1"#);
+        has(r#"shoal_command_errors_total{code_name="CommandNotFound"} 1"#);
+        assert!(!text.contains(r#"command="collstats""#), "aliases count under the canonical name: {text}");
     }
 
     #[tokio::test]

@@ -54,8 +54,8 @@ use crate::store::Store;
 pub use write_concern::WriteConcern;
 
 /// One shard member as command execution sees it: the store, the open cursors, the sharding
-/// state, foreground latencies and the member's replica-group role. Built once per process by
-/// [`crate::open_node`]; shared (`Arc`) by the services and background tasks.
+/// state, foreground latencies, the member's replica-group role and the process's metrics. Built
+/// once per process by [`crate::open_node`]; shared (`Arc`) by the services and background tasks.
 pub struct Node {
     pub store: Arc<Store>,
     pub cursors: CursorManager,
@@ -64,6 +64,8 @@ pub struct Node {
     pub latency: crate::migration::throttle::LatencyMonitor,
     /// This member's place in its replica group.
     pub repl: Arc<crate::repl::Repl>,
+    /// The process's Prometheus registry and the handles counted in it.
+    pub metrics: crate::metrics::ShardMetrics,
 }
 
 /// A parsed request: the command body as a document plus its statements' source.

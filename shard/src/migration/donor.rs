@@ -28,6 +28,7 @@ use super::record::{Phase, Record, Side};
 use super::throttle::Throttle;
 use super::transfer::{catch_up, clone_batch, peer_err, ping, reply_ok, send, send_sessions};
 use super::*;
+use crate::metrics::MigrationEnd;
 use crate::sharding::{CollectionMetadata, CriticalSection};
 use crate::store::Store;
 use crate::store::local_catalog::CollectionInfo;
@@ -52,9 +53,29 @@ pub struct MoveRequest {
     pub latency_target_ms: u32,
 }
 
-/// Moves the range; answers the milliseconds it took.
+/// Moves the range; answers the milliseconds it took. A request refused before the run starts
+/// (checks, the slot taken) counts as `refused` in the migration metrics; a run counts its own end.
 pub async fn move_range(mig: Arc<Migrations>, req: MoveRequest) -> Result<u64, MigrationError> {
     let started = Instant::now();
+    let (catalog, record, endpoint) = match admit(&mig, &req).await {
+        Ok(admitted) => admitted,
+        Err(e) => {
+            mig.node.metrics.migrations.ended(Side::Donor, MigrationEnd::Refused);
+            return Err(e);
+        }
+    };
+    let span = tracing::info_span!("migration", id = %record.id, request_id = %req.request_id, ns = %record.ns);
+    let result = tracing::Instrument::instrument(run(&mig, catalog, record.clone(), &endpoint, &req), span).await;
+    mig.release(&record.id);
+    result.map(|()| started.elapsed().as_millis() as u64)
+}
+
+/// Checks the request against fresh metadata and claims the slot: the catalog, the record to run
+/// and the recipient's endpoint.
+async fn admit<'m>(
+    mig: &'m Migrations,
+    req: &MoveRequest,
+) -> Result<(&'m ConfigClient, Record, String), MigrationError> {
     let sharding = &mig.node.sharding;
     let me = sharding.shard_id().to_owned();
     let catalog = sharding
@@ -98,10 +119,7 @@ pub async fn move_range(mig: Arc<Migrations>, req: MoveRequest) -> Result<u64, M
         phase: Phase::Cloning,
     };
     mig.claim(Side::Donor, &record)?;
-    let span = tracing::info_span!("migration", id = %record.id, request_id = %req.request_id, ns = %record.ns);
-    let result = tracing::Instrument::instrument(run(&mig, catalog, record.clone(), &endpoint, &req), span).await;
-    mig.release(&record.id);
-    result.map(|()| started.elapsed().as_millis() as u64)
+    Ok((catalog, record, endpoint))
 }
 
 /// Counters for logs and the changelog.
@@ -171,8 +189,10 @@ async fn run(
         action = machine.step(event);
     };
     let stats = run.stats;
+    let metrics = &mig.node.metrics.migrations;
     match outcome {
         Outcome::Committed => {
+            metrics.ended(Side::Donor, MigrationEnd::Committed);
             let secs = started.elapsed().as_secs_f64().max(1e-6);
             let mbps = stats.cloned_bytes as f64 / (1 << 20) as f64 / secs;
             tracing::info!(
@@ -209,6 +229,7 @@ async fn run(
             Ok(())
         }
         Outcome::Aborted(e) => {
+            metrics.ended(Side::Donor, MigrationEnd::Aborted);
             tracing::warn!(error = %e, "migration failed before its commit; aborted");
             let mut d = base;
             d.insert("error".to_owned(), Detail::Str(e.to_string()));
@@ -222,6 +243,7 @@ async fn run(
             Err(e)
         }
         Outcome::Unresolved(e) => {
+            // Not counted here: recovery counts the outcome it settles.
             tracing::error!(error = %e, "the commit's outcome is unknown; recovery will settle it");
             let m = Arc::clone(mig);
             tokio::spawn(async move { super::recovery::settle_donor(&m, record).await });
@@ -276,6 +298,7 @@ impl Run<'_> {
                 }
                 match catch_up(&self.store, &mut self.peer, &self.record, self.pos).await {
                     Ok((mods, bytes, next)) => {
+                        node.metrics.migrations.moved(Side::Donor, bytes as u64);
                         self.pos = next;
                         self.stats.catch_up_mods += mods as u64;
                         if *action == Action::CatchUpPass {
@@ -335,7 +358,9 @@ impl Run<'_> {
             Action::LeaveCriticalSection => {
                 if let Some((section, entered)) = self.section.take() {
                     drop(section);
-                    self.stats.critical_section_ms = entered.elapsed().as_millis() as u64;
+                    let held = entered.elapsed();
+                    self.stats.critical_section_ms = held.as_millis() as u64;
+                    node.metrics.migrations.critical_section(held);
                 }
                 Event::Done
             }
@@ -389,8 +414,10 @@ impl Run<'_> {
             self.stats.throttled_ms = self.throttle.paused_ms;
             let (s, r, c, after) = (Arc::clone(&self.store), self.record.clone(), Arc::clone(coll), self.after.take());
             let (mods, next) = tokio::task::spawn_blocking(move || clone_batch(&s, &c, &r, after)).await??;
+            let bytes = mods.iter().map(|m| m.size_bytes() as u64).sum::<u64>();
             self.stats.cloned_docs += mods.len() as u64;
-            self.stats.cloned_bytes += mods.iter().map(|m| m.size_bytes() as u64).sum::<u64>();
+            self.stats.cloned_bytes += bytes;
+            self.mig.node.metrics.migrations.moved(Side::Donor, bytes);
             send(&mut self.peer, &self.record, mods).await?;
             self.after = next;
         }

@@ -25,6 +25,7 @@ use super::recipient_machine::{Action, Event, Ownership, Receive};
 use super::record::{Phase, Record, Side};
 use super::{MigrationError, Migrations, RANGE_DELETION_WAIT_MS, bound_from_wire};
 use crate::error::ExecError;
+use crate::metrics::MigrationEnd;
 use crate::sharding::range_deleter::delete_batch;
 use crate::sharding::{CollectionMetadata, RangeDeletion};
 use crate::storage::StorageError;
@@ -69,6 +70,7 @@ pub async fn start(mig: &Migrations, req: ReceiveStartRequest) -> Result<(), Mig
     let (machine, first) = Receive::start(&record, running);
     let result = drive(mig, machine, first, &record, Some(Incoming { ns, options, indexes })).await;
     if let Err(e) = &result {
+        mig.node.metrics.migrations.ended(Side::Recipient, MigrationEnd::Refused);
         tracing::warn!(id = %record.id, error = %e, "receive start failed");
     }
     result
@@ -97,6 +99,7 @@ async fn drive(
             Action::AbortStale => match stale.take() {
                 Some(s) => {
                     tracing::warn!(stale = %s.record.id, "a new migration replaces an abandoned one; deleting what it received");
+                    mig.node.metrics.migrations.ended(Side::Recipient, MigrationEnd::Aborted);
                     done(abort_record(mig, &s.record).await)
                 }
                 None => Event::Done,
@@ -213,6 +216,7 @@ pub async fn batch(mig: &Migrations, req: ReceiveBatchRequest) -> Result<(), Mig
             format!("migration {} is not running here (aborted, or this shard restarted)", req.migration_id),
         )
     })?;
+    let bytes: usize = req.mods.iter().map(|m| m.doc.len()).sum();
     let mut mods = Vec::with_capacity(req.mods.len());
     for m in &req.mods {
         let raw = RawDocumentBuf::from_bytes(m.doc.to_vec()).map_err(ExecError::from)?;
@@ -228,6 +232,7 @@ pub async fn batch(mig: &Migrations, req: ReceiveBatchRequest) -> Result<(), Mig
     let (applied, seq) = blocking(move || apply(&store, &record, &mods, &sessions)).await?;
     debug_assert!(seq <= mig.node.store.position().seq);
     super::majority_committed(&mig.node).await?;
+    mig.node.metrics.migrations.moved(Side::Recipient, bytes as u64);
     tracing::debug!(id = %req.migration_id, applied, "batch majority-committed");
     failpoint::hit("migration.recipient_after_batch");
     Ok(())
@@ -281,6 +286,7 @@ pub async fn commit(mig: &Migrations, req: ReceiveEndRequest) -> Result<(), Migr
     failpoint::hit("migration.recipient_before_commit");
     let (machine, first) = Receive::commit();
     drive(mig, machine, first, &record, None).await?;
+    mig.node.metrics.migrations.ended(Side::Recipient, MigrationEnd::Committed);
     tracing::info!(id = %record.id, ns = %record.ns, "received range committed");
     Ok(())
 }
@@ -290,6 +296,7 @@ pub async fn abort(mig: &Migrations, req: ReceiveEndRequest) -> Result<(), Migra
     let Some(record) = mig.receiving(&req.migration_id) else { return Ok(()) };
     let (machine, first) = Receive::abort();
     drive(mig, machine, first, &record, None).await?;
+    mig.node.metrics.migrations.ended(Side::Recipient, MigrationEnd::Aborted);
     tracing::info!(id = %record.id, ns = %record.ns, "receive aborted; the range will be deleted");
     Ok(())
 }

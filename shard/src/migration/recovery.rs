@@ -34,6 +34,7 @@ use super::recipient::abort_record;
 use super::record::{Record, Side};
 use super::recovery_machine::{Action, Event, Settle, Settled};
 use super::{Fate, MigrationError, Migrations, backoff, peer_client, shard_endpoint};
+use crate::metrics::MigrationEnd;
 
 /// Loads the records (blocking) and marks the shard as recovering them.
 pub fn load(mig: &Migrations) -> Result<(Vec<Record>, Vec<Record>), crate::storage::StorageError> {
@@ -81,6 +82,12 @@ async fn settle(mig: &Migrations, side: Side, record: Record) {
         let event = perform(mig, catalog, side, &record, &action).await;
         action = machine.step(event);
     };
+    let end = match settled {
+        Settled::Committed | Settled::Kept => MigrationEnd::Committed,
+        Settled::Aborted | Settled::Deleted => MigrationEnd::Aborted,
+        Settled::Unsettled => MigrationEnd::Unresolved,
+    };
+    mig.node.metrics.migrations.ended(side, end);
     let mut details = change_details(&record);
     details.insert("recovered".to_owned(), Detail::Bool(true));
     match settled {

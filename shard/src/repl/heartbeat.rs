@@ -186,6 +186,7 @@ async fn on_reply(repl: &Arc<Repl>, reply: HeartbeatReply, sent_at: Instant) -> 
                 inner.state = MemberState::Secondary;
                 inner.peers.clear();
                 inner.lease_until = None;
+                repl.counters.step_downs.inc();
             }
             inner.resigning = false;
             inner.term = reply.term;
@@ -251,6 +252,7 @@ async fn promote(repl: &Arc<Repl>, term: u64, sent_at: Instant, lease_ms: u64) {
                 inner.lease_until = (lease_ms > 0).then_some(until);
                 inner.promoted_term = term;
                 inner.promoted_at = Some(std::time::Instant::now());
+                repl.counters.elections.inc();
             }
             tracing::warn!(term, %noop, "became primary");
             repl.publish_role();

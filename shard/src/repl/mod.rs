@@ -122,6 +122,8 @@ pub struct Repl {
     pub(crate) apply_gate: tokio::sync::Mutex<()>,
     /// Wakes the heartbeat loop before its interval (a step-down to report).
     pub(crate) heartbeat_now: tokio::sync::Notify,
+    /// Elections won and step-downs, counted where the role changes.
+    pub(crate) counters: crate::metrics::ReplCounters,
 }
 
 pub(crate) struct Inner {
@@ -154,7 +156,7 @@ pub(crate) struct Inner {
 
 impl Repl {
     /// A member of `shard` listed as `me`. Outside any replica group (`standalone`), it is its
-    /// own primary forever in [`INITIAL_TERM`].
+    /// own primary forever in [`INITIAL_TERM`]. Its role changes count in `counters`.
     pub fn new(
         shard: String,
         me: String,
@@ -162,6 +164,7 @@ impl Repl {
         settings: ReplSettings,
         rollback_dir: PathBuf,
         standalone: bool,
+        counters: crate::metrics::ReplCounters,
     ) -> Arc<Self> {
         let (term, state) = if standalone {
             (INITIAL_TERM as u64, MemberState::Standalone)
@@ -201,6 +204,7 @@ impl Repl {
             progress_seq,
             apply_gate: tokio::sync::Mutex::new(()),
             heartbeat_now: tokio::sync::Notify::new(),
+            counters,
         })
     }
 
@@ -314,6 +318,7 @@ impl Repl {
                 inner.lease_until = None;
                 inner.resigning = true;
                 inner.unelectable_until = Some(now + window);
+                self.counters.step_downs.inc();
             }
             isolated
         };
@@ -344,6 +349,7 @@ impl Repl {
                 inner.peers.clear();
                 inner.lease_until = None;
                 inner.resigning = false;
+                self.counters.step_downs.inc();
             }
             lapsed
         };
@@ -481,6 +487,21 @@ impl Repl {
 
     pub fn member_count(&self) -> usize {
         self.lock().members.len()
+    }
+
+    /// On a primary: each other member's newest applied entry as it last reported (members that
+    /// have reported nothing, or nothing applied, are left out). Empty on any other member.
+    pub fn members_applied(&self) -> Vec<(String, OpTime)> {
+        let inner = self.lock();
+        if inner.state != MemberState::Primary {
+            return Vec::new();
+        }
+        inner
+            .members
+            .iter()
+            .filter(|m| **m != self.me)
+            .filter_map(|m| inner.peers.get(m).filter(|p| !p.applied.is_zero()).map(|p| (m.clone(), p.applied)))
+            .collect()
     }
 
     /// `{term, state, primary, members}` for `replSetGetStatus`-style output on this member.

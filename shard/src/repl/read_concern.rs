@@ -302,7 +302,15 @@ mod tests {
     fn member(dir: &std::path::Path) -> std::sync::Arc<Repl> {
         let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.to_path_buf());
         let node = crate::open_node(&config).expect("open");
-        Repl::new("rs".into(), "m:1".into(), node.store.clone(), Default::default(), dir.join("rb"), false)
+        Repl::new(
+            "rs".into(),
+            "m:1".into(),
+            node.store.clone(),
+            Default::default(),
+            dir.join("rb"),
+            false,
+            node.metrics.repl.clone(),
+        )
     }
 
     #[tokio::test]

@@ -163,8 +163,15 @@ fn a_lapsed_lease_steps_down_only_after_the_grace_period() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = crate::ShardSettings::new("t", "127.0.0.1:0".parse().expect("addr"), dir.path().to_path_buf());
     let node = crate::open_node(&config).expect("open");
-    let repl =
-        Repl::new("rs".into(), "m:1".into(), node.store.clone(), Default::default(), dir.path().join("rb"), false);
+    let repl = Repl::new(
+        "rs".into(),
+        "m:1".into(),
+        node.store.clone(),
+        Default::default(),
+        dir.path().join("rb"),
+        false,
+        node.metrics.repl.clone(),
+    );
     let set = |until: Instant| {
         let mut inner = repl.lock();
         inner.state = MemberState::Primary;

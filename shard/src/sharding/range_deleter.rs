@@ -274,6 +274,7 @@ pub async fn run(node: Arc<Node>) {
             Ok(deleted) => {
                 tracing::info!(id, ns = %task.ns, deleted, "range deletion finished");
                 deleter.complete(id);
+                node.metrics.range_deletions.finished(deleted);
                 backoff = Duration::from_millis(RETRY_BACKOFF_MIN_MS);
             }
             Err(e) => {

@@ -9,11 +9,14 @@
 //! Sequence numbers are handed out by the single writer path ([`GroupCommit::committed`]) after
 //! each commit; a sync started after seq N was committed covers N. The syncer is a dedicated OS
 //! thread because a sync blocks for the length of an fdatasync, and the tokio runtime must not.
+//! It counts the syncs it completes ([`GroupCommit::syncs`], `shoal_storage_journal_syncs_total`
+//! once the shard's metrics register it): commits per sync is how much grouping saves.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
+use shoal_telemetry::IntCounter;
 use tokio::sync::watch;
 
 use super::{Engine, StorageError};
@@ -29,6 +32,8 @@ struct Shared {
     // std Mutex + Condvar: the syncer is an OS thread, never an async task.
     state: Mutex<SyncerState>,
     wake: Condvar,
+    /// Journal syncs completed.
+    syncs: IntCounter,
 }
 
 #[derive(Default)]
@@ -40,10 +45,16 @@ struct SyncerState {
 impl GroupCommit {
     /// Fails only if the OS will not start the syncer thread.
     pub fn start<E: Engine + ?Sized>(engine: Arc<E>) -> std::io::Result<Self> {
+        let syncs = IntCounter::new(
+            format!("{}storage_journal_syncs_total", shoal_telemetry::PREFIX),
+            "Journal syncs (fdatasync) the group-commit syncer completed; each covers every batch committed before it",
+        )
+        .map_err(std::io::Error::other)?;
         let shared = Arc::new(Shared {
             committed: AtomicU64::new(0),
             state: Mutex::new(SyncerState::default()),
             wake: Condvar::new(),
+            syncs,
         });
         let (tx, durable_rx) = watch::channel(Ok(0));
         let thread_shared = Arc::clone(&shared);
@@ -61,6 +72,11 @@ impl GroupCommit {
     /// The newest sequence number handed out.
     pub fn last_committed(&self) -> u64 {
         self.shared.committed.load(Ordering::SeqCst)
+    }
+
+    /// The count of completed journal syncs, not registered anywhere (a registry takes a clone).
+    pub fn syncs(&self) -> &IntCounter {
+        &self.shared.syncs
     }
 
     /// Waits until the batch numbered `seq` is on disk.
@@ -120,6 +136,7 @@ fn syncer<E: Engine + ?Sized>(engine: Arc<E>, shared: Arc<Shared>, tx: watch::Se
         match engine.sync() {
             Ok(()) => {
                 durable = target;
+                shared.syncs.inc();
                 let _ = tx.send(Ok(durable));
             }
             Err(e) => {

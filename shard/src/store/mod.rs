@@ -197,6 +197,11 @@ impl Store {
         self.engine.disk_space_bytes()
     }
 
+    /// Journal syncs completed by the group-commit syncer (a counter to register).
+    pub fn journal_syncs(&self) -> &shoal_telemetry::IntCounter {
+        self.group.syncs()
+    }
+
     pub fn get(&self, coll: &CollectionInfo, id: &Bson) -> Result<Option<Bytes>, StorageError> {
         self.engine.get(Space::Documents, &keys::document_key(coll.id, id))
     }
