@@ -106,4 +106,7 @@ pub enum ServerError {
     Raft(String),
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A metric could not be registered (a name registered twice: a bug, not input).
+    #[error("metrics: {0}")]
+    Metrics(String),
 }

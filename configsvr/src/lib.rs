@@ -5,7 +5,8 @@
 //! machine, peer RPCs over gRPC), the client API routers and shards call
 //! ([`service`]: commands, linearizable reads, incremental routing tables, a watch stream of catalog
 //! versions, membership changes), the replica-group arbiter that names each shard's primary and
-//! term from its members' heartbeats ([`arbiter`]), and the process entry point `shoal configsvr`
+//! term from its members' heartbeats ([`arbiter`]), the server's Prometheus metrics ([`metrics`]:
+//! Raft, catalog sizes, API and peer-RPC latency), and the process entry point `shoal configsvr`
 //! ([`server`]). Its clients (routers, shards, admin tools) use `shoal_cluster::config_client`,
 //! which speaks only `config.proto` and `shoal_proto::catalog`.
 //!
@@ -25,6 +26,8 @@ pub mod arbiter;
 pub mod catalog;
 pub mod codec;
 pub mod error;
+#[cfg(feature = "server")]
+pub mod metrics;
 #[cfg(feature = "server")]
 pub mod raft;
 #[cfg(feature = "server")]

@@ -1,11 +1,14 @@
 //! One config server process: opens the store, starts the Raft node, serves `ConfigRaft` (peers)
-//! and `Config` (clients) on one gRPC port, forms the cluster when told to, and stops cleanly.
+//! and `Config` (clients) on one gRPC port and its Prometheus metrics ([`crate::metrics`]) on an
+//! optional HTTP port, forms the cluster when told to, and stops cleanly.
 //!
 //! ```text
-//!  run: bind -> RaftDb::open -> Raft::new(log store, state machine, network)
-//!       -> serve ConfigRaft + Config, run the replica-group arbiter -> SHOAL_READY configsvr <addr>
+//!  run: bind (gRPC, and the metrics port if any: a taken port fails the start)
+//!       -> RaftDb::open -> Raft::new(log store, state machine, network) -> register the metrics
+//!       -> serve ConfigRaft + Config (+ /metrics), run the replica-group arbiter
+//!       -> SHOAL_READY configsvr <addr>
 //!       -> [--init] initialize the peers as voters, unless anyone already has state
-//!       -> shutdown: end watch streams, stop serving, stop Raft, final journal sync
+//!       -> shutdown: end watch streams and /metrics, stop serving, stop Raft, final journal sync
 //! ```
 //!
 //! Initialization rule: only a server started with `--init` may form a cluster, only the lowest id
@@ -26,6 +29,7 @@ use shoal_proto::config::config_client::ConfigClient;
 use shoal_proto::config::config_raft_server::ConfigRaftServer;
 use shoal_proto::config::config_server::ConfigServer as ConfigApiServer;
 use shoal_proto::limits::GRPC_MESSAGE_SIZE_MAX_BYTES;
+use shoal_telemetry::Metrics;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -33,6 +37,7 @@ use tokio::task::JoinHandle;
 use crate::arbiter::ArbiterSettings;
 use crate::arbiter::task::{self as arbiter_task, Arbiter};
 use crate::error::ServerError;
+use crate::metrics::{self as server_metrics, ApiMetrics, PeerRpcMetrics};
 use crate::raft::RaftSettings;
 use crate::raft::log_store::LogStore;
 use crate::raft::network::{NetworkFactory, NetworkSettings, connect_lazy};
@@ -62,6 +67,8 @@ pub struct ConfigServerSettings {
     pub init_probe: Duration,
     /// Longest a graceful stop waits for in-flight requests.
     pub shutdown_grace: Duration,
+    /// Where [`run`] serves `GET /metrics` (Prometheus text); `None`: no metrics port.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl ConfigServerSettings {
@@ -79,6 +86,7 @@ impl ConfigServerSettings {
             snapshot_size_max_bytes: 1 << 30,
             init_probe: Duration::from_secs(3),
             shutdown_grace: Duration::from_secs(5),
+            metrics_listen: None,
         }
     }
 }
@@ -93,6 +101,10 @@ pub struct ConfigServer {
     serve: JoinHandle<Result<(), tonic::transport::Error>>,
     init: Option<JoinHandle<()>>,
     arbiter: JoinHandle<()>,
+    /// This process's registry: every metric of this server (`crate::metrics`).
+    metrics: Metrics,
+    /// Counts leader changes from Raft's metrics (`metrics::count_leader_changes`).
+    leader_changes: JoinHandle<()>,
     shutdown_grace: Duration,
 }
 
@@ -107,13 +119,31 @@ impl ConfigServer {
         let log_store = LogStore::new(Arc::clone(&db));
         let state_machine = StateMachineStore::new(Arc::clone(&db));
         let state = state_machine.state();
+        // The handles the services count with, resolved before anything is served.
+        let metrics = Metrics::new().map_err(metrics_error)?;
+        let api_metrics = Arc::new(ApiMetrics::new(&metrics).map_err(metrics_error)?);
+        let rpc_metrics = Arc::new(PeerRpcMetrics::new(&metrics).map_err(metrics_error)?);
+        let leader_changes = server_metrics::leader_changes(&metrics).map_err(metrics_error)?;
+        server_metrics::register_catalog(&metrics, &state).map_err(metrics_error)?;
         let network = NetworkFactory::new(config.id, config.network.clone());
         let raft = Raft::new(config.id, Arc::new(raft_config), network, log_store, state_machine)
             .await
             .map_err(|e| ServerError::Raft(e.to_string()))?;
+        if let Err(e) = server_metrics::register_raft(&metrics, &raft) {
+            if let Err(stop) = raft.shutdown().await {
+                tracing::warn!(error = %stop, "raft core did not stop cleanly");
+            }
+            return Err(metrics_error(e));
+        }
 
         let (stop_tx, stop_rx) = watch::channel(false);
-        let rpc = RaftRpcService::new(raft.clone(), config.snapshot_size_max_bytes, config.network.snapshot_timeout);
+        let leader_changes = server_metrics::count_leader_changes(&raft, leader_changes, stop_rx.clone());
+        let rpc = RaftRpcService::new(
+            raft.clone(),
+            config.snapshot_size_max_bytes,
+            config.network.snapshot_timeout,
+            rpc_metrics,
+        );
         let arbiter = Arbiter::new(config.arbiter.clone());
         let api = ConfigService::new(
             raft.clone(),
@@ -121,6 +151,7 @@ impl ConfigServer {
             config.api.clone(),
             Arc::clone(&arbiter),
             stop_rx.clone(),
+            api_metrics,
         );
         let arbiter = tokio::spawn(arbiter_task::run(
             arbiter,
@@ -152,7 +183,19 @@ impl ConfigServer {
         tracing::info!(id = config.id, %addr, data_dir = %config.data_dir.display(), "config server listening");
 
         let init = config.init.then(|| tokio::spawn(initialize(raft.clone(), config.clone(), addr)));
-        Ok(Self { raft, state, db, addr, stop_tx, serve, init, arbiter, shutdown_grace: config.shutdown_grace })
+        Ok(Self {
+            raft,
+            state,
+            db,
+            addr,
+            stop_tx,
+            serve,
+            init,
+            arbiter,
+            metrics,
+            leader_changes,
+            shutdown_grace: config.shutdown_grace,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -167,6 +210,19 @@ impl ConfigServer {
         &self.state
     }
 
+    /// This server's metrics registry (render it, or serve it with [`Self::serve_metrics`]).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Serves `GET /metrics` on `listener` until this server shuts down.
+    pub fn serve_metrics(&self, listener: TcpListener) -> JoinHandle<()> {
+        let mut stop = self.stop_tx.subscribe();
+        shoal_telemetry::http::spawn(listener, self.metrics.clone(), axum::Router::new(), async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        })
+    }
+
     /// Stops serving, stops the Raft node and syncs the store.
     pub async fn shutdown(self) -> Result<(), ServerError> {
         let _ = self.stop_tx.send(true);
@@ -175,6 +231,7 @@ impl ConfigServer {
         }
         // It may be waiting on a Raft write; Raft is about to stop, so there is nothing to finish.
         self.arbiter.abort();
+        self.leader_changes.abort();
         let served = match tokio::time::timeout(self.shutdown_grace, self.serve).await {
             Ok(Ok(served)) => served.map_err(ServerError::from),
             Ok(Err(join)) => Err(ServerError::Io(std::io::Error::other(join))),
@@ -195,13 +252,34 @@ impl ConfigServer {
 
 /// `shoal configsvr`: binds `config.listen`, prints `SHOAL_READY configsvr <addr>` once serving,
 /// and runs until `shutdown` resolves.
+/// With `config.metrics_listen`, also serves `GET /metrics` there until shutdown.
 pub async fn run(config: ConfigServerSettings, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServerError> {
     validate(&config)?;
     let listener = TcpListener::bind(config.listen).await?;
+    // Bound before anything starts, so a taken metrics port fails the start, not a background task.
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(shoal_telemetry::http::bind(addr).await?),
+        None => None,
+    };
+    let grace = config.shutdown_grace;
     let server = ConfigServer::start(config, listener).await?;
+    let metrics_http = metrics_listener.map(|listener| server.serve_metrics(listener));
     announce_ready("configsvr", server.addr());
     shutdown.await;
-    server.shutdown().await
+    let stopped = server.shutdown().await;
+    if let Some(task) = metrics_http {
+        // It began stopping with the server; a scraper holding a connection open cannot keep it.
+        let abort = task.abort_handle();
+        if tokio::time::timeout(grace, task).await.is_err() {
+            tracing::warn!("the metrics port did not stop within the grace period");
+            abort.abort();
+        }
+    }
+    stopped
+}
+
+fn metrics_error(e: shoal_telemetry::Error) -> ServerError {
+    ServerError::Metrics(e.to_string())
 }
 
 /// Parses `1=127.0.0.1:27019,2=127.0.0.1:27020` into id -> address.

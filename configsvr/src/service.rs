@@ -13,6 +13,9 @@
 //! Every call that needs a quorum runs under a timeout, so a minority side answers
 //! `ExceededTimeLimit` ("no quorum") in bounded time instead of hanging. A request is forwarded at
 //! most once (`forwarded`), so two servers with stale leader views cannot bounce it forever.
+//!
+//! Every unary call is timed by method and every error reply counted by code ([`ApiMetrics`]);
+//! watch streams are counted while open.
 
 use std::collections::{BTreeSet, HashMap};
 use std::pin::Pin;
@@ -42,6 +45,7 @@ use tonic::{Request, Response, Status};
 use crate::arbiter::task::Arbiter;
 use crate::codec;
 use crate::error::ServiceError;
+use crate::metrics::{ApiMethod, ApiMetrics};
 use crate::raft::catalog_api::{self, QueryError};
 use crate::raft::network::connect_lazy;
 use crate::raft::state_machine::CatalogState;
@@ -90,6 +94,7 @@ pub struct ConfigService {
     peers: Arc<Mutex<HashMap<String, Channel>>>,
     /// Flips to `true` at shutdown so watch streams end and the server can stop.
     shutdown: watch::Receiver<bool>,
+    metrics: Arc<ApiMetrics>,
 }
 
 pub(crate) type ApiResult<T> = Result<T, ServiceError>;
@@ -109,8 +114,9 @@ impl ConfigService {
         settings: ApiSettings,
         arbiter: Arc<Arbiter>,
         shutdown: watch::Receiver<bool>,
+        metrics: Arc<ApiMetrics>,
     ) -> Self {
-        Self { raft, state, settings, arbiter, peers: Arc::new(Mutex::new(HashMap::new())), shutdown }
+        Self { raft, state, settings, arbiter, peers: Arc::new(Mutex::new(HashMap::new())), shutdown, metrics }
     }
 
     /// The leader as this node's metrics see it, with its address.
@@ -296,11 +302,15 @@ impl ConfigService {
     }
 }
 
-fn err_reply<T>(e: &ServiceError, make: impl FnOnce(ConfigError) -> T) -> Result<Response<T>, Status> {
-    if !matches!(e, ServiceError::NotLeader { .. }) {
-        tracing::debug!(error = %e, "config request failed");
+impl ConfigService {
+    /// The reply carrying `e`, counted by its code.
+    fn err_reply<T>(&self, e: &ServiceError, make: impl FnOnce(ConfigError) -> T) -> Result<Response<T>, Status> {
+        if !matches!(e, ServiceError::NotLeader { .. }) {
+            tracing::debug!(error = %e, "config request failed");
+        }
+        self.metrics.failed(e.code().name());
+        Ok(Response::new(make(e.to_proto())))
     }
-    Ok(Response::new(make(e.to_proto())))
 }
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<CatalogVersion, Status>> + Send>>;
@@ -308,11 +318,12 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<CatalogVersion, Status>> + S
 #[tonic::async_trait]
 impl Config for ConfigService {
     async fn write(&self, request: Request<WriteRequest>) -> Result<Response<WriteReply>, Status> {
+        let _timer = self.metrics.latency(ApiMethod::Write).start_timer();
         let req = request.into_inner();
         let command: Command = match wire::decode(&req.command) {
             Ok(c) => c,
             Err(e) => {
-                return err_reply(&ServiceError::Parse(e.to_string()), |error| WriteReply {
+                return self.err_reply(&ServiceError::Parse(e.to_string()), |error| WriteReply {
                     error: Some(error),
                     ..Default::default()
                 });
@@ -329,11 +340,12 @@ impl Config for ConfigService {
             .await;
         match result {
             Ok(reply) => Ok(Response::new(reply)),
-            Err(e) => err_reply(&e, |error| WriteReply { error: Some(error), ..Default::default() }),
+            Err(e) => self.err_reply(&e, |error| WriteReply { error: Some(error), ..Default::default() }),
         }
     }
 
     async fn query(&self, request: Request<QueryRequest>) -> Result<Response<QueryReply>, Status> {
+        let _timer = self.metrics.latency(ApiMethod::Query).start_timer();
         let req = request.into_inner();
         let result = if req.linearizable {
             let forward_req = QueryRequest { forwarded: true, ..req.clone() };
@@ -352,7 +364,7 @@ impl Config for ConfigService {
         };
         match result {
             Ok(reply) => Ok(Response::new(reply)),
-            Err(e) => err_reply(&e, |error| QueryReply { error: Some(error), ..Default::default() }),
+            Err(e) => self.err_reply(&e, |error| QueryReply { error: Some(error), ..Default::default() }),
         }
     }
 
@@ -362,8 +374,11 @@ impl Config for ConfigService {
         let from = request.into_inner().from_version;
         let versions = self.state.subscribe();
         let shutdown = self.shutdown.clone();
-        // State: (version receiver, shutdown receiver, last version sent).
-        let stream = futures::stream::unfold((versions, shutdown, from), |(mut rx, mut stop, last)| async move {
+        // Counted open as long as the stream (which owns the guard in its state) lives.
+        let open = self.metrics.watch_opened();
+        // State: (version receiver, shutdown receiver, last version sent, open-stream guard).
+        let state = (versions, shutdown, from, open);
+        let stream = futures::stream::unfold(state, |(mut rx, mut stop, last, open)| async move {
             loop {
                 if *stop.borrow() {
                     return None;
@@ -375,7 +390,7 @@ impl Config for ConfigService {
                         applied_index: mark.applied_index,
                         security_version: mark.security_version,
                     };
-                    return Some((Ok(item), (rx, stop, mark.catalog_version)));
+                    return Some((Ok(item), (rx, stop, mark.catalog_version, open)));
                 }
                 tokio::select! {
                     changed = rx.changed() => if changed.is_err() { return None },
@@ -387,6 +402,7 @@ impl Config for ConfigService {
     }
 
     async fn add_learner(&self, request: Request<AddLearnerRequest>) -> Result<Response<MembershipReply>, Status> {
+        let _timer = self.metrics.latency(ApiMethod::AddLearner).start_timer();
         let req = request.into_inner();
         let forward_req = AddLearnerRequest { forwarded: true, ..req.clone() };
         let result = self
@@ -403,7 +419,7 @@ impl Config for ConfigService {
             .await;
         match result {
             Ok(reply) => Ok(Response::new(reply)),
-            Err(e) => err_reply(&e, |error| MembershipReply { error: Some(error), ..Default::default() }),
+            Err(e) => self.err_reply(&e, |error| MembershipReply { error: Some(error), ..Default::default() }),
         }
     }
 
@@ -411,6 +427,7 @@ impl Config for ConfigService {
         &self,
         request: Request<ChangeMembershipRequest>,
     ) -> Result<Response<MembershipReply>, Status> {
+        let _timer = self.metrics.latency(ApiMethod::ChangeMembership).start_timer();
         let req = request.into_inner();
         let forward_req = ChangeMembershipRequest { forwarded: true, ..req.clone() };
         let result = self
@@ -430,11 +447,12 @@ impl Config for ConfigService {
             .await;
         match result {
             Ok(reply) => Ok(Response::new(reply)),
-            Err(e) => err_reply(&e, |error| MembershipReply { error: Some(error), ..Default::default() }),
+            Err(e) => self.err_reply(&e, |error| MembershipReply { error: Some(error), ..Default::default() }),
         }
     }
 
     async fn metrics(&self, _request: Request<MetricsRequest>) -> Result<Response<MetricsReply>, Status> {
+        let _timer = self.metrics.latency(ApiMethod::Metrics).start_timer();
         let m = self.raft.metrics().borrow_watched().clone();
         let membership = m.membership_config.membership();
         let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
@@ -463,13 +481,15 @@ impl Config for ConfigService {
     }
 
     async fn heartbeat(&self, request: Request<HeartbeatRequest>) -> Result<Response<HeartbeatReply>, Status> {
+        let _timer = self.metrics.latency(ApiMethod::Heartbeat).start_timer();
         match self.heartbeat_local(request.into_inner()).await {
             Ok(reply) => Ok(Response::new(reply)),
-            Err(e) => err_reply(&e, |error| HeartbeatReply { error: Some(error), ..Default::default() }),
+            Err(e) => self.err_reply(&e, |error| HeartbeatReply { error: Some(error), ..Default::default() }),
         }
     }
 
     async fn group_status(&self, request: Request<GroupStatusRequest>) -> Result<Response<GroupStatusReply>, Status> {
+        let _timer = self.metrics.latency(ApiMethod::GroupStatus).start_timer();
         let req = request.into_inner();
         let forward_req = GroupStatusRequest { forwarded: true, ..req.clone() };
         let result = self
@@ -482,7 +502,7 @@ impl Config for ConfigService {
             .await;
         match result {
             Ok(reply) => Ok(Response::new(reply)),
-            Err(e) => err_reply(&e, |error| GroupStatusReply { error: Some(error), ..Default::default() }),
+            Err(e) => self.err_reply(&e, |error| GroupStatusReply { error: Some(error), ..Default::default() }),
         }
     }
 }

@@ -2,8 +2,10 @@
 //! to the local [`Raft`]. The mirror of [`super::network`].
 //!
 //! A request that does not decode is `InvalidArgument`; a stopped Raft core is `Unavailable` (the
-//! sender backs off). A snapshot stream is bounded in bytes and in time.
+//! sender backs off). A snapshot stream is bounded in bytes and in time. Every call is timed and
+//! its failure counted ([`PeerRpcMetrics`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -17,6 +19,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::network::SnapshotHeader;
 use super::types::{Raft, Snapshot};
 use crate::codec;
+use crate::metrics::{PeerRpc, PeerRpcMetrics};
 
 pub struct RaftRpcService {
     raft: Raft,
@@ -24,11 +27,17 @@ pub struct RaftRpcService {
     snapshot_size_max_bytes: usize,
     /// Longest a snapshot stream may take to arrive.
     snapshot_timeout: Duration,
+    metrics: Arc<PeerRpcMetrics>,
 }
 
 impl RaftRpcService {
-    pub fn new(raft: Raft, snapshot_size_max_bytes: usize, snapshot_timeout: Duration) -> Self {
-        Self { raft, snapshot_size_max_bytes, snapshot_timeout }
+    pub fn new(
+        raft: Raft,
+        snapshot_size_max_bytes: usize,
+        snapshot_timeout: Duration,
+        metrics: Arc<PeerRpcMetrics>,
+    ) -> Self {
+        Self { raft, snapshot_size_max_bytes, snapshot_timeout, metrics }
     }
 }
 
@@ -70,39 +79,59 @@ impl RaftRpcService {
 #[tonic::async_trait]
 impl ConfigRaft for RaftRpcService {
     async fn append_entries(&self, request: Request<RaftMessage>) -> Result<Response<RaftMessage>, Status> {
-        let req = decode(request.get_ref())?;
-        let resp = self.raft.append_entries(req).await.map_err(stopped)?;
-        reply(&resp)
+        self.metrics
+            .observe(PeerRpc::AppendEntries, async {
+                let req = decode(request.get_ref())?;
+                let resp = self.raft.append_entries(req).await.map_err(stopped)?;
+                reply(&resp)
+            })
+            .await
     }
 
     async fn vote(&self, request: Request<RaftMessage>) -> Result<Response<RaftMessage>, Status> {
-        let req = decode(request.get_ref())?;
-        let resp = self.raft.vote(req).await.map_err(stopped)?;
-        reply(&resp)
+        self.metrics
+            .observe(PeerRpc::Vote, async {
+                let req = decode(request.get_ref())?;
+                let resp = self.raft.vote(req).await.map_err(stopped)?;
+                reply(&resp)
+            })
+            .await
     }
 
     async fn pre_vote(&self, request: Request<RaftMessage>) -> Result<Response<RaftMessage>, Status> {
-        let req = decode(request.get_ref())?;
-        let resp = self.raft.pre_vote(req).await.map_err(stopped)?;
-        reply(&resp)
+        self.metrics
+            .observe(PeerRpc::PreVote, async {
+                let req = decode(request.get_ref())?;
+                let resp = self.raft.pre_vote(req).await.map_err(stopped)?;
+                reply(&resp)
+            })
+            .await
     }
 
     async fn install_snapshot(
         &self,
         request: Request<Streaming<SnapshotChunk>>,
     ) -> Result<Response<RaftMessage>, Status> {
-        match tokio::time::timeout(self.snapshot_timeout, self.receive_snapshot(request.into_inner())).await {
-            Ok(result) => result,
-            Err(_) => Err(Status::deadline_exceeded(format!(
-                "snapshot not received within {} ms",
-                self.snapshot_timeout.as_millis()
-            ))),
-        }
+        self.metrics
+            .observe(PeerRpc::InstallSnapshot, async {
+                match tokio::time::timeout(self.snapshot_timeout, self.receive_snapshot(request.into_inner())).await {
+                    Ok(result) => result,
+                    Err(_) => Err(Status::deadline_exceeded(format!(
+                        "snapshot not received within {} ms",
+                        self.snapshot_timeout.as_millis()
+                    ))),
+                }
+            })
+            .await
     }
 
     async fn transfer_leader(&self, request: Request<RaftMessage>) -> Result<Response<RaftMessage>, Status> {
-        let req = decode(request.get_ref())?;
-        let resp = self.raft.handle_transfer_leader(req).await.map_err(stopped)?;
-        reply(&resp)
+        self.metrics
+            .observe(PeerRpc::TransferLeader, async {
+                let req = decode(request.get_ref())?;
+                let resp = self.raft.handle_transfer_leader(req).await.map_err(stopped)?;
+                reply(&resp)
+            })
+            .await
     }
 }

@@ -11,7 +11,7 @@
 //! after every applied entry.
 
 use std::io;
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, TryLockError};
 
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -58,6 +58,16 @@ impl CatalogState {
     /// A read view; keep it short (an apply waits for it).
     pub fn read(&self) -> RwLockReadGuard<'_, Applied> {
         self.applied.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A read view if no apply holds the catalog right now, for readers that must not wait (a
+    /// metrics scrape).
+    pub fn try_read(&self) -> Option<RwLockReadGuard<'_, Applied>> {
+        match self.applied.try_read() {
+            Ok(applied) => Some(applied),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
     }
 
     pub fn mark(&self) -> VersionMark {
