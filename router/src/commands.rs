@@ -106,8 +106,11 @@ pub struct Spec {
     /// Runs only against the `admin` database.
     pub admin_only: bool,
     /// Legacy OP_QUERY on `db.$cmd` may carry it: MongoDB's list (`check_allowed_op_query_cmd.cpp`:
-    /// the handshake) plus `getLastError`, the third handshake message of Java driver 3.6.
-    /// Everything else over OP_QUERY gets UnsupportedOpQueryCommand (352).
+    /// the handshake) plus `getLastError`, the third handshake message of Java driver 3.6, and
+    /// `getnonce`, which mgo (Go) sends with its first `isMaster`; and the read-only monitoring
+    /// commands (`ping`, `serverStatus`, `replSetGetStatus`, `listDatabases`, `dbStats`), which
+    /// mgo — it speaks OP_QUERY only — sends for Debian's `prometheus-mongodb-exporter`, as
+    /// MongoDB 5.0 still took them. Everything else over OP_QUERY gets UnsupportedOpQueryCommand (352).
     pub op_query: bool,
     /// `explain` accepts it as the explained command.
     pub explainable: bool,
@@ -218,15 +221,16 @@ pub static COMMANDS: &[Spec] = &[
     // The handshake and the router's own state.
     Spec::new("hello", Info, |s, c, m| Box::pin(handshake::hello(s, c, m, false))).op_query(),
     Spec::new("isMaster", Info, |s, c, m| Box::pin(handshake::hello(s, c, m, true))).aliases(&["ismaster"]).op_query(),
-    Spec::new("ping", Info, h!(info::ping)),
+    Spec::new("ping", Info, h!(info::ping)).op_query(),
     Spec::new("buildInfo", Info, h!(info::build_info)).aliases(&["buildinfo"]).op_query(),
-    Spec::new("serverStatus", Info, h!(info::server_status)).on(OnCluster, &[A::ServerStatus]),
+    Spec::new("serverStatus", Info, h!(info::server_status)).on(OnCluster, &[A::ServerStatus]).op_query(),
     Spec::new("getParameter", Info, h!(info::get_parameter)).admin_only().on(OnCluster, &[A::GetParameter]),
     Spec::new("getLog", Info, h!(info::get_log)).admin_only().on(OnCluster, &[A::GetLog]),
     Spec::new("whatsmyuri", Info, h!(info::whats_my_uri)),
     Spec::new("connectionStatus", Info, h!(info::connection_status)),
     Spec::new("endSessions", Info, h!(info::end_sessions)),
     Spec::new("getLastError", Info, h!(info::get_last_error)).aliases(&["getlasterror"]).op_query(),
+    Spec::new("getnonce", Info, h!(info::get_nonce)).op_query(),
     Spec::new("hostInfo", Info, h!(info::host_info)).on(OnCluster, &[A::HostInfo]),
     Spec::new("getCmdLineOpts", Info, h!(info::get_cmd_line_opts)).admin_only().on(OnCluster, &[A::GetCmdLineOpts]),
     Spec::new("listCommands", Info, h!(info::list_commands)),
@@ -317,7 +321,10 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("create", Ddl, h!(ddl::create)).needs(Database).on(OnCollection, &[A::CreateCollection]),
     Spec::new("drop", Ddl, h!(ddl::drop)).needs(Collection).on(OnCollection, &[A::DropCollection]),
     Spec::new("dropDatabase", Ddl, h!(ddl::drop_database)).needs(Database).on(OnDatabase, &[A::DropDatabase]),
-    Spec::new("listDatabases", Read, h!(ddl::list_databases)).needs(Cluster).on(OnCluster, &[A::ListDatabases]),
+    Spec::new("listDatabases", Read, h!(ddl::list_databases))
+        .needs(Cluster)
+        .on(OnCluster, &[A::ListDatabases])
+        .op_query(),
     Spec::new("listCollections", Read, h!(ddl::list_collections)).needs(Database).on(OnDatabase, &[A::ListCollections]),
     Spec::new("listIndexes", Read, h!(indexes::list_indexes)).needs(Collection).on(OnCollection, &[A::ListIndexes]),
     Spec::new("createIndexes", Ddl, h!(indexes::create_indexes)).needs(Collection).on(OnCollection, &[A::CreateIndex]),
@@ -325,7 +332,11 @@ pub static COMMANDS: &[Spec] = &[
         .aliases(&["deleteIndexes"])
         .needs(Collection)
         .on(OnCollection, &[A::DropIndex]),
-    Spec::new("dbStats", Read, h!(stats::db_stats)).aliases(&["dbstats"]).needs(Database).on(OnDatabase, &[A::DbStats]),
+    Spec::new("dbStats", Read, h!(stats::db_stats))
+        .aliases(&["dbstats"])
+        .needs(Database)
+        .on(OnDatabase, &[A::DbStats])
+        .op_query(),
     Spec::new("collStats", Read, h!(stats::coll_stats))
         .aliases(&["collstats"])
         .needs(Collection)
@@ -338,7 +349,8 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("replSetGetStatus", Sharding, h!(sharding::repl_status::repl_set_get_status))
         .needs(Cluster)
         .admin_only()
-        .on(OnCluster, &[A::ReplSetGetStatus]),
+        .on(OnCluster, &[A::ReplSetGetStatus])
+        .op_query(),
     Spec::new("replSetGetConfig", Sharding, h!(sharding::repl_config::repl_set_get_config))
         .needs(Cluster)
         .admin_only()

@@ -89,6 +89,15 @@ pub async fn get_last_error(_state: &RouterState, conn: &ConnContext, _cmd: &Com
     Ok(rawdoc! { "connectionId": connection_id_value(conn.id), "n": 0, "err": RawBson::Null })
 }
 
+/// MongoDB ≤ 5.0's `getnonce` (the MONGODB-CR nonce): mgo, the Go driver of the Debian
+/// `prometheus-mongodb-exporter` and of older Go applications, sends it over OP_QUERY with its
+/// first `isMaster` and drops the connection if it fails. MONGODB-CR itself is not offered, so
+/// the nonce is never used for anything.
+pub async fn get_nonce(_state: &RouterState, _conn: &ConnContext, _cmd: &Command) -> HandlerResult {
+    let nonce: String = (0..8).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
+    Ok(rawdoc! { "nonce": nonce })
+}
+
 pub async fn host_info(_state: &RouterState, _conn: &ConnContext, _cmd: &Command) -> HandlerResult {
     Ok(host_info_reply(&hostname(), bson::DateTime::now()))
 }
