@@ -68,6 +68,8 @@ pub enum RenderFormat {
     Compose,
     /// One unit per process under `<host>/`, with an install layout.
     Systemd,
+    /// `prometheus.yml`: a scrape job per role, every process's metrics port a target.
+    Prometheus,
 }
 
 #[derive(Debug, Args)]
@@ -492,6 +494,10 @@ pub struct ShardArgs {
     /// gRPC listen address (port 0 picks a free port; the bound one is printed in SHOAL_READY).
     #[arg(long, default_value = "127.0.0.1:27101")]
     pub listen: SocketAddr,
+    /// Serve `/metrics` (Prometheus text) over HTTP on this port, on the listen address's IP
+    /// (0 picks a free port). Absent: not served; `shoal up` gives every process its port + 1000.
+    #[arg(long)]
+    pub metrics_port: Option<u16>,
     /// This member's address as the catalog lists it (`host:port`); default: the listen address.
     #[arg(long)]
     pub advertise: Option<String>,
@@ -523,6 +529,10 @@ pub struct RouterArgs {
     /// MongoDB wire-protocol listen address (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:27017")]
     pub listen: SocketAddr,
+    /// Serve `/metrics` (Prometheus text) over HTTP on this port, on the listen address's IP
+    /// (0 picks a free port). Absent: not served; `shoal up` gives every process its port + 1000.
+    #[arg(long)]
+    pub metrics_port: Option<u16>,
     /// gRPC endpoint of the one shard to forward to when the router has no `--config` (legacy
     /// single-shard mode); with `--config` shards are found in the catalog and this is unused.
     #[arg(long, default_value = "http://127.0.0.1:27101")]
@@ -609,6 +619,10 @@ pub struct ConfigsvrArgs {
     /// gRPC listen address, for peers and clients alike.
     #[arg(long, default_value = "127.0.0.1:27019")]
     pub listen: SocketAddr,
+    /// Serve `/metrics` (Prometheus text) over HTTP on this port, on the listen address's IP
+    /// (0 picks a free port). Absent: not served; `shoal up` gives every process its port + 1000.
+    #[arg(long)]
+    pub metrics_port: Option<u16>,
     /// Directory holding this server's Raft log and snapshots.
     #[arg(long)]
     pub data_dir: PathBuf,

@@ -99,6 +99,13 @@ pub enum Supervisor {
     External,
 }
 
+/// `--metrics-port N` of a process listening on `port` (the spec's rule: [`ClusterSpec::metrics_port`]).
+fn metrics_args(port: u16, named: Option<u16>) -> Vec<OsString> {
+    ClusterSpec::metrics_port(port, named)
+        .map(|p| vec!["--metrics-port".into(), p.to_string().into()])
+        .unwrap_or_default()
+}
+
 /// Lays out the processes of `spec` (already validated) under `data_dir`, with the credentials in
 /// `secrets` on their command lines, as `shoal up` runs them.
 pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPlan {
@@ -137,6 +144,7 @@ pub fn plan_for(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets, supervis
             "--peers".into(),
             peers.clone().into(),
         ];
+        args.extend(metrics_args(server.port, server.metrics_port));
         if id == 1 {
             args.push("--init".into());
         }
@@ -178,6 +186,7 @@ pub fn plan_for(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets, supervis
                 "--data-dir".into(),
                 dir.clone().into(),
             ];
+            args.extend(metrics_args(member.port, member.metrics_port));
             args.extend(config_flag.iter().cloned());
             if let Some(mb) = shard.oplog_size_mb {
                 args.extend(["--oplog-size-mb".into(), mb.to_string().into()]);
@@ -208,6 +217,7 @@ pub fn plan_for(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets, supervis
         let endpoint = spec.endpoint(router.host.as_deref(), router.port);
         let listen = endpoint.listen;
         let mut args: Vec<OsString> = vec!["router".into(), "--listen".into(), listen.to_string().into()];
+        args.extend(metrics_args(router.port, router.metrics_port));
         // With config servers the router finds every shard in the catalog; `--shard` is the
         // legacy single-shard mode.
         if config_flag.is_empty() {
@@ -292,7 +302,16 @@ shards:
         let r1 = &plans[3];
         assert_eq!(
             r1.args,
-            ["router", "--listen", "127.0.0.1:27018", "--shard", "http://127.0.0.1:27101", "--exit-on-stdin-eof"]
+            [
+                "router",
+                "--listen",
+                "127.0.0.1:27018",
+                "--metrics-port",
+                "28018",
+                "--shard",
+                "http://127.0.0.1:27101",
+                "--exit-on-stdin-eof"
+            ]
         );
         assert_eq!(r1.data_dir, None);
         assert_eq!(r1.log_path, Path::new("/d/r1.log"));
@@ -314,6 +333,8 @@ shards:
                 "127.0.0.1:27102",
                 "--data-dir",
                 "data/s1",
+                "--metrics-port",
+                "28102",
                 "--exit-on-stdin-eof"
             ]
         );
@@ -330,7 +351,7 @@ shards:
                 .processes;
         assert_eq!(plans[0].args[4], "0.0.0.0:27101");
         assert_eq!(plans[0].connect, "127.0.0.1:27101");
-        assert_eq!(plans[2].args[4], "http://127.0.0.1:27101");
+        assert_eq!(plans[2].args[6], "http://127.0.0.1:27101");
         let v6 =
             plan(&spec(&format!("bind_ip: \"::\"\n{TWO_ROUTERS_TWO_SHARDS}")), Path::new("d"), &Secrets::default())
                 .processes;
@@ -386,6 +407,8 @@ shards:
                 "/d/c1",
                 "--peers",
                 peers,
+                "--metrics-port",
+                "28019",
                 "--init",
                 "--exit-on-stdin-eof"
             ]
@@ -405,6 +428,8 @@ shards:
                 "/d/c3",
                 "--peers",
                 peers,
+                "--metrics-port",
+                "28021",
                 "--exit-on-stdin-eof"
             ]
         );
@@ -430,13 +455,27 @@ shards:
                 "127.0.0.1:27102",
                 "--data-dir",
                 "/d/s1",
+                "--metrics-port",
+                "28102",
                 "--config",
                 config,
                 "--exit-on-stdin-eof"
             ]
         );
         let r0 = &cluster.processes[5];
-        assert_eq!(r0.args, ["router", "--listen", "127.0.0.1:27017", "--config", config, "--exit-on-stdin-eof"]);
+        assert_eq!(
+            r0.args,
+            [
+                "router",
+                "--listen",
+                "127.0.0.1:27017",
+                "--metrics-port",
+                "28017",
+                "--config",
+                config,
+                "--exit-on-stdin-eof"
+            ]
+        );
         let registration = |name: &str, member: &str| ShardRegistration {
             shard: name.into(),
             replica_set: name.into(),
@@ -459,7 +498,7 @@ shards: [{ name: s0, members: [{ port: 27101 }] }]
         assert_eq!(c1.role, Role::ConfigServer);
         assert_eq!(c1.args[4], "0.0.0.0:27019");
         assert_eq!(c1.args[8], "1=127.0.0.1:27019");
-        assert_eq!(c1.args[9], "--init");
+        assert_eq!(c1.args[9..12], ["--metrics-port", "28019", "--init"]);
         assert_eq!(cluster.config_servers, ["127.0.0.1:27019"]);
         assert_eq!(cluster.shards[0].members, ["127.0.0.1:27101"]);
     }

@@ -16,6 +16,7 @@ pub async fn shard(args: ShardArgs) -> anyhow::Result<()> {
     config.config_servers = args.config;
     config.failpoints = args.failpoints;
     config.advertise = args.advertise;
+    config.metrics_listen = metrics_listen(args.listen, args.metrics_port);
     config.ttl_monitor_interval = std::time::Duration::from_secs(args.ttl_monitor_secs);
     if let Some(mb) = args.oplog_size_mb {
         config.repl.oplog_size_max_bytes = mb.saturating_mul(1 << 20);
@@ -30,6 +31,7 @@ pub async fn router(args: RouterArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal(args.child.exit_on_stdin_eof).context("cannot install signal handlers")?;
     let mut config = shoal_router::RouterSettings::new(args.listen, args.shard);
     config.config_servers = args.config;
+    config.metrics_listen = metrics_listen(args.listen, args.metrics_port);
     config.authorization = args.auth || members_authenticate;
     config.max_connections = args.max_conns;
     if let (Some(_), Some(path)) = (&args.audit_destination, &args.audit_path) {
@@ -69,9 +71,15 @@ pub async fn configsvr(args: ConfigsvrArgs) -> anyhow::Result<()> {
     };
     let mut config = shoal_configsvr::server::ConfigServerSettings::new(id, args.listen, args.data_dir);
     config.peers = peers;
+    config.metrics_listen = metrics_listen(args.listen, args.metrics_port);
     config.init = args.init;
     config.raft.snapshot_logs_since_last = args.snapshot_logs_since_last;
     config.raft.snapshot_logs_to_keep = args.snapshot_logs_to_keep;
     let id = config.id;
     shoal_configsvr::server::run(config, shutdown).await.with_context(|| format!("config server {id} failed"))
+}
+
+/// The metrics port's socket: the listen address's IP with `--metrics-port`.
+fn metrics_listen(listen: std::net::SocketAddr, port: Option<u16>) -> Option<std::net::SocketAddr> {
+    port.map(|port| std::net::SocketAddr::new(listen.ip(), port))
 }

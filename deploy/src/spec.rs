@@ -198,6 +198,9 @@ pub struct ConfigServerSpec {
     /// The machine it runs on (address or DNS name); see [`ClusterSpec::endpoint`].
     #[serde(default)]
     pub host: Option<String>,
+    /// Where it serves `/metrics` over HTTP; absent: `port` + 1000 ([`ClusterSpec::metrics_port`]).
+    #[serde(default)]
+    pub metrics_port: Option<u16>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -207,6 +210,8 @@ pub struct RouterSpec {
     pub port: u16,
     #[serde(default)]
     pub host: Option<String>,
+    #[serde(default)]
+    pub metrics_port: Option<u16>,
 }
 
 /// Members one shard's replica group may have in a spec (MongoDB allows 7 voting members).
@@ -228,6 +233,8 @@ pub struct MemberSpec {
     pub port: u16,
     #[serde(default)]
     pub host: Option<String>,
+    #[serde(default)]
+    pub metrics_port: Option<u16>,
 }
 
 /// Where one process listens and how the rest of the cluster reaches it.
@@ -241,11 +248,44 @@ pub struct Endpoint {
     pub advertise: String,
 }
 
-/// A process of the spec, whatever its role: its name and endpoint.
+/// A process of the spec, whatever its role: its name and endpoints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listener {
     pub name: String,
+    pub role: ProcessRole,
+    /// The shard a member belongs to.
+    pub shard: Option<String>,
     pub endpoint: Endpoint,
+    /// Its HTTP metrics port, on the same host ([`ClusterSpec::metrics_port`]).
+    pub metrics: Endpoint,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessRole {
+    ConfigServer,
+    Shard,
+    Router,
+}
+
+impl ProcessRole {
+    /// The name Prometheus jobs and dashboards use.
+    pub fn job(self) -> &'static str {
+        match self {
+            ProcessRole::ConfigServer => "shoal-configsvr",
+            ProcessRole::Shard => "shoal-shard",
+            ProcessRole::Router => "shoal-router",
+        }
+    }
+}
+
+/// One process as the spec lists it, before addressing.
+struct Declared<'a> {
+    name: String,
+    role: ProcessRole,
+    shard: Option<&'a str>,
+    host: Option<&'a str>,
+    port: u16,
+    metrics_port: Option<u16>,
 }
 
 /// Where a spec came from, for messages.
@@ -291,6 +331,8 @@ pub enum SpecError {
     DuplicateName { name: String },
     #[error("{name}: port 0 is not allowed; ports must be in 1..=65535")]
     ZeroPort { name: String },
+    #[error("{name}: port {port} + 1000 is not a port; give it a metrics_port")]
+    NoMetricsPort { name: String, port: u16 },
     #[error("port {port} is used by both {first} and {second} on host {host}; ports must be unique on a host")]
     DuplicatePort { host: String, port: u16, first: String, second: String },
     #[error("{name}: host {host:?} is not an address or a DNS name")]
@@ -375,16 +417,20 @@ impl ClusterSpec {
         }
         let mut names = HashSet::new();
         let mut ports: HashMap<(String, u16), String> = HashMap::new();
-        for (name, host, port) in self.processes() {
+        for p in self.processes() {
+            let (name, host, port) = (p.name, p.host, p.port);
             if !is_usable_name(&name) {
                 return Err(SpecError::BadName { name });
             }
             if !names.insert(name.clone()) {
                 return Err(SpecError::DuplicateName { name });
             }
-            if port == 0 {
+            if port == 0 || p.metrics_port == Some(0) {
                 return Err(SpecError::ZeroPort { name });
             }
+            let Some(metrics_port) = Self::metrics_port(port, p.metrics_port) else {
+                return Err(SpecError::NoMetricsPort { name, port });
+            };
             if let Some(host) = host
                 && !is_usable_host(host)
             {
@@ -394,31 +440,67 @@ impl ClusterSpec {
             if !insecure && !secured && !endpoint.listen.ip().is_loopback() {
                 return Err(SpecError::NonLoopback { name, listen: endpoint.listen });
             }
-            if let Some(first) = ports.insert((endpoint.host.clone(), port), name.clone()) {
-                return Err(SpecError::DuplicatePort { host: endpoint.host, port, first, second: name });
+            for port in [port, metrics_port] {
+                if let Some(first) = ports.insert((endpoint.host.clone(), port), name.clone()) {
+                    return Err(SpecError::DuplicatePort { host: endpoint.host, port, first, second: name });
+                }
             }
         }
         Ok(())
     }
 
-    /// Every process as (name, host, port), in start order: config servers, shard members, routers.
-    fn processes(&self) -> impl Iterator<Item = (String, Option<&str>, u16)> + '_ {
-        let config_servers =
-            self.config_servers.iter().map(|server| (server.name.clone(), server.host.as_deref(), server.port));
-        let shards = self.shards.iter().flat_map(|shard| {
-            shard
-                .members
-                .iter()
-                .enumerate()
-                .map(move |(i, member)| (shard.member_name(i), member.host.as_deref(), member.port))
+    /// A process's metrics port: the one it names, else its own port + 1000 (as mongod's HTTP
+    /// status port was); None when neither is a port.
+    pub fn metrics_port(port: u16, named: Option<u16>) -> Option<u16> {
+        named.or_else(|| shoal_telemetry::http::default_port(port))
+    }
+
+    /// Every process, in start order: config servers, shard members, routers.
+    fn processes(&self) -> impl Iterator<Item = Declared<'_>> + '_ {
+        let config_servers = self.config_servers.iter().map(|server| Declared {
+            name: server.name.clone(),
+            role: ProcessRole::ConfigServer,
+            shard: None,
+            host: server.host.as_deref(),
+            port: server.port,
+            metrics_port: server.metrics_port,
         });
-        let routers = self.routers.iter().map(|router| (router.name.clone(), router.host.as_deref(), router.port));
+        let shards = self.shards.iter().flat_map(|shard| {
+            shard.members.iter().enumerate().map(move |(i, member)| Declared {
+                name: shard.member_name(i),
+                role: ProcessRole::Shard,
+                shard: Some(shard.name.as_str()),
+                host: member.host.as_deref(),
+                port: member.port,
+                metrics_port: member.metrics_port,
+            })
+        });
+        let routers = self.routers.iter().map(|router| Declared {
+            name: router.name.clone(),
+            role: ProcessRole::Router,
+            shard: None,
+            host: router.host.as_deref(),
+            port: router.port,
+            metrics_port: router.metrics_port,
+        });
         config_servers.chain(shards).chain(routers)
     }
 
-    /// Every process with its endpoint, in start order.
+    /// Every process with its endpoints, in start order (of a validated spec: every process has
+    /// a metrics port).
     pub fn listeners(&self) -> Vec<Listener> {
-        self.processes().map(|(name, host, port)| Listener { name, endpoint: self.endpoint(host, port) }).collect()
+        self.processes()
+            .map(|p| {
+                let metrics_port = Self::metrics_port(p.port, p.metrics_port).unwrap_or(0);
+                Listener {
+                    endpoint: self.endpoint(p.host, p.port),
+                    metrics: self.endpoint(p.host, metrics_port),
+                    name: p.name,
+                    role: p.role,
+                    shard: p.shard.map(str::to_owned),
+                }
+            })
+            .collect()
     }
 
     /// The hosts of the spec, each once, in the order their first process appears.
@@ -526,12 +608,17 @@ shards:
         assert_eq!(spec.validate(false).ok(), Some(()));
         assert_eq!(spec.name, "local");
         assert_eq!(spec.bind_ip, Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-        let cfg = |name: &str, port| ConfigServerSpec { name: name.into(), port, host: None };
+        let cfg = |name: &str, port| ConfigServerSpec { name: name.into(), port, host: None, metrics_port: None };
         assert_eq!(spec.config_servers, vec![cfg("cfg1", 27019), cfg("cfg2", 27020), cfg("cfg3", 27021)]);
-        assert_eq!(spec.routers, vec![RouterSpec { name: "router0".into(), port: 27017, host: None }]);
+        assert_eq!(
+            spec.routers,
+            vec![RouterSpec { name: "router0".into(), port: 27017, host: None, metrics_port: None }]
+        );
         let shard = |name: &str, port: u16| ShardSpec {
             name: name.into(),
-            members: [port, port + 10, port + 20].map(|port| MemberSpec { port, host: None }).to_vec(),
+            members: [port, port + 10, port + 20]
+                .map(|port| MemberSpec { port, host: None, metrics_port: None })
+                .to_vec(),
             oplog_size_mb: None,
         };
         assert_eq!(spec.shards, vec![shard("shard0", 27101), shard("shard1", 27102)]);

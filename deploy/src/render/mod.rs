@@ -1,5 +1,6 @@
 //! `shoal deploy render`: the manifests other supervisors need to run a spec's cluster —
-//! Kubernetes (`k8s.rs`), Docker Compose (`compose.rs`) and systemd (`systemd.rs`).
+//! Kubernetes (`k8s.rs`), Docker Compose (`compose.rs`) and systemd (`systemd.rs`) — and the
+//! Prometheus scrape configuration that watches it (`prometheus.rs`).
 //!
 //! ```text
 //!  spec --validate--> addressed for the target (pod DNS names, compose service names, or the
@@ -18,6 +19,7 @@
 
 mod compose;
 mod k8s;
+mod prometheus;
 mod systemd;
 
 use std::path::{Path, PathBuf};
@@ -52,12 +54,14 @@ pub struct SecretFiles {
 pub fn run(args: RenderArgs) -> anyhow::Result<()> {
     let (spec, source) = ClusterSpec::load(args.file.as_deref())?;
     spec.validate(args.insecure).with_context(|| format!("invalid spec {source}"))?;
-    let secrets = secret_files(&spec)?;
+    // The scrape configuration needs no secrets (the metrics port is plain HTTP).
+    let secrets = if args.format == RenderFormat::Prometheus { SecretFiles::default() } else { secret_files(&spec)? };
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let written = match args.format {
         RenderFormat::K8s => k8s::render(&spec, &args, &secrets)?,
         RenderFormat::Compose => compose::render(&spec, &args, &secrets)?,
         RenderFormat::Systemd => systemd::render(&spec, &args, &secrets)?,
+        RenderFormat::Prometheus => prometheus::render(&spec)?,
     };
     for file in &written {
         write_file(&args.out, file)?;

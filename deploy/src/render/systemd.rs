@@ -191,7 +191,7 @@ mod tests {
             String::from_utf8(output.contents.clone()).expect("text")
         };
         let s0 = unit("10.0.0.2/etc/systemd/system/shoal-s0-2.service");
-        assert!(s0.contains("\nExecStart=/usr/local/bin/shoal shard --name s0 --listen 10.0.0.2:27018 --advertise 10.0.0.2:27018 --data-dir /var/lib/shoal/s0-2 --config 10.0.0.1:27019,10.0.0.2:27019,10.0.0.3:27019 --keyFile /etc/shoal/secrets/cluster.key\n"), "{s0}");
+        assert!(s0.contains("\nExecStart=/usr/local/bin/shoal shard --name s0 --listen 10.0.0.2:27018 --advertise 10.0.0.2:27018 --data-dir /var/lib/shoal/s0-2 --metrics-port 28018 --config 10.0.0.1:27019,10.0.0.2:27019,10.0.0.3:27019 --keyFile /etc/shoal/secrets/cluster.key\n"), "{s0}");
         assert!(s0.contains("\nRestart=on-failure\n"), "{s0}");
         let target = unit("10.0.0.1/etc/systemd/system/shoal.target");
         assert!(

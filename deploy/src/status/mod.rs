@@ -39,6 +39,8 @@ struct Targets {
     tls_options: String,
     /// Routers come from the spec (each is pinged and listed) rather than from `--router`.
     from_spec: bool,
+    /// Every process's metrics address (empty without a spec).
+    metrics: Vec<Process<()>>,
 }
 
 pub async fn run(args: RouterTarget) -> anyhow::Result<()> {
@@ -70,7 +72,7 @@ pub async fn run(args: RouterTarget) -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
-    print!("{}", render(&asked, &config_servers, &routers, &statuses));
+    print!("{}", render(&asked, &config_servers, &routers, &statuses, &targets.metrics));
     Ok(())
 }
 
@@ -84,6 +86,7 @@ fn targets(args: &RouterTarget) -> anyhow::Result<Targets> {
             config_servers: Vec::new(),
             tls_options: String::new(),
             from_spec: false,
+            metrics: Vec::new(),
         });
     }
     let (spec, source) = ClusterSpec::load(args.file.as_deref())?;
@@ -101,7 +104,12 @@ fn targets(args: &RouterTarget) -> anyhow::Result<Targets> {
     if routers.is_empty() {
         anyhow::bail!("{source} names no router; pass --router host:port");
     }
-    Ok(Targets { routers, config_servers, tls_options, from_spec })
+    let metrics = spec
+        .listeners()
+        .into_iter()
+        .map(|l| Process { name: l.name, address: l.metrics.advertise, state: () })
+        .collect();
+    Ok(Targets { routers, config_servers, tls_options, from_spec, metrics })
 }
 
 /// Installs the cluster's credentials (if the spec has security) and answers the TLS options for

@@ -33,12 +33,14 @@ pub struct ConfigServerState {
 }
 
 /// The whole report. `asked` is the router the shard tables came through; `routers` is empty when
-/// they were not probed (a `--router` given alone).
+/// they were not probed (a `--router` given alone); `metrics` lists each process's metrics URL
+/// (empty without a spec).
 pub fn render(
     asked: &str,
     config_servers: &[Process<Result<ConfigServerState, String>>],
     routers: &[Process<Result<(), String>>],
     shards: &[ShardStatus],
+    metrics: &[Process<()>],
 ) -> String {
     let mut out = format!("router {asked}\n");
     if !config_servers.is_empty() {
@@ -59,6 +61,12 @@ pub fn render(
         match status {
             Ok(status) => out.push_str(&shard_table(id, status)),
             Err(e) => out.push_str(&format!("\n{id}: status unavailable: {e}\n")),
+        }
+    }
+    if !metrics.is_empty() {
+        out.push_str("\nmetrics (Prometheus text over HTTP)\n");
+        for process in metrics {
+            out.push_str(&format!("  {:<16} http://{}/metrics\n", process.name, process.address));
         }
     }
     out
@@ -180,7 +188,7 @@ mod tests {
             ],
         };
         let shards = vec![("shard0".to_owned(), Ok(status)), ("shard1".to_owned(), Err("ShardNotFound".to_owned()))];
-        let out = render("127.0.0.1:27017", &[], &[], &shards);
+        let out = render("127.0.0.1:27017", &[], &[], &shards, &[]);
         assert_eq!(out.lines().next(), Some("router 127.0.0.1:27017"));
         assert!(out.contains("shard0  (replica set shard0, term 3)"), "{out}");
         assert_eq!(words(&out, "27101"), ["127.0.0.1:27101", "PRIMARY", "1", "(3,", "100|2)", "-"]);
@@ -202,8 +210,11 @@ mod tests {
             process("router0", "10.0.0.1:27017", Ok(())),
             process("router1", "10.0.0.3:27017", Err("connection refused".to_owned())),
         ];
-        let out = render("10.0.0.1:27017", &config, &routers, &[]);
+        let metrics = [process("router0", "10.0.0.1:28017", ())];
+        let out = render("10.0.0.1:27017", &config, &routers, &[], &metrics);
         assert!(out.contains("config servers: leader 10.0.0.2:27019 (term 4)"), "{out}");
+        let listed = out.lines().skip_while(|l| !l.starts_with("metrics")).nth(1).map(str::split_whitespace);
+        assert_eq!(listed.map(Iterator::collect::<Vec<_>>), Some(vec!["router0", "http://10.0.0.1:28017/metrics"]));
         assert_eq!(words(&out, "cfg1"), ["cfg1", "10.0.0.1:27019", "Follower", "4", "117", "3"]);
         assert_eq!(words(&out, "cfg2"), ["cfg2", "10.0.0.2:27019", "Leader", "4", "120", "-"]);
         assert_eq!(words(&out, "cfg3")[..3], ["cfg3", "10.0.0.3:27019", "unreachable:"]);
@@ -218,7 +229,7 @@ mod tests {
             "127.0.0.1:27019",
             Ok(ConfigServerState { state: "Candidate".into(), term: 9, applied: 5 }),
         )];
-        let out = render("127.0.0.1:27017", &config, &[], &[]);
+        let out = render("127.0.0.1:27017", &config, &[], &[], &[]);
         assert!(out.contains("config servers: no leader"), "{out}");
         assert_eq!(words(&out, "cfg1").last(), Some(&"?"));
     }
