@@ -107,18 +107,8 @@ impl ApiMetrics {
     }
 
     /// Counts a watch stream open until the guard drops (with the stream).
-    pub fn watch_opened(&self) -> OpenGuard {
-        self.watch_streams.inc();
-        OpenGuard(self.watch_streams.clone())
-    }
-}
-
-/// Decrements its gauge when dropped.
-pub struct OpenGuard(IntGauge);
-
-impl Drop for OpenGuard {
-    fn drop(&mut self) {
-        self.0.dec();
+    pub fn watch_opened(&self) -> shoal_telemetry::commands::Open {
+        shoal_telemetry::commands::Open::new(&self.watch_streams)
     }
 }
 

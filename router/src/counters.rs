@@ -4,20 +4,18 @@
 //! (which entry a command counts in is the command table's [`OpCounter`]) and `network`.
 //!
 //! Must not: cost a request more than a few atomic adds (every handle is resolved when the router
-//! starts; the per-command map is read-only), or shape replies.
+//! starts; commands by name are `shoal_telemetry::commands`'), or shape replies.
 
-use std::collections::HashMap;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
-use shoal_telemetry::{Histogram, IntCounter, IntCounterVec, IntGauge, Metrics};
+use shoal_telemetry::{IntCounter, IntCounterVec, IntGauge, Metrics};
 
 use crate::command::Command;
-use crate::commands::{COMMANDS, OpCounter, Spec};
+use crate::commands::{COMMANDS, OpCounter};
 use crate::exec::call::WriteKind;
 
-/// What `serverStatus.metrics.commands` calls a command not in the table.
-pub const UNKNOWN_COMMAND: &str = "<UNKNOWN>";
+pub use shoal_telemetry::commands::{CommandCount, UNKNOWN_COMMAND};
 
 /// Numbers `serverStatus` and `/metrics` report.
 pub struct Counters {
@@ -36,7 +34,7 @@ impl Counters {
             connections_current: metrics.gauge("connections_current", "Client connections open now")?,
             connections_total: metrics.counter("connections_total", "Client connections accepted")?,
             next_connection_id: AtomicI64::new(0),
-            commands: CommandCounters::new(metrics)?,
+            commands: command_counters(metrics)?,
             ops: OpCounters::new(metrics)?,
             network: NetworkCounters::new(metrics)?,
             routing: RoutingCounters::new(metrics)?,
@@ -44,77 +42,15 @@ impl Counters {
     }
 }
 
-/// Per command: how many ran, how long each took, how many failed; and failures by error code.
-pub struct CommandCounters {
-    by_name: HashMap<&'static str, PerCommand>,
-    unknown: PerCommand,
-    errors: IntCounterVec,
-}
+/// Commands by name over the router's table: latency, failures, errors by code name.
+pub type CommandCounters = shoal_telemetry::commands::CommandMetrics;
 
-struct PerCommand {
-    latency: Histogram,
-    failed: IntCounter,
-}
-
-/// One command's counts at one moment (`serverStatus.metrics.commands.<name>`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CommandCount {
-    pub name: &'static str,
-    pub total: u64,
-    pub failed: u64,
-}
-
-impl CommandCounters {
-    fn new(metrics: &Metrics) -> Result<Self, shoal_telemetry::Error> {
-        let latency = metrics.latency_vec(
-            "command_duration_seconds",
-            "Client commands by name: time from parsed to reply built",
-            &["command"],
-        )?;
-        let failed =
-            metrics.counter_vec("command_failures_total", "Client commands that failed, by name", &["command"])?;
-        let per = |name: &str| PerCommand {
-            latency: latency.with_label_values(&[name]),
-            failed: failed.with_label_values(&[name]),
-        };
-        Ok(Self {
-            by_name: COMMANDS.iter().map(|s| (s.name, per(s.name))).collect(),
-            unknown: per(UNKNOWN_COMMAND),
-            errors: metrics.counter_vec(
-                "command_errors_total",
-                "Failed client commands by error code",
-                &["code_name"],
-            )?,
-        })
-    }
-
-    fn of(&self, spec: Option<&Spec>) -> &PerCommand {
-        spec.and_then(|s| self.by_name.get(s.name)).unwrap_or(&self.unknown)
-    }
-
-    /// One command done after `elapsed`; `failed` is its error's code name.
-    pub fn finished(&self, spec: Option<&Spec>, elapsed: Duration, failed: Option<&str>) {
-        let per = self.of(spec);
-        per.latency.observe(elapsed.as_secs_f64());
-        if let Some(code_name) = failed {
-            per.failed.inc();
-            self.errors.with_label_values(&[code_name]).inc();
-        }
-    }
-
-    /// Every command that ran at least once, in name order.
-    pub fn snapshot(&self) -> Vec<CommandCount> {
-        let mut out: Vec<CommandCount> = self
-            .by_name
-            .iter()
-            .map(|(name, per)| (*name, per))
-            .chain([(UNKNOWN_COMMAND, &self.unknown)])
-            .map(|(name, per)| CommandCount { name, total: per.latency.get_sample_count(), failed: per.failed.get() })
-            .filter(|c| c.total > 0)
-            .collect();
-        out.sort_unstable_by_key(|c| c.name);
-        out
-    }
+fn command_counters(metrics: &Metrics) -> Result<CommandCounters, shoal_telemetry::Error> {
+    CommandCounters::new(
+        metrics,
+        "Client commands by name: time from parsed to reply built",
+        COMMANDS.iter().map(|s| s.name),
+    )
 }
 
 /// `serverStatus.opcounters`, counted as a mongos counts what it receives (the command table says
@@ -312,25 +248,5 @@ mod tests {
         ops.count(&command(rawdoc! { "noSuchCommand": 1 }, None));
         let want = OpCounts { insert: 5, query: 1, update: 3, delete: 0, getmore: 1, command: 2 };
         assert_eq!(ops.snapshot(), want);
-    }
-
-    #[test]
-    fn commands_count_by_name_with_failures_by_code_in_both_views() {
-        let metrics = Metrics::new().unwrap();
-        let c = CommandCounters::new(&metrics).unwrap();
-        let find = crate::commands::lookup("find");
-        c.finished(find, Duration::from_micros(300), None);
-        c.finished(find, Duration::from_micros(300), Some("BadValue"));
-        c.finished(None, Duration::from_micros(1), Some("CommandNotFound"));
-        let want = vec![
-            CommandCount { name: UNKNOWN_COMMAND, total: 1, failed: 1 },
-            CommandCount { name: "find", total: 2, failed: 1 },
-        ];
-        assert_eq!(c.snapshot(), want);
-        let text = metrics.render();
-        assert!(text.contains(r#"shoal_command_duration_seconds_count{command="find"} 2"#), "{text}");
-        assert!(text.contains(r#"shoal_command_failures_total{command="find"} 1"#), "{text}");
-        assert!(text.contains(r#"shoal_command_errors_total{code_name="BadValue"} 1"#), "{text}");
-        assert!(text.contains(r#"shoal_command_errors_total{code_name="CommandNotFound"} 1"#), "{text}");
     }
 }

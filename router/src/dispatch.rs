@@ -32,7 +32,8 @@ pub async fn dispatch(state: &RouterState, conn: &ConnContext, cmd: &Command) ->
         Err(e) => Err(e),
     };
     let failed = result.as_ref().err().map(|e| e.code_name.as_str());
-    state.counters.commands.finished(cmd.spec, started.elapsed(), failed);
+    let commands = &state.counters.commands;
+    commands.finished(commands.of(cmd.spec.map(|s| s.name)), started.elapsed(), failed);
     let mut reply = match result {
         Ok(mut body) => {
             body.append(bson::cstr!("ok"), 1.0);

@@ -42,7 +42,7 @@ use tracing::Instrument;
 use crate::dispatch::{dispatch, error_reply};
 use crate::error::CommandError;
 use crate::settings::RouterSettings;
-use crate::state::{ConnContext, Counters, RouterState};
+use crate::state::{ConnContext, RouterState};
 use crate::wire::op_msg::{self, flags};
 use crate::wire::{Frame, MessageCodec, ReplyKind, WireError, parse_request};
 
@@ -163,25 +163,6 @@ fn log_task_end(done: Result<(), tokio::task::JoinError>) {
     }
 }
 
-/// Counts a connection as open for as long as it lives, including if its task panics.
-struct OpenConnection<'a> {
-    current: &'a shoal_telemetry::IntGauge,
-}
-
-impl<'a> OpenConnection<'a> {
-    fn new(counters: &'a Counters) -> Self {
-        counters.connections_current.inc();
-        counters.connections_total.inc();
-        Self { current: &counters.connections_current }
-    }
-}
-
-impl Drop for OpenConnection<'_> {
-    fn drop(&mut self) {
-        self.current.dec();
-    }
-}
-
 /// One client connection, from accept to close.
 async fn connection(
     state: Arc<RouterState>,
@@ -192,7 +173,9 @@ async fn connection(
 ) {
     // MongoDB numbers connections from 1.
     let id = state.counters.next_connection_id.fetch_add(1, Ordering::Relaxed) + 1;
-    let _open = OpenConnection::new(&state.counters);
+    state.counters.connections_total.inc();
+    // Counted open for as long as the connection lives, including if its task panics.
+    let _open = shoal_telemetry::commands::Open::new(&state.counters.connections_current);
     let local = stream.local_addr().unwrap_or(state.settings.listen);
     // Small request/reply messages: Nagle would add up to 40 ms per round trip.
     if let Err(e) = stream.set_nodelay(true) {

@@ -17,20 +17,16 @@
 //! read atomics, watch channels and the short mutexes of the replication state, the cursor table
 //! and the range-deletion queue; the oplog window reads the oplog's first key, a point read).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use shoal_telemetry::{Error, GaugeVec, Histogram, IntCounter, IntCounterVec, Metrics};
+use shoal_telemetry::{Error, GaugeVec, Histogram, IntCounter, Metrics};
 
 use crate::commands::{COMMANDS, Spec};
 use crate::exec::Node;
 use crate::migration::record::Side;
 use crate::repl::MemberState;
 use crate::store::oplog::OpTime;
-
-/// The `command` label of a command name not in the shard's table.
-pub const UNKNOWN_COMMAND: &str = "<UNKNOWN>";
 
 /// Every handle the shard counts in, and the registry they are registered in.
 pub struct ShardMetrics {
@@ -69,13 +65,13 @@ impl ShardMetrics {
     }
 }
 
-/// One command's handles: its latency histogram (whose count is how many ran) and its failures.
-pub struct PerCommand {
-    latency: Histogram,
-    failed: IntCounter,
-}
+pub use shoal_telemetry::commands::{PerCommand, UNKNOWN_COMMAND};
 
-/// Commands by name: the typed RPCs' and the generic table's ([`COMMANDS`]), each resolved once.
+/// The typed RPCs' names as the `command` label has them.
+const TYPED: [&str; 7] = ["insert", "update", "delete", "find", "aggregate", "getMore", "killCursors"];
+
+/// Commands by name: the typed RPCs' (resolved into fields) and the generic table's
+/// ([`COMMANDS`]), over the shared counting of `shoal_telemetry::commands`.
 pub struct CommandMetrics {
     pub insert: PerCommand,
     pub update: PerCommand,
@@ -84,58 +80,38 @@ pub struct CommandMetrics {
     pub aggregate: PerCommand,
     pub get_more: PerCommand,
     pub kill_cursors: PerCommand,
-    table: HashMap<&'static str, PerCommand>,
-    unknown: PerCommand,
-    errors: IntCounterVec,
+    all: shoal_telemetry::commands::CommandMetrics,
 }
 
 impl CommandMetrics {
     fn new(metrics: &Metrics) -> Result<Self, Error> {
-        let latency = metrics.latency_vec(
-            "command_duration_seconds",
+        let all = shoal_telemetry::commands::CommandMetrics::new(
+            metrics,
             "Commands by name as the shard's gRPC service dispatches them: time from received to reply \
              built (admission, version checks and write-concern waits included)",
-            &["command"],
+            TYPED.into_iter().chain(COMMANDS.iter().map(|s| s.name)),
         )?;
-        let failed = metrics.counter_vec(
-            "command_failures_total",
-            "Commands that failed (a top-level error in the reply), by name",
-            &["command"],
-        )?;
-        let per = |name: &str| PerCommand {
-            latency: latency.with_label_values(&[name]),
-            failed: failed.with_label_values(&[name]),
-        };
+        let typed = |name: &str| all.of(Some(name)).clone();
         Ok(Self {
-            insert: per("insert"),
-            update: per("update"),
-            delete: per("delete"),
-            find: per("find"),
-            aggregate: per("aggregate"),
-            get_more: per("getMore"),
-            kill_cursors: per("killCursors"),
-            table: COMMANDS.iter().map(|s| (s.name, per(s.name))).collect(),
-            unknown: per(UNKNOWN_COMMAND),
-            errors: metrics.counter_vec(
-                "command_errors_total",
-                "Failed commands by error code name (the reply's top-level error)",
-                &["code_name"],
-            )?,
+            insert: typed("insert"),
+            update: typed("update"),
+            delete: typed("delete"),
+            find: typed("find"),
+            aggregate: typed("aggregate"),
+            get_more: typed("getMore"),
+            kill_cursors: typed("killCursors"),
+            all,
         })
     }
 
     /// The handles of a generic command (`None`: not in the table).
     pub fn of(&self, spec: Option<&Spec>) -> &PerCommand {
-        spec.and_then(|s| self.table.get(s.name)).unwrap_or(&self.unknown)
+        self.all.of(spec.map(|s| s.name))
     }
 
     /// One command done after `elapsed`; `failed` is its error's code name.
     pub fn finished(&self, per: &PerCommand, elapsed: Duration, failed: Option<&str>) {
-        per.latency.observe(elapsed.as_secs_f64());
-        if let Some(code_name) = failed {
-            per.failed.inc();
-            self.errors.with_label_values(&[code_name]).inc();
-        }
+        self.all.finished(per, elapsed, failed);
     }
 }
 

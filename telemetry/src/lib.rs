@@ -1,8 +1,9 @@
 //! Every process's metrics, with one owner each: the Prometheus registry a server registers its
 //! counters, gauges and histograms in ([`Metrics`]), the process collector every registry carries
 //! (CPU, memory, open files, threads), values read only when scraped ([`Metrics::pulled`]), the
-//! latency buckets every histogram shares ([`LATENCY_BUCKETS_SECONDS`]) and the HTTP port serving
-//! the text exposition ([`http`]), which the router also serves its status page on.
+//! latency buckets every histogram shares ([`LATENCY_BUCKETS_SECONDS`]), commands counted by name
+//! ([`commands`]) and the HTTP port serving the text exposition ([`http`]), which the router also
+//! serves its status page on.
 //!
 //! Must not: name a server's metrics (each server declares its own beside the code that counts,
 //! and reads the same handles for its `serverStatus`), or cost a request more than an atomic add:
@@ -10,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod commands;
 pub mod http;
 mod pulled;
 
@@ -69,41 +71,29 @@ impl Metrics {
     }
 
     pub fn counter(&self, name: &str, help: &str) -> Result<IntCounter, Error> {
-        let c = IntCounter::with_opts(Opts::new(full_name(name), help))?;
-        self.registry.register(Box::new(c.clone()))?;
-        Ok(c)
+        self.registered(IntCounter::with_opts(Opts::new(full_name(name), help))?)
     }
 
     pub fn counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, Error> {
-        let c = IntCounterVec::new(Opts::new(full_name(name), help), labels)?;
-        self.registry.register(Box::new(c.clone()))?;
-        Ok(c)
+        self.registered(IntCounterVec::new(Opts::new(full_name(name), help), labels)?)
     }
 
     pub fn gauge(&self, name: &str, help: &str) -> Result<IntGauge, Error> {
-        let g = IntGauge::with_opts(Opts::new(full_name(name), help))?;
-        self.registry.register(Box::new(g.clone()))?;
-        Ok(g)
+        self.registered(IntGauge::with_opts(Opts::new(full_name(name), help))?)
     }
 
     pub fn gauge_vec(&self, name: &str, help: &str, labels: &[&str]) -> Result<IntGaugeVec, Error> {
-        let g = IntGaugeVec::new(Opts::new(full_name(name), help), labels)?;
-        self.registry.register(Box::new(g.clone()))?;
-        Ok(g)
+        self.registered(IntGaugeVec::new(Opts::new(full_name(name), help), labels)?)
     }
 
     /// A latency histogram in seconds over [`LATENCY_BUCKETS_SECONDS`].
     pub fn latency(&self, name: &str, help: &str) -> Result<Histogram, Error> {
-        let h = Histogram::with_opts(latency_opts(name, help))?;
-        self.registry.register(Box::new(h.clone()))?;
-        Ok(h)
+        self.registered(Histogram::with_opts(latency_opts(name, help))?)
     }
 
     /// Latency histograms in seconds over [`LATENCY_BUCKETS_SECONDS`], one per label set.
     pub fn latency_vec(&self, name: &str, help: &str, labels: &[&str]) -> Result<HistogramVec, Error> {
-        let h = HistogramVec::new(latency_opts(name, help), labels)?;
-        self.registry.register(Box::new(h.clone()))?;
-        Ok(h)
+        self.registered(HistogramVec::new(latency_opts(name, help), labels)?)
     }
 
     /// A gauge whose value `read` gives when the registry is scraped (state the server keeps
@@ -123,6 +113,12 @@ impl Metrics {
     ) -> Result<(), Error> {
         let gauges = GaugeVec::new(Opts::new(full_name(name), help), labels)?;
         self.register(pulled::PulledVec::new(gauges, Arc::new(fill)))
+    }
+
+    /// `metric`, registered; the caller keeps a handle sharing it.
+    fn registered<M: Collector + Clone + 'static>(&self, metric: M) -> Result<M, Error> {
+        self.registry.register(Box::new(metric.clone()))?;
+        Ok(metric)
     }
 
     /// The text exposition of everything registered.
