@@ -135,6 +135,7 @@ fn request(db: &str, body: Document, sequence: Option<Bytes>) -> anyhow::Result<
         shard_version: None,
         database_version: None,
         secondary_ok: false,
+        client: None,
     })
 }
 

@@ -122,6 +122,7 @@ fn request(
         shard_version: None,
         database_version: None,
         secondary_ok: false,
+        client: None,
     }
 }
 
