@@ -590,6 +590,7 @@ mod tests {
             shard_version,
             database_version: None,
             secondary_ok: false,
+            client: None,
         })
     }
 

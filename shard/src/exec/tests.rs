@@ -21,6 +21,7 @@ pub(super) fn req(body: Document) -> CommandRequest {
         shard_version: None,
         database_version: None,
         secondary_ok: false,
+        client: None,
     }
 }
 

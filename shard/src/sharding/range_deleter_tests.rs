@@ -25,6 +25,7 @@ fn run_cmd<T>(e: &Node, body: Document, f: fn(&Node, &Request<'_>) -> ExecResult
         shard_version: None,
         database_version: None,
         secondary_ok: false,
+        client: None,
     };
     f(e, &Request::parse(&raw).expect("parse")).expect("command")
 }
