@@ -28,6 +28,7 @@ fn request(db: &str, body: Document) -> CommandRequest {
         shard_version: None,
         database_version: None,
         secondary_ok: false,
+        client: None,
     }
 }
 

@@ -30,6 +30,7 @@ fn request(body: Document, sequence: Vec<Document>) -> CommandRequest {
         shard_version: None,
         database_version: None,
         secondary_ok: false,
+        client: None,
     }
 }
 

@@ -37,6 +37,7 @@ fn request(body: Document) -> CommandRequest {
         shard_version: None,
         database_version: None,
         secondary_ok: true,
+        client: None,
     }
 }
 

@@ -66,6 +66,7 @@ fn request(body: Document, version: Option<ShardVersion>) -> CommandRequest {
         shard_version: version,
         database_version: None,
         secondary_ok: true,
+        client: None,
     }
 }
 

@@ -32,6 +32,7 @@ async fn collections_on(addr: &str, db: &str) -> BTreeSet<String> {
         shard_version: None,
         database_version: None,
         secondary_ok: true,
+        client: None,
     };
     let reply = tokio::time::timeout(RPC_TIMEOUT, c.command(req)).await.expect("in time").expect("rpc").into_inner();
     assert!(reply.error.is_none(), "listCollections failed: {:?}", reply.error);

@@ -52,6 +52,7 @@ fn request(body: Document, version: Option<ShardVersion>) -> CommandRequest {
         shard_version: version,
         database_version: None,
         secondary_ok: false,
+        client: None,
     }
 }
 

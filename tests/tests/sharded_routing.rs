@@ -31,6 +31,7 @@ async fn on_shard(cluster: &ShardedCluster, shard: usize, db: &str, coll: &str) 
         shard_version: None,
         database_version: None,
         secondary_ok: false,
+        client: None,
     };
     let reply = tokio::time::timeout(RPC_TIMEOUT, client.command(req)).await.expect("in time").expect("rpc");
     let reply = reply.into_inner();
