@@ -4,7 +4,9 @@
 //! target, and the query API returns the series an operator's dashboard reads: the router's
 //! counts of what the driver sent, the shard's command latencies and replication state, the config
 //! servers' Raft state, and every process's CPU and memory. Debian's `prometheus-mongodb-exporter`
-//! pointed at the router reports `mongodb_up 1` and the router's `serverStatus` series.
+//! pointed at the router reports `mongodb_up 1` and the router's `serverStatus` series. Every
+//! query of the Grafana dashboard (`deploy/grafana/shoal.json`) runs on that Prometheus, and the
+//! series it reads are among those scraped.
 
 use std::time::Duration;
 
@@ -105,6 +107,7 @@ async fn prometheus_scrapes_every_process_of_a_shoal_up_cluster() {
     assert_eq!(jobs(&q("process_open_fds > 0").await), all);
     assert_eq!(jobs(&q("process_cpu_seconds_total").await), all);
 
+    the_dashboards_queries_run_on_scraped_series(&prometheus).await;
     prometheus.stop().await;
 
     // Debian's MongoDB exporter (mgo: OP_QUERY only) pointed at the router reads serverStatus.
@@ -141,4 +144,71 @@ async fn prometheus_scrapes_every_process_of_a_shoal_up_cluster() {
     let _ = exporter.kill().await;
     drop(client);
     stop(&launcher).await.expect("shoal up stops on SIGINT");
+}
+
+/// Dashboard series that exist only once their first event happened (a vector gets a series at its
+/// first label set), which this cluster of one one-member shard without sharded collections never
+/// sees: lag of other members, waits for a new primary, stale-routing retries, chunks and data per
+/// sharded collection. deploy/tests/grafana.rs checks that their servers register them.
+const SERIES_AFTER_AN_EVENT: [&str; 5] = [
+    "shoal_repl_lag_seconds",
+    "shoal_shard_failover_waits_total",
+    "shoal_routing_stale_retries_total",
+    "shoal_chunks",
+    "shoal_data_bytes",
+];
+
+/// Every panel query and template variable of the Grafana dashboard: the query runs (Prometheus
+/// parses it, with the dashboard's variables set as Grafana would set them) and every series name
+/// it reads was scraped from some process of the cluster.
+async fn the_dashboards_queries_run_on_scraped_series(prometheus: &Prometheus) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana/shoal.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("dashboard: {e}"));
+    let mut queries = Vec::new();
+    for panel in dashboard["panels"].as_array().into_iter().flatten() {
+        let nested = panel["panels"].as_array().into_iter().flatten();
+        for panel in std::iter::once(panel).chain(nested) {
+            for target in panel["targets"].as_array().into_iter().flatten() {
+                queries.push(target["expr"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    }
+    for variable in dashboard["templating"]["list"].as_array().into_iter().flatten() {
+        // `label_values(SELECTOR, label)`: the selector is a query of its own.
+        if let Some(selector) = variable["query"]["query"]
+            .as_str()
+            .and_then(|q| q.strip_prefix("label_values("))
+            .and_then(|q| q.rsplit_once(','))
+            .map(|(selector, _)| selector.to_owned())
+        {
+            queries.push(selector);
+        }
+    }
+    assert!(queries.len() > 50, "dashboard queries: {queries:?}");
+
+    let scraped: std::collections::BTreeSet<String> = prometheus
+        .query(r#"count by (__name__) ({__name__=~"shoal_.+|process_.+", cluster="test"})"#)
+        .await
+        .unwrap_or_else(|e| panic!("series names: {e:#}"))
+        .into_iter()
+        .filter_map(|s| s.labels.get("__name__").cloned())
+        .collect();
+    let mut missing = std::collections::BTreeMap::<String, String>::new();
+    for query in &queries {
+        let expr = query.replace("$__rate_interval", "1m").replace("$cluster", "test").replace("$shard", ".*");
+        prometheus.query(&expr).await.unwrap_or_else(|e| panic!("the dashboard's query does not run: {e:#}"));
+        let names = expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .filter(|w| w.starts_with("shoal_") || w.starts_with("process_"));
+        for name in names {
+            if !scraped.contains(name) && !SERIES_AFTER_AN_EVENT.contains(&name) {
+                missing.insert(name.to_owned(), query.clone());
+            }
+        }
+    }
+    assert!(missing.is_empty(), "the dashboard reads series no process exported: {missing:#?}\nscraped: {scraped:?}");
+    for name in SERIES_AFTER_AN_EVENT {
+        assert!(queries.iter().any(|q| q.contains(name)), "{name} is no longer on the dashboard: drop it here");
+    }
 }

@@ -1,6 +1,8 @@
 //! Docker Compose: one service per process (its host name is its name, so the addresses the
 //! catalog lists resolve on the project's network), a named volume per stateful process, a
-//! healthcheck running `shoal probe`, the spec's restart policy, the routers' ports published, a
+//! healthcheck running `shoal probe`, the spec's restart policy, the routers' ports published,
+//! every process's metrics port (`--metrics-port`) exposed on the project's network, with a
+//! `prometheus.yml` scraping them there by service name (docs/operations.md), a
 //! one-shot `keys` service installing the key file for the image's user, and a one-shot `register`
 //! service registering the shards.
 //!
@@ -46,6 +48,8 @@ struct Service {
     volumes: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     ports: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    expose: Vec<String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     depends_on: BTreeMap<String, Dependency>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -140,6 +144,8 @@ pub fn render(spec: &ClusterSpec, args: &RenderArgs, secrets: &SecretFiles) -> a
         } else {
             Vec::new()
         };
+        let command = args_of(process);
+        let expose: Vec<String> = super::flag_value(process, "--metrics-port").map(str::to_owned).into_iter().collect();
         let mut test = vec!["CMD".to_owned(), "shoal".to_owned()];
         test.extend(probe_args(process, &placed, true));
         file.services.insert(
@@ -147,9 +153,10 @@ pub fn render(spec: &ClusterSpec, args: &RenderArgs, secrets: &SecretFiles) -> a
             Service {
                 image: args.image.clone(),
                 hostname: Some(name),
-                command: args_of(process),
+                command,
                 volumes,
                 ports,
+                expose,
                 depends_on,
                 healthcheck: Some(Healthcheck {
                     test,
@@ -182,7 +189,11 @@ pub fn render(spec: &ClusterSpec, args: &RenderArgs, secrets: &SecretFiles) -> a
             },
         );
     }
-    let mut outputs = vec![Output::text("docker-compose.yaml", serde_yaml::to_string(&file)?)];
+    let mut outputs = vec![
+        Output::text("docker-compose.yaml", serde_yaml::to_string(&file)?),
+        // For a Prometheus on the project's network: the placed spec's hosts are the service names.
+        Output::text("prometheus.yml", super::prometheus::config_text(&placed)?),
+    ];
     for (name, contents) in &secrets.files {
         outputs.push(Output { path: format!("secrets/{name}").into(), contents: contents.clone(), secret: true });
     }
@@ -215,7 +226,21 @@ mod tests {
         assert!(command.windows(2).any(|w| w == ["--keyFile", "/run/shoal/secrets/cluster.key"]), "{command:?}");
         assert_eq!(s0_2["restart"].as_str(), Some("on-failure"));
         assert_eq!(services[&serde_yaml::Value::from("r1")]["ports"][0].as_str(), Some("27018:27017"));
-        assert_eq!(outputs[1].path, std::path::Path::new("secrets/cluster.key"));
-        assert!(outputs[1].secret);
+        // Every process's metrics port is exposed, and is the one its command line serves.
+        for (name, port) in [("c2", "28019"), ("s0-2", "28018"), ("s1-3", "28028"), ("r1", "28017")] {
+            let service = &services[&serde_yaml::Value::from(name)];
+            assert_eq!(service["expose"][0].as_str(), Some(port), "{name}");
+            let command: Vec<&str> =
+                service["command"].as_sequence().expect("command").iter().filter_map(|v| v.as_str()).collect();
+            assert!(command.windows(2).any(|w| w == ["--metrics-port", port]), "{name}: {command:?}");
+        }
+        assert!(services[&serde_yaml::Value::from("register")].get("expose").is_none());
+        let prometheus = String::from_utf8(outputs[1].contents.clone()).expect("text");
+        assert_eq!(outputs[1].path, std::path::Path::new("prometheus.yml"));
+        for target in ["- c2:28019\n", "- s0-2:28018\n", "- r1:28017\n"] {
+            assert!(prometheus.contains(target), "{target} in {prometheus}");
+        }
+        assert_eq!(outputs[2].path, std::path::Path::new("secrets/cluster.key"));
+        assert!(outputs[2].secret);
     }
 }

@@ -7,6 +7,11 @@
 //! the crate is built for (1.30); `cluster.yaml` holds everything but the Secret, which goes to
 //! `secret.yaml` (readable by its owner only).
 //!
+//! Every process serves Prometheus metrics on its `--metrics-port`: the container names that port
+//! `metrics`, the Services list it beside the process's own, and the pod carries the
+//! `prometheus.io/scrape`, `prometheus.io/port` and `prometheus.io/path` annotations a Prometheus
+//! discovering pods reads (docs/operations.md).
+//!
 //! Pods of one StatefulSet share one command line: each finds its own address through
 //! `$(POD_NAME)` (Kubernetes expands it from the downward API), and a config server its Raft id
 //! from that address in `--peers` (`shoal configsvr --advertise`). The key file is copied from the
@@ -44,6 +49,8 @@ const UID: i64 = 10001;
 const DATA: &str = "/data";
 const SECRET_VOLUME: &str = "/etc/shoal/secret";
 const KEYS: &str = "/run/shoal/secrets";
+/// Where every process serves its metrics (`shoal_telemetry::http`).
+const METRICS_PATH: &str = "/metrics";
 
 /// What each role's container asks of the scheduler.
 fn requests(role: Role) -> (&'static str, &'static str) {
@@ -202,6 +209,19 @@ impl Renderer<'_> {
         }
     }
 
+    /// A pod template's metadata: its labels, and the annotations that have a Prometheus
+    /// discovering pods scrape its metrics port.
+    fn pod_meta(&self, labels: &BTreeMap<String, String>, metrics_port: Option<u16>) -> ObjectMeta {
+        let annotations = metrics_port.map(|port| {
+            BTreeMap::from([
+                ("prometheus.io/scrape".to_owned(), "true".to_owned()),
+                ("prometheus.io/port".to_owned(), port.to_string()),
+                ("prometheus.io/path".to_owned(), METRICS_PATH.to_owned()),
+            ])
+        });
+        ObjectMeta { labels: Some(labels.clone()), annotations, ..Default::default() }
+    }
+
     /// The init container copying the key file out of the Secret's group-readable volume.
     fn init_containers(&self) -> Option<Vec<Container>> {
         self.secured.then(|| {
@@ -238,6 +258,18 @@ impl Renderer<'_> {
 
     fn container(&self, process: &ProcessPlan, command: Vec<String>, role: Role) -> Container {
         let (cpu, memory) = requests(role);
+        let mut ports = vec![ContainerPort {
+            container_port: i32::from(port_of(process)),
+            name: Some("shoal".into()),
+            ..Default::default()
+        }];
+        if let Some(metrics) = metrics_port(&command) {
+            ports.push(ContainerPort {
+                container_port: i32::from(metrics),
+                name: Some("metrics".into()),
+                ..Default::default()
+            });
+        }
         let mut mounts = vec![mount("data", DATA, false)];
         if self.secured {
             mounts.push(mount("keys", KEYS, true));
@@ -260,11 +292,7 @@ impl Renderer<'_> {
                 }),
                 ..Default::default()
             }]),
-            ports: Some(vec![ContainerPort {
-                container_port: i32::from(port_of(process)),
-                name: Some("shoal".into()),
-                ..Default::default()
-            }]),
+            ports: Some(ports),
             volume_mounts: Some(mounts),
             resources: Some(ResourceRequirements {
                 requests: Some(BTreeMap::from([
@@ -313,6 +341,9 @@ impl Renderer<'_> {
         let labels = self.labels(component, shard);
         set_flag(&mut command, "--data-dir", &format!("{DATA}/db"));
         let port = port_of(first);
+        let metrics = metrics_port(&command);
+        let mut ports = vec![ServicePort { name: Some("shoal".into()), port: i32::from(port), ..Default::default() }];
+        ports.extend(metrics.map(metrics_service_port));
         let service = Service {
             metadata: self.meta(set, &labels),
             spec: Some(ServiceSpec {
@@ -320,11 +351,7 @@ impl Renderer<'_> {
                 // Members find each other before any is ready (readiness needs a primary/leader).
                 publish_not_ready_addresses: Some(true),
                 selector: Some(labels.clone()),
-                ports: Some(vec![ServicePort {
-                    name: Some("shoal".into()),
-                    port: i32::from(port),
-                    ..Default::default()
-                }]),
+                ports: Some(ports),
                 ..Default::default()
             }),
             ..Default::default()
@@ -351,7 +378,7 @@ impl Renderer<'_> {
                 pod_management_policy: Some("Parallel".into()),
                 selector: LabelSelector { match_labels: Some(labels.clone()), ..Default::default() },
                 template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta { labels: Some(labels.clone()), ..Default::default() }),
+                    metadata: Some(self.pod_meta(&labels, metrics)),
                     spec: Some(PodSpec {
                         security_context: self.pod_security(),
                         init_containers: self.init_containers(),
@@ -395,13 +422,13 @@ impl Renderer<'_> {
         let labels = self.labels("router", None);
         let name = self.names.router();
         let port = i32::from(port_of(first));
+        let command = args_of(first);
+        let metrics = metrics_port(&command);
+        let mut ports = vec![ServicePort { name: Some("mongodb".into()), port, ..Default::default() }];
+        ports.extend(metrics.map(metrics_service_port));
         let service = Service {
             metadata: self.meta(&name, &labels),
-            spec: Some(ServiceSpec {
-                selector: Some(labels.clone()),
-                ports: Some(vec![ServicePort { name: Some("mongodb".into()), port, ..Default::default() }]),
-                ..Default::default()
-            }),
+            spec: Some(ServiceSpec { selector: Some(labels.clone()), ports: Some(ports), ..Default::default() }),
             ..Default::default()
         };
         let scratch =
@@ -412,11 +439,11 @@ impl Renderer<'_> {
                 replicas: Some(i32::try_from(replicas)?),
                 selector: LabelSelector { match_labels: Some(labels.clone()), ..Default::default() },
                 template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta { labels: Some(labels.clone()), ..Default::default() }),
+                    metadata: Some(self.pod_meta(&labels, metrics)),
                     spec: Some(PodSpec {
                         security_context: self.pod_security(),
                         init_containers: self.init_containers(),
-                        containers: vec![self.container(first, args_of(first), Role::Router)],
+                        containers: vec![self.container(first, command, Role::Router)],
                         volumes: self.volumes(Some(scratch)),
                         ..Default::default()
                     }),
@@ -465,6 +492,15 @@ impl Renderer<'_> {
         };
         yaml(&job)
     }
+}
+
+/// The `--metrics-port` of a command line (the plan passes it to every process).
+fn metrics_port(command: &[String]) -> Option<u16> {
+    command.windows(2).find(|w| w[0] == "--metrics-port").and_then(|w| w[1].parse().ok())
+}
+
+fn metrics_service_port(port: u16) -> ServicePort {
+    ServicePort { name: Some("metrics".into()), port: i32::from(port), ..Default::default() }
 }
 
 fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
@@ -531,6 +567,53 @@ mod tests {
         assert!(outputs[1].secret);
         let secret: Secret = serde_yaml::from_slice(&outputs[1].contents).expect("secret parses");
         assert!(secret.data.expect("data").contains_key("cluster.key"));
+    }
+
+    #[test]
+    fn every_pod_serves_its_metrics_port_named_annotated_and_in_its_service() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let secrets = super::super::secret_files(&spec(SECURED)).expect("secrets");
+        let outputs = render(&spec(SECURED), &args(dir.path(), RenderFormat::K8s), &secrets).expect("renders");
+        let cluster = String::from_utf8(outputs[0].contents.clone()).expect("text");
+        let docs = documents(&cluster);
+        let mut services = BTreeMap::new();
+        let mut templates = Vec::new();
+        for doc in &docs {
+            let (kind, name) = kind_of(doc);
+            match kind.as_str() {
+                "Service" => {
+                    let service: Service = serde_yaml::from_value(doc.clone()).expect("service");
+                    services.insert(name, service.spec.expect("spec").ports.expect("ports"));
+                }
+                "StatefulSet" => {
+                    let set: StatefulSet = serde_yaml::from_value(doc.clone()).expect("set");
+                    templates.push((name, set.spec.expect("spec").template));
+                }
+                "Deployment" => {
+                    let deployment: Deployment = serde_yaml::from_value(doc.clone()).expect("deployment");
+                    templates.push((name, deployment.spec.expect("spec").template));
+                }
+                _ => {}
+            }
+        }
+        let expected = [("prod-config", 28019), ("prod-s0", 28018), ("prod-s1", 28028), ("prod-router", 28017)];
+        assert_eq!(templates.len(), expected.len());
+        for ((name, template), (want_name, port)) in templates.iter().zip(expected) {
+            assert_eq!(name, want_name);
+            let annotations = template.metadata.as_ref().and_then(|m| m.annotations.clone()).expect("annotations");
+            assert_eq!(annotations.get("prometheus.io/scrape").map(String::as_str), Some("true"), "{name}");
+            assert_eq!(annotations.get("prometheus.io/port"), Some(&port.to_string()), "{name}");
+            assert_eq!(annotations.get("prometheus.io/path").map(String::as_str), Some("/metrics"), "{name}");
+            let container = &template.spec.as_ref().expect("pod").containers[0];
+            let command = container.args.clone().expect("args");
+            assert!(command.windows(2).any(|w| w == ["--metrics-port", &port.to_string()]), "{name}: {command:?}");
+            let ports = container.ports.clone().expect("ports");
+            let metrics = ports.iter().find(|p| p.name.as_deref() == Some("metrics")).expect("a metrics port");
+            assert_eq!(metrics.container_port, port, "{name}");
+            let service = &services[name];
+            let named = service.iter().find(|p| p.name.as_deref() == Some("metrics")).expect("service port");
+            assert_eq!(named.port, port, "{name}");
+        }
     }
 
     #[test]
