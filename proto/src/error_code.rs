@@ -100,6 +100,7 @@ codes! {
     DuplicateKey = 11000,
     BSONObjectTooLarge = 10334,
     InterruptedAtShutdown = 11600,
+    Interrupted = 11601,
     InterruptedDueToReplStateChange = 11602,
     NotWritablePrimary = 10107,
     NotPrimaryNoSecondaryOk = 13435,

@@ -15,6 +15,7 @@ use bson::Document;
 
 use crate::error::ExecResult;
 use crate::exec::{self, Node, Request};
+use crate::ops;
 
 /// Runs one command on the blocking pool: its reply and the sequence number its writes must be
 /// durable up to (0 for reads).
@@ -122,6 +123,13 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("splitVector", Other, read!(exec::split_vector::split_vector)).background(),
     Spec::new("dataSize", Other, read!(exec::split_vector::data_size)).aliases(&["datasize"]).background(),
     Spec::new("_shoalChunkStats", Other, read!(exec::chunk_stats::chunk_stats)).background(),
+    // The operator's commands on this member's operations: no data touched, any member.
+    Spec::new("currentOp", Other, read!(ops::commands::current_op)),
+    Spec::new("killOp", Other, read!(ops::commands::kill_op)),
+    Spec::new("killSessions", Other, read!(ops::commands::kill_sessions)),
+    Spec::new("killAllSessions", Other, read!(ops::commands::kill_all_sessions)),
+    Spec::new("top", Other, read!(ops::commands::top)),
+    Spec::new("profile", Other, read!(ops::commands::profile)),
 ];
 
 /// Commands `explain` takes, by canonical name and alias. They run through the typed RPCs or
@@ -190,6 +198,12 @@ mod tests {
             ("splitVector",      Other, false, false, Forget::Nothing),
             ("dataSize",         Other, false, false, Forget::Nothing),
             ("_shoalChunkStats", Other, false, false, Forget::Nothing),
+            ("currentOp",        Other, false, true,  Forget::Nothing),
+            ("killOp",           Other, false, true,  Forget::Nothing),
+            ("killSessions",     Other, false, true,  Forget::Nothing),
+            ("killAllSessions",  Other, false, true,  Forget::Nothing),
+            ("top",              Other, false, true,  Forget::Nothing),
+            ("profile",          Other, false, true,  Forget::Nothing),
         ];
         assert_eq!(COMMANDS.len(), expected.len(), "a command was added or removed: update this test");
         for (name, access, reads, foreground, forgets) in expected {

@@ -9,8 +9,9 @@
 //! the persisted range deleter), chunk migration donor/recipient with crash recovery
 //! ([`migration`]), the work only a primary does with their replicated records ([`primary_only`])
 //! the gRPC services routers call ([`service`], its multiplexed stream [`exchange`],
-//! [`migration::service`]) and the process's Prometheus metrics ([`metrics`], served on
-//! `metrics_listen`).
+//! [`migration::service`]), the operations in progress with `currentOp`, `killOp`, `top`, the
+//! profiler and the slow-query log ([`ops`]) and the process's Prometheus metrics ([`metrics`],
+//! served on `metrics_listen`).
 //!
 //! Must not: speak the MongoDB wire protocol (that is the router's), know about other shards'
 //! data, or mention the storage engine outside [`storage`]. Blocking storage work runs on the
@@ -33,6 +34,7 @@ pub mod inline;
 pub mod lane;
 pub mod metrics;
 pub mod migration;
+pub mod ops;
 pub mod primary_only;
 pub mod repl;
 pub mod service;
@@ -131,6 +133,7 @@ pub fn open_node(config: &ShardSettings) -> Result<Arc<Node>, ShardError> {
     }
     let store = Arc::new(store);
     let me = config.advertise.clone().unwrap_or_else(|| config.listen.to_string());
+    let ops = ops::Ops::new(ops::Ops::host_of(&me));
     let repl = repl::Repl::new(
         config.name.clone(),
         me,
@@ -147,6 +150,7 @@ pub fn open_node(config: &ShardSettings) -> Result<Arc<Node>, ShardError> {
         latency: Default::default(),
         repl,
         metrics,
+        ops,
     });
     crate::metrics::register_pulled(&node)?;
     Ok(node)
@@ -252,6 +256,7 @@ pub fn announce_ready(role: &str, addr: SocketAddr) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{}", shoal_proto::ready::line(role, addr));
     let _ = out.flush();
+    shoal_telemetry::log::startup_done();
 }
 
 /// Deletes expired documents of TTL indexes, on the primary ([`exec::ttl`]).

@@ -14,6 +14,12 @@
 //! ([`crate::metrics::CommandMetrics`]: its latency from received to reply built, and its
 //! top-level error's code name); calls on an `Exchange` stream count through the same methods.
 //!
+//! Every RPC that runs a command is also an operation in progress for its lifetime
+//! ([`crate::ops`]: `currentOp`, `killOp`, `top`, the profiler, the slow-query log): registered
+//! with the request's client info before admission, made the current operation of the blocking
+//! call that runs it (an op killed before that call starts answers Interrupted at once), and
+//! ended with its reply's size and documents returned.
+//!
 //! ```text
 //! router --gRPC--> ShardService::insert -- permit(ns) -- check(ns, version) --writer lane--> exec::insert::run
 //!                        |                                                      (writer lock, batch, ownership)
@@ -40,6 +46,7 @@ use crate::error::{ExecError, ExecResult};
 use crate::exec::{self, Node, WriteConcern, WriteOutcome};
 use crate::lane::WriteLane;
 use crate::metrics::PerCommand;
+use crate::ops::{Begin, CommandSource, Op, OpKind, Outcome, Running};
 use crate::repl::read_concern::{self, MajorityCursors, ReadConcern};
 use crate::sharding::{Ownership, WRITE_WAIT_MAX, WritePermit, load};
 
@@ -115,6 +122,36 @@ macro_rules! top_level_error {
 
 top_level_error!(WriteReply, CursorReply, CommandReply);
 
+/// What an operation's reply tells the profiler: documents returned and (about) its size.
+trait Measured {
+    fn outcome(&self) -> Outcome;
+}
+
+impl Measured for WriteReply {
+    fn outcome(&self) -> Outcome {
+        let errors: usize = self.write_errors.iter().map(|e| 48 + e.errmsg.len()).sum();
+        Outcome { nreturned: None, reslen: (64 + errors) as u64 }
+    }
+}
+
+impl Measured for CursorReply {
+    fn outcome(&self) -> Outcome {
+        let docs: usize = self.documents.iter().map(|d| d.len()).sum();
+        Outcome { nreturned: Some(self.documents.len() as u64), reslen: (docs + self.ns.len() + 64) as u64 }
+    }
+}
+
+impl Measured for CommandReply {
+    fn outcome(&self) -> Outcome {
+        Outcome { nreturned: None, reslen: (self.body.len() + 16) as u64 }
+    }
+}
+
+/// Ends an operation with its RPC's answer (an RPC that failed as a whole measured as empty).
+fn ended<R: Measured>(running: Running<'_>, out: &Result<Response<R>, Status>) {
+    running.finish(out.as_ref().map(|r| r.get_ref().outcome()).unwrap_or_default());
+}
+
 impl TopLevelError for KillCursorsReply {
     fn code_name(&self) -> Option<&str> {
         None
@@ -143,6 +180,24 @@ pub struct ShardService {
 impl ShardService {
     pub fn new(node: Arc<Node>) -> std::io::Result<Self> {
         Ok(Self { node, majority_cursors: Arc::default(), lane: Arc::new(WriteLane::start("shoal-writer")?) })
+    }
+
+    /// The member this service serves.
+    pub fn node(&self) -> &Arc<Node> {
+        &self.node
+    }
+
+    /// Registers the operation a request runs (see [`crate::ops`]), taking its client info.
+    fn begin(&self, kind: OpKind, writes: bool, req: &mut CommandRequest) -> Running<'_> {
+        let ns = target_ns(req).unwrap_or_else(|| format!("{}.$cmd", req.db));
+        self.node.ops.begin(Begin {
+            kind,
+            writes,
+            db: req.db.clone(),
+            ns,
+            command: CommandSource::Body(req.body.clone()),
+            client: req.client.take(),
+        })
     }
 
     /// Runs one command's RPC and counts it in `per` (a call the router abandons midway, whose
@@ -228,6 +283,7 @@ impl ShardService {
         writes: bool,
         admitted: &Admitted,
         runs: Runs,
+        op: Arc<Op>,
         f: impl FnOnce(&Node, &exec::Request<'_>) -> ExecResult<T> + Send + 'static,
     ) -> Result<(ExecResult<T>, Option<WriteConcern>), Status> {
         let (ownership, read_pin_seq) = (admitted.ownership.clone(), admitted.pin.as_ref().map(ReadPin::seq));
@@ -238,6 +294,11 @@ impl ShardService {
         let received = std::time::Instant::now();
         let run = move || {
             let _entered = span.enter();
+            // Killed while it waited for admission or a thread: it does not start.
+            if op.is_killed() {
+                return (Err(exec::deadline::interrupted()), None);
+            }
+            let _op = exec::deadline::enter(op);
             let recording = sampled.map(|t| (t, load::Recording::start()));
             let mut parsed = match exec::Request::parse(&req) {
                 Ok(p) => p,
@@ -275,6 +336,7 @@ impl ShardService {
     async fn read(
         &self,
         req: CommandRequest,
+        op: Arc<Op>,
         f: fn(&Node, &exec::Request<'_>) -> ExecResult<(exec::find::Batch, String)>,
     ) -> Result<Response<CursorReply>, Status> {
         let _timed = Timed::start(&self.node);
@@ -291,7 +353,7 @@ impl ShardService {
         };
         // The pin is held until the cursor (if any) has its own.
         let runs = if crate::inline::point_read(&req.body) { Runs::Inline } else { Runs::Blocking };
-        let (result, _) = self.execute(req, false, &admitted, runs, f).await?;
+        let (result, _) = self.execute(req, false, &admitted, runs, op, f).await?;
         drop(admitted);
         let result = match result {
             Ok((batch, ns)) => self.majority_committed(&rc, batch.cursor_id).await.map(|()| (batch, ns)),
@@ -336,14 +398,18 @@ impl ShardService {
     async fn write(
         &self,
         req: CommandRequest,
+        op: Arc<Op>,
         f: fn(&Node, &exec::Request<'_>) -> ExecResult<(WriteOutcome, u64)>,
     ) -> Result<Response<WriteReply>, Status> {
         let _timed = Timed::start(&self.node);
+        if let Err(e) = crate::ops::system_profile::refuse_write(&req.db, &req.body) {
+            return Ok(Response::new(WriteReply { error: Some(e.to_wire()), ..Default::default() }));
+        }
         let admitted = match self.admit(&req, Access::Write).instrument(admit_span(&req)).await {
             Ok(a) => a,
             Err(e) => return Ok(Response::new(WriteReply { error: Some(e.to_wire()), ..Default::default() })),
         };
-        let (result, wc) = self.execute(req, true, &admitted, Runs::Lane, f).await?;
+        let (result, wc) = self.execute(req, true, &admitted, Runs::Lane, op, f).await?;
         // Applied: the critical section may start; durability is waited for without the permit.
         drop(admitted);
         let reply = match result {
@@ -399,49 +465,72 @@ impl Shard for ShardService {
     }
 
     async fn insert(&self, request: Request<CommandRequest>) -> Result<Response<WriteReply>, Status> {
+        let mut req = request.into_inner();
+        let running = self.begin(OpKind::Insert, true, &mut req);
         let per = &self.node.metrics.commands.insert;
-        self.counted(
-            per,
-            self.write(request.into_inner(), exec::insert::run).instrument(tracing::debug_span!("insert")),
-        )
-        .await
+        let out = self
+            .counted(per, self.write(req, running.op(), exec::insert::run).instrument(tracing::debug_span!("insert")))
+            .await;
+        ended(running, &out);
+        out
     }
 
     async fn update(&self, request: Request<CommandRequest>) -> Result<Response<WriteReply>, Status> {
+        let mut req = request.into_inner();
+        let running = self.begin(OpKind::Update, true, &mut req);
         let per = &self.node.metrics.commands.update;
-        self.counted(
-            per,
-            self.write(request.into_inner(), exec::update::run).instrument(tracing::debug_span!("update")),
-        )
-        .await
+        let out = self
+            .counted(per, self.write(req, running.op(), exec::update::run).instrument(tracing::debug_span!("update")))
+            .await;
+        ended(running, &out);
+        out
     }
 
     async fn delete(&self, request: Request<CommandRequest>) -> Result<Response<WriteReply>, Status> {
+        let mut req = request.into_inner();
+        let running = self.begin(OpKind::Remove, true, &mut req);
         let per = &self.node.metrics.commands.delete;
-        self.counted(
-            per,
-            self.write(request.into_inner(), exec::delete::run).instrument(tracing::debug_span!("delete")),
-        )
-        .await
+        let out = self
+            .counted(per, self.write(req, running.op(), exec::delete::run).instrument(tracing::debug_span!("delete")))
+            .await;
+        ended(running, &out);
+        out
     }
 
     async fn find(&self, request: Request<CommandRequest>) -> Result<Response<CursorReply>, Status> {
+        let mut req = request.into_inner();
+        let running = self.begin(OpKind::Query, false, &mut req);
         let per = &self.node.metrics.commands.find;
-        self.counted(per, self.read(request.into_inner(), exec::find::run).instrument(tracing::debug_span!("find")))
-            .await
+        let out = self
+            .counted(per, self.read(req, running.op(), exec::find::run).instrument(tracing::debug_span!("find")))
+            .await;
+        ended(running, &out);
+        out
     }
 
     async fn aggregate(&self, request: Request<CommandRequest>) -> Result<Response<CursorReply>, Status> {
+        let mut req = request.into_inner();
+        let running = self.begin(OpKind::Command, false, &mut req);
         let per = &self.node.metrics.commands.aggregate;
-        self.counted(
-            per,
-            self.read(request.into_inner(), exec::aggregate::run).instrument(tracing::debug_span!("aggregate")),
-        )
-        .await
+        let read = self.read(req, running.op(), exec::aggregate::run).instrument(tracing::debug_span!("aggregate"));
+        let out = self.counted(per, read).await;
+        ended(running, &out);
+        out
     }
 
     async fn get_more(&self, request: Request<GetMoreRequest>) -> Result<Response<CursorReply>, Status> {
-        self.counted(&self.node.metrics.commands.get_more, self.get_more_rpc(request.into_inner())).await
+        let req = request.into_inner();
+        let running = self.node.ops.begin(Begin {
+            kind: OpKind::GetMore,
+            writes: false,
+            db: req.ns.split_once('.').map_or(req.ns.as_str(), |(db, _)| db).to_owned(),
+            ns: req.ns.clone(),
+            command: CommandSource::GetMore { cursor_id: req.cursor_id, batch_size: req.batch_size },
+            client: None,
+        });
+        let out = self.counted(&self.node.metrics.commands.get_more, self.get_more_rpc(req, running.op())).await;
+        ended(running, &out);
+        out
     }
 
     async fn kill_cursors(&self, request: Request<KillCursorsRequest>) -> Result<Response<KillCursorsReply>, Status> {
@@ -449,20 +538,29 @@ impl Shard for ShardService {
     }
 
     async fn command(&self, request: Request<CommandRequest>) -> Result<Response<CommandReply>, Status> {
-        let req = request.into_inner();
+        let mut req = request.into_inner();
         let name = command_name(&req);
         let spec = commands::lookup(&name);
-        self.counted(self.node.metrics.commands.of(spec), self.command_rpc(req, &name, spec)).await
+        let writes = spec.is_some_and(|s| matches!(s.access, Access::Write | Access::Ddl));
+        let running = self.begin(OpKind::Command, writes, &mut req);
+        let out =
+            self.counted(self.node.metrics.commands.of(spec), self.command_rpc(req, &name, spec, running.op())).await;
+        ended(running, &out);
+        out
     }
 }
 
 /// The RPCs' bodies, counted by their `Shard` methods.
 impl ShardService {
-    async fn get_more_rpc(&self, req: GetMoreRequest) -> Result<Response<CursorReply>, Status> {
+    async fn get_more_rpc(&self, req: GetMoreRequest, op: Arc<Op>) -> Result<Response<CursorReply>, Status> {
         let _timed = Timed::start(&self.node);
         let node = Arc::clone(&self.node);
         let cursor_id = req.cursor_id;
         let result = tokio::task::spawn_blocking(move || {
+            if op.is_killed() {
+                return Err(exec::deadline::interrupted());
+            }
+            let _op = exec::deadline::enter(op);
             exec::find::get_more(&node, req.cursor_id, req.batch_size.max(0) as usize, &req.ns)
         })
         .await
@@ -499,6 +597,7 @@ impl ShardService {
         req: CommandRequest,
         name: &str,
         spec: Option<&'static commands::Spec>,
+        op: Arc<Op>,
     ) -> Result<Response<CommandReply>, Status> {
         let Some(spec) = spec else {
             let e = ExecError::new(shoal_proto::ErrorCode::CommandNotFound, format!("no such command: '{name}'"));
@@ -512,6 +611,11 @@ impl ShardService {
             Forget::Nothing => None,
         };
         let access = spec.access;
+        if access == Access::Write
+            && let Err(e) = crate::ops::system_profile::refuse_write(&req.db, &req.body)
+        {
+            return Ok(Response::new(command_reply(Err(e))));
+        }
         let run = match spec.handler {
             Handler::Blocking(run) => run,
             Handler::StepDown => {
@@ -539,16 +643,25 @@ impl ShardService {
             Err(e) => return Ok(Response::new(command_reply(Err(e)))),
         };
         let (result, wc) = self
-            .execute(req, true, &admitted, Runs::Blocking, move |node, r| -> ExecResult<(Document, u64)> {
-                run(node, r)
-            })
+            .execute(
+                req,
+                true,
+                &admitted,
+                Runs::Blocking,
+                Arc::clone(&op),
+                move |node, r| -> ExecResult<(Document, u64)> { run(node, r) },
+            )
             .await?;
         drop(admitted);
         if let (Some(ns), Ok(_)) = (&forget, &result) {
             if ns.ends_with('.') {
                 self.node.sharding.forget_database(&ns[..ns.len() - 1]);
+                self.node.ops.top.forget_database(&ns[..ns.len() - 1]);
             } else {
                 self.node.sharding.forget(ns);
+                // A dropped collection leaves `top`, this drop included.
+                self.node.ops.top.forget(ns);
+                op.untrack();
             }
         }
         let result = match (result, &rc) {

@@ -112,7 +112,12 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let ns_string = ns.to_string();
 
     let limit = if allow_disk_use { RESULTS_MAX_BYTES_DISK_USE } else { RESULTS_MAX_BYTES };
-    let queue = match node.store.collection(&ns_string) {
+    let collection = node.store.collection(&ns_string);
+    let queue = match collection {
+        // The profiler's ring, oldest first.
+        _ if crate::ops::system_profile::is_profile(&coll_name) => {
+            buffer_results(pipeline.stream(node.ops.profiler.documents(req.db).into_iter()), limit)?
+        }
         Some(coll) => {
             let leading = pipeline.leading_match().cloned().unwrap_or_default();
             let sort = pipeline.leading_sort();

@@ -37,6 +37,10 @@ pub fn count(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     let coll_name = args::collection_name(body, "count")?;
     let ns = args::namespace(req.db, &coll_name)?;
     let CountArgs { query, skip, limit, collation, filter } = parse_count(body)?;
+    if crate::ops::system_profile::is_profile(&coll_name) {
+        let n = crate::ops::system_profile::count(node, req.db, &filter, skip, limit)?;
+        return Ok(doc! { "n": i32::try_from(n).map(Bson::Int32).unwrap_or(Bson::Int64(n as i64)) });
+    }
     let Some(coll) = node.store.collection(&ns.to_string()) else {
         return Ok(doc! { "n": 0_i32 });
     };

@@ -74,6 +74,15 @@ pub fn create(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
 pub fn drop(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
     let name = args::collection_name(&req.body, "drop")?;
     let ns = args::namespace(req.db, &name)?;
+    if crate::ops::system_profile::is_profile(&name) {
+        let existed = node.ops.profiler.drop_ring(req.db)?;
+        let reply = if existed {
+            doc! { "nIndexesWas": 0, "ns": ns.to_string() }
+        } else {
+            Document::new()
+        };
+        return Ok((reply, 0));
+    }
     let (existed, seq) = node.store.write(|txn| match txn.collection(&ns.to_string()) {
         Some(coll) => txn.drop_collection(&coll).map(|()| true),
         None => Ok(false),
@@ -99,6 +108,7 @@ pub fn drop_database(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u6
         }
         Ok(())
     })?;
+    node.ops.profiler.forget_database(&db);
     Ok((doc! { "dropped": db }, seq))
 }
 

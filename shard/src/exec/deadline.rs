@@ -8,21 +8,81 @@
 //! value, so nested or later calls on that thread never inherit it. A cursor's `getMore` runs
 //! without the original deadline (MongoDB bounds a `getMore` only by its own `maxTimeMS`).
 //!
+//! The same thread-local holds the operation the call runs for ([`enter`], an entry of
+//! [`crate::ops`]): each [`check`] fails with Interrupted (11601) once `killOp` or `killSessions`
+//! marked it killed, and publishes the keys and documents the call's scans examined so far
+//! (`scan::counters`, plain thread-local adds) to the operation, so `currentOp` sees them move
+//! at one atomic store per [`CHECK_EVERY`] documents. [`planned`] records the plan a read chose
+//! (`planSummary`). A killed operation that is waiting (for a write concern, the commit point)
+//! is not woken: it notices at its next check, if any.
+//!
 //! Must not: be consulted outside the blocking call that set it.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bson::{Bson, Document};
 use shoal_proto::ErrorCode;
 
 use crate::error::{ExecError, ExecResult};
+use crate::exec::scan::counters;
+use crate::ops::Op;
 
 /// Documents a scan examines between two deadline checks.
 pub const CHECK_EVERY: u64 = 128;
 
 thread_local! {
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
+
+/// The operation this thread's blocking call runs for, and the scan counters when it began.
+struct Current {
+    op: Arc<Op>,
+    base: (u64, u64),
+}
+
+impl Current {
+    fn publish(&self) {
+        let (keys, docs) = counters::since(self.base);
+        self.op.examined(keys, docs);
+    }
+}
+
+/// Restores the thread's previous operation when dropped, after publishing the final counters.
+pub struct OpGuard(Option<Current>);
+
+impl Drop for OpGuard {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        CURRENT.with_borrow_mut(|c| {
+            if let Some(current) = c.as_ref() {
+                current.publish();
+            }
+            *c = previous;
+        });
+    }
+}
+
+/// Makes `op` the operation this thread's blocking call runs for until the guard drops.
+pub fn enter(op: Arc<Op>) -> OpGuard {
+    let current = Current { op, base: counters::read() };
+    OpGuard(CURRENT.with_borrow_mut(|c| c.replace(current)))
+}
+
+/// The opid of the operation this thread runs for, if any.
+pub fn current_opid() -> Option<i32> {
+    CURRENT.with_borrow(|c| c.as_ref().map(|c| c.op.opid))
+}
+
+/// Records the plan the current operation's read chose (its `planSummary`).
+pub fn planned(plan: &crate::exec::plan::Plan) {
+    CURRENT.with_borrow(|c| {
+        if let Some(c) = c {
+            c.op.set_plan_summary(crate::exec::plan::explain::summary(plan));
+        }
+    });
 }
 
 /// Restores the thread's previous deadline when dropped.
@@ -39,12 +99,26 @@ pub fn set(deadline: Option<Instant>) -> Guard {
     Guard(DEADLINE.with(|d| d.replace(deadline)))
 }
 
-/// MaxTimeMSExpired once the current operation's deadline has passed.
+/// Interrupted once the current operation was killed, MaxTimeMSExpired once its deadline has
+/// passed; publishes its scan counters.
 pub fn check() -> ExecResult<()> {
+    let killed = CURRENT.with_borrow(|c| {
+        c.as_ref().is_some_and(|c| {
+            c.publish();
+            c.op.is_killed()
+        })
+    });
+    if killed {
+        return Err(interrupted());
+    }
     match DEADLINE.with(Cell::get) {
         Some(at) if Instant::now() >= at => Err(expired()),
         _ => Ok(()),
     }
+}
+
+pub fn interrupted() -> ExecError {
+    ExecError::new(ErrorCode::Interrupted, "operation was interrupted")
 }
 
 pub fn expired() -> ExecError {

@@ -186,7 +186,7 @@ pub fn explain(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     if verbosity == "queryPlanner" || !q.runnable {
         return Ok(reply);
     }
-    counters::take();
+    let before = counters::read();
     let started = Instant::now();
     let stop_at = if chosen.sorted { q.limit.map(|l| l + q.skip) } else { None };
     let mut matched = 0u64;
@@ -194,7 +194,7 @@ pub fn explain(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
         matched += 1;
         Ok(if Some(matched) == stop_at { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;
-    let (keys, docs) = counters::take();
+    let (keys, docs) = counters::since(before);
     let returned = matched.saturating_sub(q.skip).min(q.limit.unwrap_or(u64::MAX));
     reply.insert(
         "executionStats",

@@ -47,13 +47,13 @@ pub(crate) struct FindArgs {
     pub(crate) projection_doc: Document,
     pub(crate) skip: u64,
     pub(crate) limit: Option<u64>,
-    batch_size: Option<usize>,
-    single_batch: bool,
+    pub(crate) batch_size: Option<usize>,
+    pub(crate) single_batch: bool,
     allow_disk_use: bool,
     collation: shoal_query::collation::Collation,
-    filter: Filter,
-    projection: Option<Projection>,
-    sort: Option<SortSpec>,
+    pub(crate) filter: Filter,
+    pub(crate) projection: Option<Projection>,
+    pub(crate) sort: Option<SortSpec>,
 }
 
 pub(crate) fn parse(body: &Document) -> ExecResult<FindArgs> {
@@ -140,6 +140,10 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Batch, String)> {
     let body = &req.body;
     let coll_name = args::collection_name(body, "find")?;
     let ns = args::namespace(req.db, &coll_name)?;
+    let parsed = parse(body)?;
+    if crate::ops::system_profile::is_profile(&coll_name) {
+        return crate::ops::system_profile::find(node, req, ns.to_string(), parsed);
+    }
     let FindArgs {
         filter_doc,
         sort_doc,
@@ -153,7 +157,7 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Batch, String)> {
         filter,
         projection,
         sort,
-    } = parse(body)?;
+    } = parsed;
     let ns_string = ns.to_string();
 
     let Some(coll) = node.store.collection(&ns_string) else {

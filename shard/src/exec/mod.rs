@@ -54,7 +54,8 @@ use crate::store::Store;
 pub use write_concern::WriteConcern;
 
 /// One shard member as command execution sees it: the store, the open cursors, the sharding
-/// state, foreground latencies, the member's replica-group role and the process's metrics. Built
+/// state, foreground latencies, the member's replica-group role, the process's metrics and the
+/// operations in progress. Built
 /// once per process by [`crate::open_node`]; shared (`Arc`) by the services and background tasks.
 pub struct Node {
     pub store: Arc<Store>,
@@ -66,6 +67,8 @@ pub struct Node {
     pub repl: Arc<crate::repl::Repl>,
     /// The process's Prometheus registry and the handles counted in it.
     pub metrics: crate::metrics::ShardMetrics,
+    /// The operations in progress, `top`'s totals and the profiler ([`crate::ops`]).
+    pub ops: crate::ops::Ops,
 }
 
 /// A parsed request: the command body as a document plus its statements' source.

@@ -116,13 +116,20 @@ fn hint_error() -> ExecError {
 }
 
 /// Chooses how to read `filter` on `coll`, in `sort` order when an index gives it, following
-/// `hint` when given (BadValue when it names no index).
+/// `hint` when given (BadValue when it names no index). The choice is the current operation's
+/// `planSummary` (see `deadline::planned`).
 pub fn plan(
     coll: &CollectionInfo,
     filter: &Document,
     sort: Option<&Document>,
     hint: Option<&Bson>,
 ) -> ExecResult<Plan> {
+    let chosen = choose(coll, filter, sort, hint)?;
+    crate::exec::deadline::planned(&chosen);
+    Ok(chosen)
+}
+
+fn choose(coll: &CollectionInfo, filter: &Document, sort: Option<&Document>, hint: Option<&Bson>) -> ExecResult<Plan> {
     let sort = sort.filter(|s| !s.is_empty());
     let id_plan = |coll: &CollectionInfo, rejected: Vec<Arc<IndexSpec>>| {
         let path = id_path(coll, filter);

@@ -25,7 +25,10 @@ use crate::store::indexes::{entry_id, entry_values};
 use crate::store::local_catalog::CollectionInfo;
 use crate::store::{Store, WriteTxn};
 
-/// Keys and documents examined by scans on this thread since the last [`counters::take`].
+/// Keys and documents examined by scans on this thread, counted up since the thread started
+/// (plain thread-local adds: no atomic per document). A reader takes the difference of two
+/// [`counters::read`]s: `explain` around its run, the current operation (`deadline`) since it
+/// began, published to the operation every [`deadline::CHECK_EVERY`] documents.
 pub mod counters {
     use std::cell::Cell;
 
@@ -42,9 +45,15 @@ pub mod counters {
         DOCS.with(|d| d.set(d.get() + 1));
     }
 
-    /// (keys examined, documents examined), reset to zero.
-    pub fn take() -> (u64, u64) {
-        (KEYS.with(|k| k.replace(0)), DOCS.with(|d| d.replace(0)))
+    /// (keys examined, documents examined) on this thread so far.
+    pub fn read() -> (u64, u64) {
+        (KEYS.with(Cell::get), DOCS.with(Cell::get))
+    }
+
+    /// (keys, documents) examined on this thread since `before` (a [`read`]).
+    pub fn since(before: (u64, u64)) -> (u64, u64) {
+        let (k, d) = read();
+        (k.wrapping_sub(before.0), d.wrapping_sub(before.1))
     }
 }
 

@@ -3,6 +3,10 @@
 //! `IXSCAN` under `FETCH`, then `SORT` (in memory, when no index gave the order), `SKIP`,
 //! `LIMIT` and `PROJECTION_SIMPLE` as the query asks.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::ops::Bound;
+
 use bson::{Bson, Document, doc};
 
 use super::{AccessPath, IndexScan, Plan};
@@ -16,6 +20,32 @@ pub struct Shape<'a> {
     pub projection: Option<&'a Document>,
     pub skip: u64,
     pub limit: Option<u64>,
+}
+
+/// The plan in one line, as MongoDB's `planSummary` (currentOp, the profiler, slow-query lines):
+/// `IDHACK`, `COLLSCAN`, `CLUSTERED_IXSCAN`, `IXSCAN { a: 1, b: -1 }`.
+pub fn summary(plan: &Plan) -> Cow<'static, str> {
+    match &plan.path {
+        AccessPath::Point(_) => Cow::Borrowed("IDHACK"),
+        AccessPath::Range { lower: Bound::Unbounded, upper: Bound::Unbounded } => Cow::Borrowed("COLLSCAN"),
+        AccessPath::Range { .. } => Cow::Borrowed("CLUSTERED_IXSCAN"),
+        AccessPath::Index(scan) => {
+            let mut out = String::from("IXSCAN { ");
+            for (i, (field, value)) in scan.spec.key.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let value = match value {
+                    Bson::String(s) => format!("\"{s}\""),
+                    Bson::Double(f) if f.fract() == 0.0 => format!("{}", *f as i64),
+                    other => other.to_string(),
+                };
+                let _ = write!(out, "{field}: {value}");
+            }
+            out.push_str(" }");
+            Cow::Owned(out)
+        }
+    }
 }
 
 fn direction(reverse: bool) -> &'static str {
