@@ -325,6 +325,7 @@ fn announce_ready(role: &str, addr: SocketAddr) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{}", shoal_proto::ready::line(role, addr));
     let _ = out.flush();
+    shoal_telemetry::log::startup_done();
 }
 
 /// Forms the cluster if nobody has Raft state yet (see the module doc for the rule).

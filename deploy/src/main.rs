@@ -272,5 +272,12 @@ fn init_logging() {
         EnvFilter::new("info,fjall=warn,lsm_tree=warn,openraft::core::raft_core=warn,tokio_postgres=warn")
     });
     let ansi = std::io::stderr().is_terminal();
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+    // The same events, as MongoDB JSON lines, kept for `getLog` (shoal_telemetry::log).
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi))
+        .with(shoal_telemetry::log::RingLayer)
+        .init();
 }

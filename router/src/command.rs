@@ -28,6 +28,9 @@ pub struct Command {
     pub sequences: Vec<DocSequence>,
     /// The wire request id, used as the request id of tracing spans.
     pub request_id: i32,
+    /// The client it runs for, passed to shards (`CommandRequest.client`); `None` for the
+    /// router's own commands.
+    pub client: Option<std::sync::Arc<shoal_proto::shard::ClientInfo>>,
 }
 
 impl Command {
@@ -41,7 +44,7 @@ impl Command {
             _ => body,
         };
         let name = spec.map_or_else(|| sent.to_owned(), |s| s.name.to_owned());
-        Command { name, spec, db, body, sequences, request_id }
+        Command { name, spec, db, body, sequences, request_id, client: None }
     }
 
     /// A command the router builds itself from `body` (its first key names it).

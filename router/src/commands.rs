@@ -19,7 +19,7 @@ use shoal_auth::{Action, ActionSet};
 
 use crate::auth::{sasl, x509};
 use crate::cmd::user_admin::{roles, users};
-use crate::cmd::{crud, cursor, ddl, explain, handshake, indexes, info, sharding, stats};
+use crate::cmd::{crud, cursor, ddl, explain, handshake, indexes, info, operations, profile, sharding, stats};
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::state::{ConnContext, RouterState};
@@ -234,6 +234,13 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("hostInfo", Info, h!(info::host_info)).on(OnCluster, &[A::HostInfo]),
     Spec::new("getCmdLineOpts", Info, h!(info::get_cmd_line_opts)).admin_only().on(OnCluster, &[A::GetCmdLineOpts]),
     Spec::new("listCommands", Info, h!(info::list_commands)),
+    // Running operations and the profiler, on every shard.
+    Spec::new("currentOp", Info, h!(operations::current_op)).admin_only().on(OnCluster, &[A::Inprog]),
+    Spec::new("killOp", Info, h!(operations::kill_op)).admin_only().on(OnCluster, &[A::Killop]),
+    Spec::new("killSessions", Info, h!(operations::kill_sessions)).authenticated(),
+    Spec::new("killAllSessions", Info, h!(operations::kill_sessions)).on(OnCluster, &[A::KillAnySession]),
+    Spec::new("top", Info, h!(operations::top)).admin_only().on(OnCluster, &[A::Top]),
+    Spec::new("profile", Info, h!(profile::profile)).on(OnDatabase, &[A::EnableProfiler]),
     // Authentication (open to anyone: it is how a client stops being anonymous).
     Spec::new("saslStart", Info, h!(sasl::sasl_start)).op_query(),
     Spec::new("saslContinue", Info, h!(sasl::sasl_continue)).op_query(),

@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
@@ -48,6 +49,23 @@ pub struct CursorRegistry {
     /// Locked only after `open` when both are needed, so the two never deadlock.
     buffered: Mutex<HashMap<i64, BufferedCursor>>,
     idle_timeout: Duration,
+    opened: AtomicU64,
+    timed_out: AtomicU64,
+}
+
+/// The registry's counts at one moment (`serverStatus.metrics.cursor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CursorCounts {
+    /// Open cursors on one shard.
+    pub single_target: u64,
+    /// Open cursors merging several shards.
+    pub multi_target: u64,
+    /// Open router-built results.
+    pub buffered: u64,
+    /// Cursors opened since the router started.
+    pub opened: u64,
+    /// Cursors forgotten after the idle timeout.
+    pub timed_out: u64,
 }
 
 impl CursorRegistry {
@@ -57,6 +75,20 @@ impl CursorRegistry {
             merging: Mutex::new(HashMap::new()),
             buffered: Mutex::new(HashMap::new()),
             idle_timeout,
+            opened: AtomicU64::new(0),
+            timed_out: AtomicU64::new(0),
+        }
+    }
+
+    /// How many cursors are open, by kind, and how many were opened and timed out.
+    pub fn counts(&self) -> CursorCounts {
+        let len = |n: usize| n as u64;
+        CursorCounts {
+            single_target: len(self.open.lock().unwrap_or_else(|p| p.into_inner()).len()),
+            multi_target: len(self.merging.lock().unwrap_or_else(|p| p.into_inner()).len()),
+            buffered: len(self.buffered.lock().unwrap_or_else(|p| p.into_inner()).len()),
+            opened: self.opened.load(Ordering::Relaxed),
+            timed_out: self.timed_out.load(Ordering::Relaxed),
         }
     }
 
@@ -67,6 +99,7 @@ impl CursorRegistry {
             let id = rand::random::<i64>() & i64::MAX;
             if id != 0 && !open.contains_key(&id) && !buffered.contains_key(&id) && !self.merging_has(id) {
                 open.insert(id, RouterCursor { ns, shard, member, shard_cursor_id, last_used: Instant::now() });
+                self.opened.fetch_add(1, Ordering::Relaxed);
                 return id;
             }
         }
@@ -88,6 +121,7 @@ impl CursorRegistry {
             let id = rand::random::<i64>() & i64::MAX;
             if id != 0 && !open.contains_key(&id) && !buffered.contains_key(&id) && !self.merging_has(id) {
                 buffered.insert(id, BufferedCursor { ns, documents, last_used: Instant::now() });
+                self.opened.fetch_add(1, Ordering::Relaxed);
                 return Ok(id);
             }
         }
@@ -110,6 +144,7 @@ impl CursorRegistry {
             let mut merging = self.merging.lock().unwrap_or_else(|p| p.into_inner());
             if id != 0 && !taken && !merging.contains_key(&id) {
                 merging.insert(id, (ns, shared, Instant::now()));
+                self.opened.fetch_add(1, Ordering::Relaxed);
                 return id;
             }
         }
@@ -136,7 +171,10 @@ impl CursorRegistry {
             .filter(|(_, (_, c, used))| used.elapsed() >= timeout && c.try_lock().is_ok())
             .map(|(id, _)| *id)
             .collect();
-        idle.iter().filter_map(|id| merging.remove(id)).map(|(_, c, _)| c).collect()
+        let reaped: Vec<SharedMergeCursor> =
+            idle.iter().filter_map(|id| merging.remove(id)).map(|(_, c, _)| c).collect();
+        self.timed_out.fetch_add(reaped.len() as u64, Ordering::Relaxed);
+        reaped
     }
 
     /// The namespace of buffered cursor `id`, if it is one.
@@ -197,10 +235,16 @@ impl CursorRegistry {
     /// Removes idle cursors and returns them, to have their shard cursors killed.
     pub fn reap_idle(&self) -> Vec<RouterCursor> {
         let timeout = self.idle_timeout;
-        self.buffered.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, c| c.last_used.elapsed() < timeout);
+        let mut buffered = self.buffered.lock().unwrap_or_else(|p| p.into_inner());
+        let before = buffered.len();
+        buffered.retain(|_, c| c.last_used.elapsed() < timeout);
+        let dropped = before - buffered.len();
+        drop(buffered);
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let idle: Vec<i64> = open.iter().filter(|(_, c)| c.last_used.elapsed() >= timeout).map(|(id, _)| *id).collect();
-        idle.iter().filter_map(|id| open.remove(id)).collect()
+        let reaped: Vec<RouterCursor> = idle.iter().filter_map(|id| open.remove(id)).collect();
+        self.timed_out.fetch_add((dropped + reaped.len()) as u64, Ordering::Relaxed);
+        reaped
     }
 }
 

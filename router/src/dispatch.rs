@@ -31,9 +31,12 @@ pub async fn dispatch(state: &RouterState, conn: &ConnContext, cmd: &Command) ->
         },
         Err(e) => Err(e),
     };
+    let elapsed = started.elapsed();
     let failed = result.as_ref().err().map(|e| e.code_name.as_str());
     let commands = &state.counters.commands;
-    commands.finished(commands.of(cmd.spec.map(|s| s.name)), started.elapsed(), failed);
+    commands.finished(commands.of(cmd.spec.map(|s| s.name)), elapsed, failed);
+    let reply_len = result.as_ref().map_or(0, |r| r.as_bytes().len());
+    crate::cmd::profile::log_if_slow(state, conn, cmd, elapsed, reply_len, result.as_ref().err());
     let mut reply = match result {
         Ok(mut body) => {
             body.append(bson::cstr!("ok"), 1.0);

@@ -4,8 +4,8 @@
 //! command parsing and dispatch ([`dispatch`]), the command handlers ([`cmd`]), the path from a
 //! handler to the shards and back ([`exec`]: target, call, merge, reply), where data lives
 //! ([`routing`]: routing cache, channel pools by shard id, replica-group members), the router's
-//! client of the cluster catalog ([`catalog`]), its counters and HTTP metrics port ([`counters`],
-//! [`http`]), router-owned cursors ([`cursors`]), retryable-write
+//! client of the cluster catalog ([`catalog`]), its counters, HTTP metrics port and live status
+//! page ([`counters`], [`http`], [`status`]), router-owned cursors ([`cursors`]), retryable-write
 //! labels ([`retryable`]), the process's settings ([`settings`]) and the mapping of every failure
 //! to a MongoDB error reply ([`error`]).
 //!
@@ -42,6 +42,7 @@ pub mod routing;
 pub mod server;
 pub mod settings;
 pub mod state;
+pub mod status;
 pub mod wire;
 
 pub use error::CommandError;

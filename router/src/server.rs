@@ -83,6 +83,7 @@ fn announce_ready(addr: SocketAddr) {
     if let Err(e) = writeln!(out, "{}", shoal_proto::ready::line("router", addr)).and_then(|()| out.flush()) {
         tracing::warn!(error = %e, "could not print the ready line");
     }
+    shoal_telemetry::log::startup_done();
 }
 
 /// The accept loop; returns after `shutdown` resolved and connections drained.
@@ -270,7 +271,10 @@ async fn handle(
         Ok(request) => {
             let no_reply = request.more_to_come();
             match request.into_command(header.request_id) {
-                Ok(cmd) => (dispatch(state, conn, &cmd).await, no_reply),
+                Ok(mut cmd) => {
+                    cmd.client = Some(conn.client_info(&cmd.body));
+                    (dispatch(state, conn, &cmd).await, no_reply)
+                }
                 Err(e) => (rejected(e)?, no_reply),
             }
         }

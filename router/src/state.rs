@@ -42,6 +42,10 @@ pub struct RouterState {
     /// Wakes this router's balancer for a round now (`balancerStart`), as MongoDB's config server
     /// wakes its balancer when the balancer settings change.
     pub balancer_wake: tokio::sync::Notify,
+    /// The balancer's series and its recent moves (the status page lists them).
+    pub balancer_metrics: crate::balancer::metrics::BalancerMetrics,
+    /// The slow-operation log's threshold (`profile`'s `slowms`, `sampleRate`).
+    pub slow: crate::cmd::profile::Slow,
 }
 
 impl RouterState {
@@ -75,6 +79,8 @@ impl RouterState {
             started: Instant::now(),
             process_id: bson::oid::ObjectId::new(),
             balancer_wake: tokio::sync::Notify::new(),
+            balancer_metrics: crate::balancer::metrics::BalancerMetrics::new(&metrics).map_err(metrics_error)?,
+            slow: Default::default(),
             metrics,
             counters,
         })
@@ -97,11 +103,30 @@ pub struct ConnContext {
     pub session: Arc<Mutex<Session>>,
     /// The subject of the client's verified TLS certificate (what MONGODB-X509 authenticates).
     pub certificate_subject: Option<String>,
+    /// The driver's `application.name` from the connection's first hello.
+    pub app_name: std::sync::OnceLock<String>,
 }
 
 impl ConnContext {
     pub fn new(id: i64, peer: SocketAddr, local: SocketAddr) -> Self {
-        Self { id, peer, local, session: Arc::default(), certificate_subject: None }
+        Self { id, peer, local, session: Arc::default(), certificate_subject: None, app_name: Default::default() }
+    }
+
+    /// Who runs `body`, as shards show it in `currentOp`, the profiler and the slow-query log:
+    /// the connection's address, application and user, and the command's session (`lsid`).
+    pub fn client_info(&self, body: &bson::RawDocument) -> Arc<shoal_proto::shard::ClientInfo> {
+        let lsid = match body.get("lsid") {
+            Ok(Some(bson::RawBsonRef::Document(d))) => bytes::Bytes::copy_from_slice(d.as_bytes()),
+            _ => bytes::Bytes::new(),
+        };
+        let user = self.session().user().map(|u| format!("{}@{}", u.user, u.db)).unwrap_or_default();
+        Arc::new(shoal_proto::shard::ClientInfo {
+            address: self.peer.to_string(),
+            app_name: self.app_name.get().cloned().unwrap_or_default(),
+            connection_id: self.id.max(0) as u64,
+            lsid,
+            user,
+        })
     }
 
     pub fn with_certificate_subject(self, subject: Option<String>) -> Self {

@@ -1,7 +1,8 @@
 //! Commands by name, as every server counts them (router, shard): one latency histogram per
 //! command (its count is how many ran), its failures, and failures by error code name; a name
 //! outside the server's list counts as [`UNKNOWN_COMMAND`], as `serverStatus.metrics.commands`
-//! does. Also the guard that keeps an "open now" gauge ([`Open`]).
+//! does. Also every command's latency added up ([`LatencyTotals`], what a status page samples for
+//! ops/s and percentiles) and the guard that keeps an "open now" gauge ([`Open`]).
 //!
 //! Must not: register or resolve a handle per request (every name's handles are resolved when
 //! the server starts; the map is read-only), or know any server's command list.
@@ -9,7 +10,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::{Error, Histogram, IntCounter, IntCounterVec, IntGauge, Metrics};
+use prometheus::core::Metric as _;
+
+use crate::{Error, Histogram, IntCounter, IntCounterVec, IntGauge, LATENCY_BUCKETS_SECONDS, Metrics};
 
 /// The `command` label of a name not in the server's list.
 pub const UNKNOWN_COMMAND: &str = "<UNKNOWN>";
@@ -27,6 +30,17 @@ pub struct CommandCount {
     pub name: &'static str,
     pub total: u64,
     pub failed: u64,
+    /// Time spent in it, summed (`serverStatus.opLatencies` adds these up by kind).
+    pub latency_micros: u64,
+}
+
+/// Every command's latency histogram added together at one moment: how many commands finished
+/// and, per bucket of [`LATENCY_BUCKETS_SECONDS`], how many took at most its bound (cumulative, as
+/// Prometheus counts). Two of them apart give the rate and the percentiles of that interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LatencyTotals {
+    pub count: u64,
+    pub buckets: [u64; LATENCY_BUCKETS_SECONDS.len()],
 }
 
 /// `command_duration_seconds{command}`, `command_failures_total{command}` and
@@ -82,11 +96,34 @@ impl CommandMetrics {
             .iter()
             .map(|(name, per)| (*name, per))
             .chain([(UNKNOWN_COMMAND, &self.unknown)])
-            .map(|(name, per)| CommandCount { name, total: per.latency.get_sample_count(), failed: per.failed.get() })
+            .map(|(name, per)| CommandCount {
+                name,
+                total: per.latency.get_sample_count(),
+                failed: per.failed.get(),
+                latency_micros: (per.latency.get_sample_sum() * 1e6) as u64,
+            })
             .filter(|c| c.total > 0)
             .collect();
         out.sort_unstable_by_key(|c| c.name);
         out
+    }
+
+    /// Every command's latency added up (commands that never ran are skipped without reading
+    /// their buckets).
+    pub fn latency_totals(&self) -> LatencyTotals {
+        let mut totals = LatencyTotals::default();
+        for per in self.by_name.values().chain([&self.unknown]) {
+            if per.latency.get_sample_count() == 0 {
+                continue;
+            }
+            let metric = per.latency.metric();
+            let histogram = metric.get_histogram();
+            totals.count += histogram.get_sample_count();
+            for (sum, bucket) in totals.buckets.iter_mut().zip(histogram.get_bucket()) {
+                *sum += bucket.cumulative_count();
+            }
+        }
+        totals
     }
 }
 
@@ -119,8 +156,8 @@ mod tests {
         c.finished(c.of(Some("find")), Duration::from_micros(300), Some("BadValue"));
         c.finished(c.of(Some("nope")), Duration::from_micros(1), Some("CommandNotFound"));
         let want = vec![
-            CommandCount { name: UNKNOWN_COMMAND, total: 1, failed: 1 },
-            CommandCount { name: "find", total: 2, failed: 1 },
+            CommandCount { name: UNKNOWN_COMMAND, total: 1, failed: 1, latency_micros: 1 },
+            CommandCount { name: "find", total: 2, failed: 1, latency_micros: 600 },
         ];
         assert_eq!(c.snapshot(), want);
         let text = metrics.render();
@@ -128,6 +165,22 @@ mod tests {
         assert!(text.contains(r#"shoal_command_failures_total{command="find"} 1"#), "{text}");
         assert!(text.contains(r#"shoal_command_errors_total{code_name="BadValue"} 1"#), "{text}");
         assert!(text.contains(r#"shoal_command_errors_total{code_name="CommandNotFound"} 1"#), "{text}");
+    }
+
+    #[test]
+    fn latency_totals_add_every_command_by_bucket() {
+        let metrics = Metrics::new().unwrap();
+        let c = CommandMetrics::new(&metrics, "timed", ["find", "insert"]).unwrap();
+        assert_eq!(c.latency_totals(), LatencyTotals::default());
+        c.finished(c.of(Some("find")), Duration::from_micros(40), None);
+        c.finished(c.of(Some("insert")), Duration::from_micros(150), None);
+        c.finished(c.of(Some("nope")), Duration::from_secs(60), Some("CommandNotFound"));
+        let t = c.latency_totals();
+        assert_eq!(t.count, 3);
+        // Bounds 50 µs, 100 µs, 200 µs, ...: 40 µs is in the first, 150 µs from the third on, and
+        // a minute is above every bound (only in the count).
+        assert_eq!(&t.buckets[..3], &[1, 1, 2]);
+        assert_eq!(t.buckets[LATENCY_BUCKETS_SECONDS.len() - 1], 2);
     }
 
     #[test]

@@ -192,7 +192,10 @@ mod tests {
         let before = global().total_lines_written;
         tracing::subscriber::with_default(subscriber, || {
             tracing::warn!(shard = "s0", n = 3, "primary stepped down");
-            slow_query("conn7", bson::doc! { "ns": "app.people", "durationMillis": 120_i64, "planSummary": "COLLSCAN" });
+            slow_query(
+                "conn7",
+                bson::doc! { "ns": "app.people", "durationMillis": 120_i64, "planSummary": "COLLSCAN" },
+            );
         });
         let log = global();
         assert!(log.total_lines_written >= before + 2);

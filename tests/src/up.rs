@@ -17,8 +17,10 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct LocalUp {
     pub dir: PathBuf,
     pub spec: PathBuf,
-    /// cfg1, cfg2, cfg3, router0, shard0.
+    /// cfg1, cfg2, cfg3, router0, shard0 (other layouts: see their constructors).
     pub ports: Vec<u16>,
+    /// The router's metrics port when the spec names one (else its port + 1000).
+    pub router_metrics: Option<u16>,
 }
 
 impl LocalUp {
@@ -35,7 +37,24 @@ impl LocalUp {
             ports[0], ports[1], ports[2], ports[3], ports[4]
         ) + extra;
         std::fs::write(&spec, text).context("writing the spec")?;
-        Ok(Self { dir: dir.to_path_buf(), spec, ports })
+        Ok(Self { dir: dir.to_path_buf(), spec, ports, router_metrics: None })
+    }
+
+    /// Three config servers, one router with its metrics port named, and two shards: `shard0` of
+    /// three members and `shard1` of one. Ports: cfg1..3, router0, shard0-1..3, shard1, router0's
+    /// metrics.
+    pub fn two_shards(dir: &Path) -> anyhow::Result<Self> {
+        let p = crate::ports::free_ports(9)?;
+        let spec = dir.join("spec.yaml");
+        let text = format!(
+            "name: test\nbind_ip: 127.0.0.1\nconfig_servers:\n  - {{ name: cfg1, port: {} }}\n  - {{ name: cfg2, port: {} }}\n  - {{ name: cfg3, port: {} }}\n\
+             routers:\n  - {{ name: router0, port: {}, metrics_port: {} }}\n\
+             shards:\n  - name: shard0\n    members: [{{ port: {} }}, {{ port: {} }}, {{ port: {} }}]\n\
+             \x20 - name: shard1\n    members: [{{ port: {} }}]\n",
+            p[0], p[1], p[2], p[3], p[8], p[4], p[5], p[6], p[7]
+        );
+        std::fs::write(&spec, text).context("writing the spec")?;
+        Ok(Self { dir: dir.to_path_buf(), spec, ports: p.clone(), router_metrics: Some(p[8]) })
     }
 
     /// Three config servers, one shard of three members and two routers, with `extra` appended:
@@ -51,7 +70,7 @@ impl LocalUp {
             p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
         ) + extra;
         std::fs::write(&spec, text).context("writing the spec")?;
-        Ok(Self { dir: dir.to_path_buf(), spec, ports: p })
+        Ok(Self { dir: dir.to_path_buf(), spec, ports: p, router_metrics: None })
     }
 
     /// The data dir `start` passes to `shoal up`.
@@ -61,6 +80,11 @@ impl LocalUp {
 
     pub fn router_port(&self) -> u16 {
         self.ports[3]
+    }
+
+    /// The router's HTTP port (`/metrics`, the status page).
+    pub fn router_metrics_port(&self) -> u16 {
+        self.router_metrics.unwrap_or(self.router_port() + 1000)
     }
 
     /// A driver URI for the router.

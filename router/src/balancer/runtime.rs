@@ -15,6 +15,10 @@
 //!          ReportBalancerRounds{+1, !in_round} ; LogAction balancer.round
 //! ```
 //!
+//! Metrics (`super::metrics`, in `state.balancer_metrics`): every round the holder runs, the
+//! jumbo chunks and data bytes it saw, each split and move (with its duration and the policy's
+//! reason, the last moves kept for the status page).
+//!
 //! Records: an active round writes its decisions and a `balancer.round` entry. Idle rounds are
 //! counted and written sparsely ([`RoundBook`]): an action-log entry only when the reason for
 //! idling changes, and the round count at most every [`ROUND_REPORT_INTERVAL`], so an idle
@@ -257,6 +261,7 @@ impl Rounds {
             self.memory = Memory { since_ms: now_ms(), ..Memory::default() };
             self.rounds.reset();
         }
+        self.state.balancer_metrics.round();
         let started = Instant::now();
         let catalog = match self.state.catalog.view(policy::INPUT).await {
             Ok(c) => c,
@@ -266,6 +271,7 @@ impl Rounds {
                 return false;
             }
         };
+        self.state.balancer_metrics.saw_catalog(&catalog);
         if let Some(why) = idle_reason(catalog.settings(), local_minute_of_day()) {
             tracing::debug!(%why, "balancer round idle");
             self.idle(&why, Vec::new()).await;
@@ -275,6 +281,7 @@ impl Rounds {
         let params = self.state.settings.balancer.params.clone();
         let stats = stats::gather(&self.state, &catalog, None).await;
         self.client_ops_per_sec = stats.ops_per_sec();
+        self.state.balancer_metrics.saw_stats(&catalog, &stats);
         stats::observe_hot(&mut self.memory, &catalog, &stats, &params, now);
         let plan = policy::plan(&catalog, &stats, &self.memory, &params, now);
         for key in &plan.unsplittable {
@@ -408,6 +415,8 @@ impl Rounds {
         let started = Instant::now();
         let latency = self.state.settings.balancer.migration_latency_target_ms;
         let result = execute::execute(&self.state, catalog, d, token, latency).await;
+        let error = result.as_ref().err().map(|e| e.errmsg.as_str());
+        self.state.balancer_metrics.done(catalog, d, started.elapsed(), error);
         let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let (what, ns, mut details) = describe(&d.action);
         details.insert("why".into(), Detail::from(d.why.as_str()));

@@ -113,24 +113,38 @@ pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &Command) -
             Document::try_from(cmd.body.as_ref())?.get_array("pipeline").cloned().unwrap_or_default();
         return crate::cmd::stats::coll_stats_stage(state, cmd, coll, &spec, &all[1..]).await;
     }
-    if let Ok(Some(bson::RawBsonRef::Array(stages))) = cmd.body.get("pipeline")
-        && let Some(Ok(bson::RawBsonRef::Document(first))) = stages.into_iter().next()
-        && let Ok(Some(_)) = first.get(crate::cmd::data_distribution::STAGE)
-    {
-        let all: Vec<bson::Bson> =
-            Document::try_from(cmd.body.as_ref())?.get_array("pipeline").cloned().unwrap_or_default();
-        let spec = match all.first() {
-            Some(bson::Bson::Document(d)) => d.get(crate::cmd::data_distribution::STAGE).cloned(),
-            _ => None,
-        };
-        let spec = spec.unwrap_or(bson::Bson::Null);
-        return crate::cmd::data_distribution::run(state, cmd, &spec, &all[1..]).await;
+    if let Some((spec, rest)) = router_first_stage(cmd, crate::cmd::operations::STAGE)? {
+        return crate::cmd::operations::current_op_stage(state, conn, cmd, &spec, &rest).await;
+    }
+    if let Some((spec, rest)) = router_first_stage(cmd, crate::cmd::data_distribution::STAGE)? {
+        return crate::cmd::data_distribution::run(state, cmd, &spec, &rest).await;
     }
     match cmd.collection() {
         Ok(coll) => read(state, cmd, coll, ReadKind::Aggregate).await,
         // `aggregate: 1` (database-level): the database's primary.
         Err(_) => single_reply(state, cmd).await,
     }
+}
+
+/// The argument of the pipeline's first stage when it is `stage` (a stage the router answers
+/// itself), and the stages after it.
+fn router_first_stage(
+    cmd: &Command,
+    stage: &str,
+) -> Result<Option<(bson::Bson, Vec<bson::Bson>)>, crate::error::CommandError> {
+    let Ok(Some(bson::RawBsonRef::Array(stages))) = cmd.body.get("pipeline") else { return Ok(None) };
+    let Some(Ok(bson::RawBsonRef::Document(first))) = stages.into_iter().next() else { return Ok(None) };
+    if !matches!(first.get(stage), Ok(Some(_))) {
+        return Ok(None);
+    }
+    let mut all: Vec<bson::Bson> =
+        Document::try_from(cmd.body.as_ref())?.get_array("pipeline").cloned().unwrap_or_default();
+    let spec = match all.first() {
+        Some(bson::Bson::Document(d)) => d.get(stage).cloned(),
+        _ => None,
+    };
+    all.remove(0);
+    Ok(Some((spec.unwrap_or(bson::Bson::Null), all)))
 }
 
 /// Commands whose reply is one document computed by one shard: the database's primary

@@ -44,6 +44,10 @@ pub const APP_NAME_MAX_BYTES: usize = 128;
 
 pub async fn hello(state: &RouterState, conn: &ConnContext, cmd: &Command, legacy: bool) -> HandlerResult {
     let request = HelloRequest::parse(&cmd.body)?;
+    if let Some(name) = &request.app_name {
+        // The first hello's metadata is the connection's (MongoDB ignores it on later ones).
+        let _ = conn.app_name.set(name.clone());
+    }
     let mut reply = hello_reply(conn.id, legacy, &request, bson::DateTime::now());
     if let Some(RawBsonRef::String(user)) = cmd.body.get("saslSupportedMechs")?
         && let Some(mechanisms) = crate::auth::sasl::supported_mechanisms(state, user).await
@@ -67,6 +71,8 @@ pub struct HelloRequest {
     /// `topologyVersion` it got from us, which we never send, so this can only come from a
     /// client that then finds no `topologyVersion` in our reply and falls back to polling.
     pub awaitable: bool,
+    /// `client.application.name` of the first hello, for `currentOp` and the profiler.
+    pub app_name: Option<String>,
 }
 
 impl HelloRequest {
@@ -77,7 +83,7 @@ impl HelloRequest {
             let (key, value) = element?;
             match key.as_str() {
                 "helloOk" => request.hello_ok = truthy(value),
-                "client" => check_client_metadata(value)?,
+                "client" => request.app_name = check_client_metadata(value)?,
                 "topologyVersion" => topology_version = true,
                 "maxAwaitTimeMS" => max_await = true,
                 _ => {}
@@ -126,8 +132,9 @@ pub(crate) fn connection_id_value(connection_id: i64) -> RawBson {
     }
 }
 
-/// MongoDB's rules for the `client` document a driver sends on its first hello.
-fn check_client_metadata(value: RawBsonRef<'_>) -> Result<(), CommandError> {
+/// MongoDB's rules for the `client` document a driver sends on its first hello; its
+/// `application.name`, if any.
+fn check_client_metadata(value: RawBsonRef<'_>) -> Result<Option<String>, CommandError> {
     let RawBsonRef::Document(client) = value else {
         return Err(CommandError::type_mismatch("The client metadata document must be a document"));
     };
@@ -147,7 +154,8 @@ fn check_client_metadata(value: RawBsonRef<'_>) -> Result<(), CommandError> {
                     ),
                 ));
             }
-            Some(RawBsonRef::String(_)) | None => {}
+            Some(RawBsonRef::String(name)) => return Ok(Some(name.to_owned())),
+            None => {}
             Some(_) => {
                 return Err(CommandError::type_mismatch(
                     "The 'application.name' field must be a string in the client metadata document",
@@ -155,7 +163,7 @@ fn check_client_metadata(value: RawBsonRef<'_>) -> Result<(), CommandError> {
             }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 fn location51760(errmsg: &str) -> CommandError {

@@ -29,7 +29,8 @@ pub const MONGODB_VERSION_ARRAY: [i32; 4] = [7, 0, 0, 0];
 pub const FEATURE_COMPATIBILITY_VERSION: &str = "7.0";
 
 /// Commands MongoDB refuses outside the `admin` database (`adminOnly()`), of those we serve.
-/// Logs `getLog` knows. We keep no in-memory log, so each is always empty.
+/// Logs `getLog` knows: the process's recent lines and its startup warnings
+/// (`shoal_telemetry::log`, MongoDB's JSON lines).
 const LOG_NAMES: &[&str] = &["global", "startupWarnings"];
 
 pub async fn ping(_state: &RouterState, _conn: &ConnContext, _cmd: &Command) -> HandlerResult {
@@ -52,6 +53,7 @@ pub async fn server_status(state: &RouterState, _conn: &ConnContext, _cmd: &Comm
         commands: c.commands.snapshot(),
         ops: c.ops.snapshot(),
         network: c.network.snapshot(),
+        cursors: state.cursors.counts(),
         now: bson::DateTime::now(),
     });
     // Client operations by how many shards they went to, and per shard.
@@ -156,6 +158,7 @@ pub struct StatusSnapshot {
     pub commands: Vec<CommandCount>,
     pub ops: OpCounts,
     pub network: NetworkCounts,
+    pub cursors: crate::cursors::CursorCounts,
     pub now: bson::DateTime,
 }
 
@@ -211,8 +214,48 @@ pub fn server_status_reply(s: &StatusSnapshot) -> RawDocumentBuf {
             "numRequests": long(s.network.requests),
         },
         "mem": mem,
-        "metrics": { "commands": by_name },
+        "opLatencies": op_latencies(&s.commands),
+        // Shoal has no internal assertions of MongoDB's kinds; `user` counts the commands that
+        // failed with an error the client caused or was told about, as MongoDB's user asserts do.
+        "asserts": { "regular": 0, "warning": 0, "msg": 0, "user": long(failed), "tripwire": 0, "rollovers": 0 },
+        "metrics": {
+            "commands": by_name,
+            "cursor": {
+                "timedOut": long(s.cursors.timed_out),
+                "totalOpened": long(s.cursors.opened),
+                "open": {
+                    "noTimeout": 0_i64,
+                    "pinned": 0_i64,
+                    "multiTarget": long(s.cursors.multi_target),
+                    "singleTarget": long(s.cursors.single_target + s.cursors.buffered),
+                    "total": long(s.cursors.multi_target + s.cursors.single_target + s.cursors.buffered),
+                },
+            },
+        },
         "shoal": { "version": env!("CARGO_PKG_VERSION"), "commandsTotal": long(commands), "commandsFailed": long(failed) },
+    }
+}
+
+/// `opLatencies`: time and count of the reads, the writes and every other command, by the kind
+/// the command table gives each (transactions: none run).
+fn op_latencies(commands: &[CommandCount]) -> RawDocumentBuf {
+    use crate::commands::{Kind, lookup};
+    let (mut reads, mut writes, mut other) = ((0, 0), (0, 0), (0, 0));
+    for c in commands {
+        let sum = match lookup(c.name).map(|s| s.kind) {
+            Some(Kind::Read) => &mut reads,
+            Some(Kind::Write) => &mut writes,
+            _ => &mut other,
+        };
+        sum.0 += c.latency_micros;
+        sum.1 += c.total;
+    }
+    let entry = |(latency, ops): (u64, u64)| rawdoc! { "latency": long(latency), "ops": long(ops) };
+    rawdoc! {
+        "reads": entry(reads),
+        "writes": entry(writes),
+        "commands": entry(other),
+        "transactions": entry((0, 0)),
     }
 }
 
@@ -277,7 +320,14 @@ pub fn get_log_reply(body: &RawDocument) -> HandlerResult {
             Ok(rawdoc! { "names": names })
         }
         Some((_, RawBsonRef::String(name))) if LOG_NAMES.contains(&name) => {
-            Ok(rawdoc! { "totalLinesWritten": 0, "log": [] })
+            let log = match name {
+                "startupWarnings" => shoal_telemetry::log::startup_warnings(),
+                _ => shoal_telemetry::log::global(),
+            };
+            let lines: RawArrayBuf = log.lines.iter().map(String::as_str).collect();
+            Ok(
+                rawdoc! { "totalLinesWritten": i64::try_from(log.total_lines_written).unwrap_or(i64::MAX), "log": lines },
+            )
         }
         Some((_, RawBsonRef::String(name))) => Err(CommandError::bad_value(format!("No log named '{name}'"))),
         _ => Err(CommandError::type_mismatch("Argument to getLog must be of type String")),
@@ -415,9 +465,10 @@ mod tests {
 
     #[test]
     fn get_log() {
+        // No subscriber keeps lines in this test: both logs are empty.
         assert_eq!(
             get_log_reply(&rawdoc! { "getLog": "startupWarnings" }).expect("ok"),
-            rawdoc! { "totalLinesWritten": 0, "log": [] }
+            rawdoc! { "totalLinesWritten": 0_i64, "log": [] }
         );
         assert_eq!(
             get_log_reply(&rawdoc! { "getLog": "*" }).expect("ok"),
@@ -457,11 +508,19 @@ mod tests {
             connections_available: 97,
             connections_total: 10,
             commands: vec![
-                CommandCount { name: "find", total: 40, failed: 0 },
-                CommandCount { name: "insert", total: 2, failed: 1 },
+                CommandCount { name: "find", total: 40, failed: 0, latency_micros: 4000 },
+                CommandCount { name: "insert", total: 2, failed: 1, latency_micros: 300 },
+                CommandCount { name: "ping", total: 1, failed: 0, latency_micros: 7 },
             ],
             ops: OpCounts { insert: 1, query: 2, update: 3, delete: 4, getmore: 5, command: 6 },
             network: NetworkCounts { bytes_in: 100, bytes_out: 200, requests: 3 },
+            cursors: crate::cursors::CursorCounts {
+                single_target: 2,
+                multi_target: 1,
+                buffered: 1,
+                opened: 9,
+                timed_out: 3,
+            },
             now: bson::DateTime::now(),
         });
         assert_eq!(reply.get_str("process").expect("process"), "mongos");
@@ -483,7 +542,34 @@ mod tests {
         let commands = reply.get_document("metrics").and_then(|m| m.get_document("commands")).expect("commands");
         let insert = commands.get_document("insert").expect("insert");
         assert_eq!((insert.get_i64("total").expect("t"), insert.get_i64("failed").expect("f")), (2, 1));
-        assert_eq!(reply.get_document("shoal").expect("shoal").get_i64("commandsTotal").expect("total"), 42);
+        assert_eq!(reply.get_document("shoal").expect("shoal").get_i64("commandsTotal").expect("total"), 43);
+        let latencies = reply.get_document("opLatencies").expect("opLatencies");
+        let of = |kind: &str| {
+            let d = latencies.get_document(kind).expect(kind);
+            (d.get_i64("latency").expect("latency"), d.get_i64("ops").expect("ops"))
+        };
+        assert_eq!((of("reads"), of("writes"), of("commands")), ((4000, 40), (300, 2), (7, 1)));
+        assert_eq!(reply.get_document("asserts").expect("asserts").get_i64("user").expect("user"), 1);
+        let cursor = reply.get_document("metrics").and_then(|m| m.get_document("cursor")).expect("cursor");
+        assert_eq!(cursor.get_i64("timedOut").expect("timedOut"), 3);
+        assert_eq!(cursor.get_i64("totalOpened").expect("opened"), 9);
+        let open = cursor.get_document("open").expect("open");
+        let n = |k: &str| open.get_i64(k).expect(k);
+        assert_eq!((n("singleTarget"), n("multiTarget"), n("total")), (3, 1, 4));
+    }
+
+    #[test]
+    fn get_log_returns_the_kept_lines() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let subscriber = tracing_subscriber::registry().with(shoal_telemetry::log::RingLayer);
+        tracing::subscriber::with_default(subscriber, || tracing::info!(shard = "s9", "getLog test line"));
+        let reply = get_log_reply(&rawdoc! { "getLog": "global" }).expect("ok");
+        assert!(reply.get_i64("totalLinesWritten").expect("total") >= 1, "{reply:?}");
+        let log = reply.get_array("log").expect("log");
+        let line =
+            log.into_iter().filter_map(|l| l.ok()?.as_str()).find(|l| l.contains("getLog test line")).expect("kept");
+        let line: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        assert_eq!(line["attr"]["shard"], "s9");
     }
 
     #[test]

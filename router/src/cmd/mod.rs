@@ -13,6 +13,8 @@ pub mod explain;
 pub mod handshake;
 pub mod indexes;
 pub mod info;
+pub mod operations;
+pub mod profile;
 pub mod sharding;
 pub mod stats;
 pub mod user_admin;

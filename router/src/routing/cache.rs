@@ -2,7 +2,9 @@
 //! loaded lazily from the catalog and refreshed incrementally (the chunks changed since the
 //! cached version; a full reload only on an epoch change) when a shard answers StaleConfig, with
 //! the cluster client's loader (`shoal_cluster::routing`). One refresh per namespace runs at a
-//! time (`shoal_cluster::single_flight`); callers arriving during it wait and reuse it.
+//! time (`shoal_cluster::single_flight`); callers arriving during it wait and reuse it. Every
+//! read of a routing table from the catalog (first load, incremental or full refresh) counts in
+//! `routing_refreshes_total` ([`RoutingCache::refreshes`], registered with the router's metrics).
 //!
 //! Must not: choose shards for requests (see `target`) or talk to shards.
 
@@ -13,6 +15,7 @@ use shoal_cluster::routing::{self, RoutingSource};
 use shoal_cluster::single_flight::SingleFlight;
 use shoal_proto::catalog::{ChunkVersion, Database, RoutingTable};
 use shoal_proto::stale_config::{CollectionVersion, StaleConfig};
+use shoal_telemetry::IntCounter;
 
 use crate::error::CommandError;
 
@@ -23,13 +26,40 @@ pub enum CachedCollection {
     Sharded(Arc<RoutingTable>),
 }
 
-#[derive(Default)]
 pub struct RoutingCache {
     dbs: Mutex<HashMap<String, Database>>,
     colls: SingleFlight<CachedCollection>,
+    refreshes: IntCounter,
+}
+
+impl Default for RoutingCache {
+    fn default() -> Self {
+        Self { dbs: Mutex::default(), colls: SingleFlight::default(), refreshes: refreshes_counter() }
+    }
+}
+
+/// `routing_refreshes_total`, not yet in a registry: the cache is built before the router's
+/// metrics take it (`http::register_pulled`).
+#[allow(clippy::expect_used, reason = "a constant name and help that are valid for Prometheus")]
+fn refreshes_counter() -> IntCounter {
+    IntCounter::new(
+        format!("{}routing_refreshes_total", shoal_telemetry::PREFIX),
+        "Routing tables read from the config servers (first loads and refreshes after a stale answer)",
+    )
+    .expect("a valid metric name")
 }
 
 impl RoutingCache {
+    /// The counter of catalog reads of routing tables (a handle sharing it).
+    pub fn refreshes(&self) -> &IntCounter {
+        &self.refreshes
+    }
+
+    /// Every collection cached now, by namespace.
+    pub fn loaded(&self) -> Vec<(String, CachedCollection)> {
+        self.colls.loaded()
+    }
+
     pub fn database(&self, name: &str) -> Option<Database> {
         self.dbs.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
     }
@@ -61,7 +91,7 @@ impl RoutingCache {
 
     /// The cached collection, loading it (whole) if absent.
     pub async fn load(&self, catalog: &impl RoutingSource, ns: &str) -> Result<CachedCollection, CommandError> {
-        self.colls.get_or_load(ns, || fetch(catalog, ns, None)).await
+        self.colls.get_or_load(ns, || fetch(catalog, ns, None, &self.refreshes)).await
     }
 
     /// Brings `ns` up to date after a shard answered a request for it stale, as [`step`] decides
@@ -78,8 +108,10 @@ impl RoutingCache {
             .refresh(ns, false, |cached| async move {
                 match (step(cached.as_ref(), &stale), cached) {
                     (Step::Keep, Some(c)) => Ok(c),
-                    (Step::Incremental, Some(CachedCollection::Sharded(t))) => fetch(catalog, ns, Some(&t)).await,
-                    _ => fetch(catalog, ns, None).await,
+                    (Step::Incremental, Some(CachedCollection::Sharded(t))) => {
+                        fetch(catalog, ns, Some(&t), &self.refreshes).await
+                    }
+                    _ => fetch(catalog, ns, None, &self.refreshes).await,
                 }
             })
             .await
@@ -138,7 +170,9 @@ async fn fetch(
     catalog: &impl RoutingSource,
     ns: &str,
     cached: Option<&RoutingTable>,
+    refreshes: &IntCounter,
 ) -> Result<CachedCollection, CommandError> {
+    refreshes.inc();
     let table = routing::load(catalog, ns, cached, true).await.map_err(crate::catalog::client_error)?;
     if let Some(t) = &table {
         tracing::debug!(%ns, version = %t.version, incremental = cached.is_some(), "routing loaded");
@@ -213,6 +247,8 @@ mod tests {
         assert_eq!(version_of(&cache.load(&fake, "db.c").await.unwrap()), Some(ChunkVersion::new(1, 0)));
         assert_eq!(version_of(&cache.load(&fake, "db.c").await.unwrap()), Some(ChunkVersion::new(1, 0)));
         assert_eq!(fake.asked.lock().unwrap().len(), 1, "a cached table is not loaded again");
+        assert_eq!(cache.refreshes().get(), 1);
+        assert_eq!(cache.loaded().len(), 1);
 
         // A shard said 1|0 is stale: the router asks for the changes since 1|0.
         let newer = Fake { major: 2, asked: Mutex::new(Vec::new()) };
@@ -225,6 +261,7 @@ mod tests {
         let got = cache.refresh(&newer, "db.c", Stale::Seen(Some(ChunkVersion::new(1, 0)))).await.unwrap();
         assert_eq!(version_of(&got), Some(ChunkVersion::new(2, 0)));
         assert_eq!(newer.asked.lock().unwrap().len(), 1);
+        assert_eq!(cache.refreshes().get(), 2, "a kept entry reads nothing and counts nothing");
 
         cache.forget_database("db");
         assert!(cache.collection("db.c").is_none());

@@ -1,10 +1,13 @@
-//! Reads of the `config` database: `find`, `aggregate`, `count` and `distinct` on the
-//! collections in [`SERVED`], built from a cluster catalog view in MongoDB's document shapes
-//! (builders in [`super::docs`]), then filtered, sorted, skipped, limited, projected or run
-//! through a pipeline with the query crate. Results larger than the requested batch wait in a
-//! buffered router cursor. Writes are in [`super::write`].
+//! Reads of the collections the router assembles itself: `find`, `aggregate`, `count` and
+//! `distinct` on the `config` collections in [`SERVED`] and on `admin.system.users`/`roles`,
+//! built from a cluster catalog view in MongoDB's document shapes (builders in [`super::docs`]),
+//! and on `<db>.system.profile`, every shard's profiler entries
+//! ([`crate::cmd::profile::documents`]); then filtered, sorted (`$natural` is the order they
+//! were built in), skipped, limited, projected or run through a pipeline with the query crate.
+//! Results larger than the requested batch wait in a buffered router cursor. Writes are in
+//! [`super::write`].
 //!
-//! Must not: ask shards (everything here comes from the catalog).
+//! Must not: ask shards for anything but profiler entries (the rest comes from the catalog).
 
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
@@ -19,6 +22,7 @@ use shoal_query::sort::{SortSpec, sort_documents};
 
 use super::docs;
 use crate::cmd::info::MONGODB_VERSION;
+use crate::cmd::profile::PROFILE_COLLECTION;
 use crate::cmd::sharding::shard_document;
 use crate::command::Command as ClientCommand;
 use crate::dispatch::HandlerResult;
@@ -44,7 +48,7 @@ pub const SERVED: &[&str] = &[
 /// Whether the router answers `db.coll` from the cluster catalog: the `config` collections and
 /// `admin.system.users` / `admin.system.roles` (users and roles live in the catalog).
 pub fn serves(db: &str, coll: &str) -> bool {
-    db == super::NAME || (db == "admin" && SYSTEM_COLLECTIONS.contains(&coll))
+    db == super::NAME || (db == "admin" && SYSTEM_COLLECTIONS.contains(&coll)) || coll == PROFILE_COLLECTION
 }
 
 /// `admin` collections served from the catalog's users and roles.
@@ -54,7 +58,7 @@ fn check_served(db: &str, coll: &str) -> Result<(), CommandError> {
     if db != super::NAME {
         return Ok(());
     }
-    if SERVED.contains(&coll) {
+    if SERVED.contains(&coll) || coll == PROFILE_COLLECTION {
         return Ok(());
     }
     Err(CommandError::new(
@@ -142,7 +146,12 @@ pub async fn find(state: &RouterState, conn: &ConnContext, cmd: &ClientCommand, 
 
     let mut docs = documents(state, conn, &cmd.db, coll).await?;
     docs.retain(|d| filter.matches(d));
-    if !sort.is_empty() {
+    // `{$natural: ±1}`: the order the documents were built in (for system.profile, by time).
+    if let Some(natural) = sort.get("$natural").filter(|_| sort.len() == 1) {
+        if number(&doc! { "n": natural.clone() }, "n").is_some_and(|n| n < 0) {
+            docs.reverse();
+        }
+    } else if !sort.is_empty() {
         sort_documents(&mut docs, &SortSpec::parse(&sort)?);
     }
     let docs = docs.into_iter().skip(skip).take(limit.unwrap_or(usize::MAX));
@@ -240,6 +249,9 @@ async fn documents(
     db: &str,
     coll: &str,
 ) -> Result<Vec<Document>, CommandError> {
+    if coll == PROFILE_COLLECTION {
+        return crate::cmd::profile::documents(state, db).await;
+    }
     if db != super::NAME {
         return crate::cmd::user_admin::system_documents(state, coll).await;
     }

@@ -25,6 +25,12 @@ use crate::state::RouterState;
 
 /// The error for a write the router does not turn into a catalog command.
 pub fn refused(command: &str, coll: &str) -> CommandError {
+    if coll == crate::cmd::profile::PROFILE_COLLECTION {
+        return CommandError::new(
+            ErrorCode::IllegalOperation,
+            format!("{command} on {coll} is not allowed: the profiler alone writes it"),
+        );
+    }
     if super::read::SYSTEM_COLLECTIONS.contains(&coll) {
         return CommandError::new(
             ErrorCode::IllegalOperation,

@@ -30,6 +30,7 @@ pub fn forwarded(cmd: &Command) -> Result<CommandRequest, CommandError> {
         body: Bytes::copy_from_slice(cmd.body.as_bytes()),
         sequence_id,
         sequence,
+        client: client(cmd),
         ..Default::default()
     })
 }
@@ -41,5 +42,16 @@ pub fn with_body(cmd: &Command, body: &Document) -> Result<CommandRequest, Comma
 
 /// A shard request for `cmd` with the encoded `body` instead of the client's.
 pub fn with_bytes(cmd: &Command, body: Bytes) -> CommandRequest {
-    CommandRequest { request_id: cmd.request_id.to_string(), db: cmd.db.clone(), body, ..Default::default() }
+    CommandRequest {
+        request_id: cmd.request_id.to_string(),
+        db: cmd.db.clone(),
+        body,
+        client: client(cmd),
+        ..Default::default()
+    }
+}
+
+/// The client `cmd` runs for, as the shard request names it.
+pub fn client(cmd: &Command) -> Option<shoal_proto::shard::ClientInfo> {
+    cmd.client.as_deref().cloned()
 }

@@ -122,7 +122,7 @@ fn request(
         shard_version: None,
         database_version: None,
         secondary_ok: false,
-        client: None,
+        client: crate::exec::call::request::client(cmd),
     }
 }
 
