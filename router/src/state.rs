@@ -105,11 +105,21 @@ pub struct ConnContext {
     pub certificate_subject: Option<String>,
     /// The driver's `application.name` from the connection's first hello.
     pub app_name: std::sync::OnceLock<String>,
+    /// `peer` as text, formatted once for the client info every command carries to shards.
+    address: String,
 }
 
 impl ConnContext {
     pub fn new(id: i64, peer: SocketAddr, local: SocketAddr) -> Self {
-        Self { id, peer, local, session: Arc::default(), certificate_subject: None, app_name: Default::default() }
+        Self {
+            id,
+            peer,
+            local,
+            session: Arc::default(),
+            certificate_subject: None,
+            app_name: Default::default(),
+            address: peer.to_string(),
+        }
     }
 
     /// Who runs `body`, as shards show it in `currentOp`, the profiler and the slow-query log:
@@ -121,7 +131,7 @@ impl ConnContext {
         };
         let user = self.session().user().map(|u| format!("{}@{}", u.user, u.db)).unwrap_or_default();
         Arc::new(shoal_proto::shard::ClientInfo {
-            address: self.peer.to_string(),
+            address: self.address.clone(),
             app_name: self.app_name.get().cloned().unwrap_or_default(),
             connection_id: self.id.max(0) as u64,
             lsid,

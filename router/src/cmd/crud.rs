@@ -143,8 +143,8 @@ fn router_first_stage(
         Some(bson::Bson::Document(d)) => d.get(stage).cloned(),
         _ => None,
     };
-    all.remove(0);
-    Ok(Some((spec.unwrap_or(bson::Bson::Null), all)))
+    let rest = all.split_off(1.min(all.len()));
+    Ok(Some((spec.unwrap_or(bson::Bson::Null), rest)))
 }
 
 /// Commands whose reply is one document computed by one shard: the database's primary

@@ -25,12 +25,7 @@ fn req(db: &str, body: Document) -> CommandRequest {
         request_id: "t".into(),
         db: db.into(),
         body: body.to_vec().expect("encode").into(),
-        sequence_id: String::new(),
-        sequence: Vec::new(),
-        shard_version: None,
-        database_version: None,
-        secondary_ok: false,
-        client: None,
+        ..Default::default()
     }
 }
 
