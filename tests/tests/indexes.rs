@@ -129,6 +129,44 @@ async fn index_kinds_change_plans_not_results() {
     assert!(scans(&explained).iter().any(|(s, _)| s == "IXSCAN"), "{explained}");
     let explained = explain_find(&db, "c", doc! { "b": "s2" }).await;
     assert!(scans(&explained).iter().all(|(_, i)| i.as_deref() != Some("b_1")), "{explained}");
+    // executionStats per stage and per shard: each shard's chain says what every stage passed on,
+    // its times add up towards the top, and the router adds its own wall time and the shards'.
+    let explained = db
+        .run_command(doc! {
+            "explain": { "find": "c", "filter": { "a": { "$gte": 40 } }, "sort": { "b": -1, "k": 1 },
+                "skip": 5, "limit": 10, "projection": { "a": 1 } },
+            "verbosity": "executionStats",
+        })
+        .await
+        .expect("explain");
+    let stats = explained.get_document("executionStats").expect("executionStats");
+    assert_eq!(stats.get_i64("nReturned").expect("n"), 10, "{explained}");
+    let merged = stats.get_document("executionStages").expect("stages");
+    assert_eq!(merged.get_str("stage").expect("stage"), "SHARD_MERGE", "{explained}");
+    assert!(merged.get_i64("executionTimeMillis").is_ok() && merged.get_i64("totalChildMillis").is_ok(), "{merged}");
+    let shards = merged.get_array("shards").expect("shards");
+    assert_eq!(shards.len(), 2, "{explained}");
+    for shard in shards.iter().filter_map(Bson::as_document) {
+        let mut chain = Vec::new();
+        let mut stage = shard.get_document("executionStages").ok();
+        let mut keys = None;
+        while let Some(s) = stage {
+            assert!(s.get_i64("works").is_ok() && s.get_i32("isEOF").is_ok(), "{s}");
+            let millis = s.get_i64("executionTimeMillisEstimate").expect("time");
+            chain.push((s.get_str("stage").expect("stage").to_owned(), s.get_i64("nReturned").expect("n"), millis));
+            keys = s.get_i64("keysExamined").ok().or(keys);
+            stage = s.get_document("inputStage").ok();
+        }
+        let names: Vec<(&str, i64)> = chain.iter().map(|(s, n, _)| (s.as_str(), *n)).collect();
+        // 100 of each shard's 500 documents have a >= 40; the sort keeps skip + limit of them.
+        assert_eq!(
+            names,
+            [("PROJECTION_SIMPLE", 10), ("LIMIT", 10), ("SKIP", 10), ("SORT", 15), ("FETCH", 100), ("IXSCAN", 100)],
+            "{shard}"
+        );
+        assert_eq!(keys, Some(100), "{shard}");
+        assert!(chain.windows(2).all(|w| w[0].2 >= w[1].2), "a stage's time includes its input's: {chain:?}");
+    }
     // executionStats: documents examined follow the index bounds.
     let explained = explain_find(&db, "c", doc! { "a": 7 }).await;
     let stats = explained.get_document("executionStats").expect("executionStats");

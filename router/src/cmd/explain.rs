@@ -1,7 +1,9 @@
 //! `explain` of `find`, `count`, `distinct`, `aggregate` and the write commands: the router's
 //! targeting (`SINGLE_SHARD`, or `SHARD_MERGE` over several shards) with each targeted shard's
-//! own plan and, for `executionStats`/`allPlansExecution`, its execution counts, summed at the
-//! top as MongoDB's `mongos` reports them.
+//! own plan and, for `executionStats`/`allPlansExecution`, its execution counts and per-stage
+//! times, summed at the top as MongoDB's `mongos` reports them: `executionTimeMillis` is the
+//! router's own wall time for the whole fan-out, `totalChildMillis` the shards' times added up,
+//! and each shard's entry keeps its `executionTimeMillis` and stage tree.
 //!
 //! Must not: run the explained command's writes (shards only plan those).
 
@@ -70,6 +72,7 @@ pub async fn explain(state: &RouterState, _conn: &ConnContext, cmd: &Command) ->
     };
     let name = explained(name)?;
     let filter = targeting_filter(name, inner);
+    let started = std::time::Instant::now();
     let mut attempt = 0;
     let (placement, targets, replies) = loop {
         let placement = routing::placement(state, &cmd.db, coll, false).await?;
@@ -87,7 +90,7 @@ pub async fn explain(state: &RouterState, _conn: &ConnContext, cmd: &Command) ->
     };
     let stage = if targets.len() > 1 { "SHARD_MERGE" } else { "SINGLE_SHARD" };
     let (mut plans, mut executions) = (Vec::new(), Vec::new());
-    let (mut returned, mut keys, mut docs, mut millis) = (0i64, 0i64, 0i64, 0i64);
+    let (mut returned, mut keys, mut docs, mut child_millis) = (0i64, 0i64, 0i64, 0i64);
     let mut executed = true;
     for (shard, reply) in targets.iter().zip(replies) {
         let reply = reply.map_err(|e| CommandError { errmsg: format!("{} (on shard {shard})", e.errmsg), ..e })?;
@@ -99,7 +102,7 @@ pub async fn explain(state: &RouterState, _conn: &ConnContext, cmd: &Command) ->
                 returned += num(stats, "nReturned");
                 keys += num(stats, "totalKeysExamined");
                 docs += num(stats, "totalDocsExamined");
-                millis = millis.max(num(stats, "executionTimeMillis"));
+                child_millis += num(stats, "executionTimeMillis");
                 let mut s = stats.clone();
                 s.insert("shardName", shard.clone());
                 executions.push(s);
@@ -112,6 +115,7 @@ pub async fn explain(state: &RouterState, _conn: &ConnContext, cmd: &Command) ->
     {
         returned = returned.min(limit);
     }
+    let millis = started.elapsed().as_millis() as i64;
     let mut reply = doc! {
         "queryPlanner": {
             "mongosPlannerVersion": 1,
@@ -131,8 +135,10 @@ pub async fn explain(state: &RouterState, _conn: &ConnContext, cmd: &Command) ->
                 "executionStages": {
                     "stage": stage,
                     "nReturned": returned,
+                    "executionTimeMillis": millis,
                     "totalKeysExamined": keys,
                     "totalDocsExamined": docs,
+                    "totalChildMillis": child_millis,
                     "shards": executions,
                 },
             },

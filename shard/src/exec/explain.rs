@@ -1,9 +1,12 @@
 //! `explain` on one shard: the plan the shard would choose for a `find`, `count`, `distinct` or
 //! an `aggregate`'s leading `$match`/`$sort` (plus the statements of `update`, `delete` and
-//! `findAndModify`), and for `executionStats`/`allPlansExecution` the plan run for real: the
-//! documents it returns and the index keys and documents it examined.
+//! `findAndModify`), and for `executionStats`/`allPlansExecution` the plan run for real — scan,
+//! sort, skip, limit and projection — with each stage's own counts and time
+//! ([`stats::annotate`]).
 //!
 //! Must not: write (write commands are planned, never executed).
+
+mod stats;
 
 use std::ops::ControlFlow;
 use std::time::Instant;
@@ -11,6 +14,8 @@ use std::time::Instant;
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
 use shoal_query::filter::Filter;
+use shoal_query::projection::Projection;
+use shoal_query::sort::SortSpec;
 
 use crate::error::{ExecError, ExecResult};
 use crate::exec::plan::explain::{Shape, rejected_plans, winning_plan};
@@ -28,12 +33,14 @@ struct Query {
     skip: u64,
     limit: Option<u64>,
     hint: Option<Bson>,
+    allow_disk_use: bool,
     /// Writes and aggregations past their first stages are planned, not run.
     runnable: bool,
 }
 
 fn query_of(cmd: &str, inner: &Document) -> ExecResult<Query> {
-    let mut q = Query { hint: inner.get("hint").cloned(), runnable: true, ..Default::default() };
+    let allow_disk_use = inner.get_bool("allowDiskUse").unwrap_or(false);
+    let mut q = Query { hint: inner.get("hint").cloned(), allow_disk_use, runnable: true, ..Default::default() };
     let Some(cmd) = crate::commands::explainable(cmd) else {
         let names: Vec<&str> = crate::commands::explainable_names().collect();
         return Err(ExecError::new(
@@ -188,23 +195,56 @@ pub fn explain(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     }
     let before = counters::read();
     let started = Instant::now();
-    let stop_at = if chosen.sorted { q.limit.map(|l| l + q.skip) } else { None };
-    let mut matched = 0u64;
-    for_each_match(&node.store, None, &coll, &chosen.path, Some(&filter), req.owned(), chosen.reverse, |_| {
-        matched += 1;
-        Ok(if Some(matched) == stop_at { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
-    })?;
-    let (keys, docs) = counters::since(before);
-    let returned = matched.saturating_sub(q.skip).min(q.limit.unwrap_or(u64::MAX));
+    let mut run = stats::Run { skip: q.skip, limit: q.limit, ..Default::default() };
+    let projection = q.projection.as_ref().map(Projection::parse).transpose()?;
+    let sort = q.sort.as_ref().filter(|_| !chosen.sorted).map(SortSpec::parse).transpose()?;
+    // What reaches the projection: only kept when there is one to apply.
+    let mut out: Vec<Document> = Vec::new();
+    match sort {
+        Some(spec) => {
+            let scan = crate::exec::find::Scan { path: &chosen.path, filter: Some(&filter), owned: req.owned() };
+            let spec = spec.with_collation(collation);
+            let (docs, sorted) =
+                crate::exec::find::sorted_matches(node, &coll, scan, &spec, q.skip, q.limit, q.allow_disk_use)?;
+            run.matched = sorted.input;
+            run.sorting = Some(sorted.sorting);
+            run.returned = docs.len() as u64;
+            out = docs;
+        }
+        None => {
+            let stop_at = q.limit.map(|l| l + q.skip);
+            let keep = projection.is_some();
+            for_each_match(&node.store, None, &coll, &chosen.path, Some(&filter), req.owned(), chosen.reverse, |m| {
+                run.matched += 1;
+                if keep && run.matched > q.skip {
+                    out.push(m.doc);
+                }
+                Ok(if Some(run.matched) == stop_at { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+            })?;
+            run.stopped_early = stop_at.is_some_and(|s| run.matched == s);
+            run.returned = run.matched.saturating_sub(q.skip).min(q.limit.unwrap_or(u64::MAX));
+        }
+    }
+    (run.keys, run.docs) = counters::since(before);
+    run.scanning = started.elapsed().saturating_sub(run.sorting.unwrap_or_default());
+    if let Some(p) = &projection {
+        let projecting = Instant::now();
+        for d in &out {
+            p.apply(d)?;
+        }
+        run.projecting = projecting.elapsed();
+    }
+    let mut stages = winning;
+    stats::annotate(&mut stages, &run);
     reply.insert(
         "executionStats",
         doc! {
             "executionSuccess": true,
-            "nReturned": returned as i64,
+            "nReturned": run.returned as i64,
             "executionTimeMillis": started.elapsed().as_millis() as i64,
-            "totalKeysExamined": keys as i64,
-            "totalDocsExamined": docs as i64,
-            "executionStages": winning,
+            "totalKeysExamined": run.keys as i64,
+            "totalDocsExamined": run.docs as i64,
+            "executionStages": stages,
         },
     );
     Ok(reply)

@@ -188,7 +188,7 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Batch, String)> {
         None => {
             let spec = sort.as_ref().ok_or_else(|| ExecError::new(ErrorCode::InternalError, "sort expected"))?;
             let scan = Scan { path: &path, filter: filter.as_ref(), owned: req.owned() };
-            let docs = sorted_matches(node, &coll, scan, spec, skip, limit, allow_disk_use)?;
+            let (docs, _) = sorted_matches(node, &coll, scan, spec, skip, limit, allow_disk_use)?;
             let mut out = VecDeque::with_capacity(docs.len());
             for d in docs {
                 out.push_back(encode(projection.as_ref(), d)?);
@@ -203,13 +203,22 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Batch, String)> {
 }
 
 /// What a sorted find scans.
-struct Scan<'a> {
-    path: &'a plan::AccessPath,
-    filter: Option<&'a Filter>,
-    owned: Option<&'a crate::sharding::Ownership>,
+pub(crate) struct Scan<'a> {
+    pub(crate) path: &'a plan::AccessPath,
+    pub(crate) filter: Option<&'a Filter>,
+    pub(crate) owned: Option<&'a crate::sharding::Ownership>,
 }
 
-fn sorted_matches(
+/// What a sort did besides its result, for `explain`'s SORT stage.
+#[derive(Default)]
+pub(crate) struct SortStats {
+    /// Documents the scan gave the sort.
+    pub(crate) input: u64,
+    /// Time spent sorting (top-k trims included), apart from the scan feeding it.
+    pub(crate) sorting: std::time::Duration,
+}
+
+pub(crate) fn sorted_matches(
     node: &Node,
     coll: &crate::store::local_catalog::CollectionInfo,
     scan: Scan<'_>,
@@ -217,18 +226,22 @@ fn sorted_matches(
     skip: u64,
     limit: Option<u64>,
     allow_disk_use: bool,
-) -> ExecResult<Vec<Document>> {
+) -> ExecResult<(Vec<Document>, SortStats)> {
     let keep = limit.map(|l| (skip + l) as usize);
     let mut docs: Vec<Document> = Vec::new();
     let mut bytes = 0usize;
+    let mut stats = SortStats::default();
     for_each_match(&node.store, None, coll, scan.path, scan.filter, scan.owned, false, |m| {
         bytes += m.raw.len();
+        stats.input += 1;
         docs.push(m.doc);
         if let Some(k) = keep {
             // Top-k: keep at most 2k candidates, so memory follows the limit, not the collection.
             if docs.len() >= 2 * k.max(1) {
+                let started = std::time::Instant::now();
                 docs.sort_by(|a, b| spec.compare(a, b));
                 docs.truncate(k);
+                stats.sorting += started.elapsed();
                 bytes = docs.iter().map(doc_size).sum();
             }
         } else if bytes > SORT_MEMORY_MAX_BYTES && !allow_disk_use {
@@ -251,13 +264,15 @@ fn sorted_matches(
         }
         Ok(ControlFlow::Continue(()))
     })?;
+    let started = std::time::Instant::now();
     docs.sort_by(|a, b| spec.compare(a, b));
+    stats.sorting += started.elapsed();
     let skip = (skip as usize).min(docs.len());
     docs.drain(..skip);
     if let Some(l) = limit {
         docs.truncate(l as usize);
     }
-    Ok(docs)
+    Ok((docs, stats))
 }
 
 fn doc_size(d: &Document) -> usize {
