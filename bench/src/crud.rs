@@ -136,6 +136,7 @@ fn request(db: &str, body: Document, sequence: Option<Bytes>) -> anyhow::Result<
         database_version: None,
         secondary_ok: false,
         client: None,
+        traceparent: String::new(),
     })
 }
 

@@ -521,6 +521,8 @@ pub struct ShardArgs {
     #[command(flatten)]
     pub cluster_auth: ClusterAuthArgs,
     #[command(flatten)]
+    pub tracing: TracingArgs,
+    #[command(flatten)]
     pub child: ChildArgs,
 }
 
@@ -578,6 +580,8 @@ pub struct RouterArgs {
     pub balancer: BalancerArgs,
     #[command(flatten)]
     pub cluster_auth: ClusterAuthArgs,
+    #[command(flatten)]
+    pub tracing: TracingArgs,
     #[command(flatten)]
     pub child: ChildArgs,
 }
@@ -643,6 +647,8 @@ pub struct ConfigsvrArgs {
     #[command(flatten)]
     pub cluster_auth: ClusterAuthArgs,
     #[command(flatten)]
+    pub tracing: TracingArgs,
+    #[command(flatten)]
     pub child: ChildArgs,
 }
 
@@ -688,6 +694,15 @@ impl ClusterAuthArgs {
         }
         out
     }
+}
+
+/// Where a server exports its request spans (docs/operations.md, "Tracing").
+#[derive(Debug, Args)]
+pub struct TracingArgs {
+    /// An OpenTelemetry collector's OTLP/gRPC endpoint (`http://host:4317`): the server sends
+    /// its spans there, and a router's shard requests carry their trace context. Absent: no export.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 /// Flags `shoal up` passes to the servers it starts; hidden because people have no use for them.

@@ -72,13 +72,17 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     disable_transparent_huge_pages();
     let cli = Cli::parse();
-    init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
-            error!("cannot start the tokio runtime: {e}");
+            eprintln!("shoal: cannot start the tokio runtime: {e}");
             return ExitCode::FAILURE;
         }
+    };
+    // Inside the runtime: an OTLP exporter's channel runs on it. Dropped last, flushing spans.
+    let _traces = {
+        let _runtime = runtime.enter();
+        init_logging(exported(&cli.command))
     };
     let outcome = runtime.block_on(async move {
         match cli.command {
@@ -267,17 +271,47 @@ async fn bench_matrix(args: cli::MatrixArgs) -> anyhow::Result<()> {
 /// Colours only on a terminal: children of `shoal up` write to log files.
 /// openraft's core logs "election timeout expired" at info on every tick (~20 ms) while a config
 /// server has no leader, hence warn for that module by default.
-fn init_logging() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new("info,fjall=warn,lsm_tree=warn,openraft::core::raft_core=warn,tokio_postgres=warn")
-    });
+/// The service name and OTLP endpoint of a server that exports its spans.
+fn exported(command: &Command) -> Option<(&'static str, &str)> {
+    let (service, tracing) = match command {
+        Command::Shard(args) => ("shoal-shard", &args.tracing),
+        Command::Router(args) => ("shoal-router", &args.tracing),
+        Command::Configsvr(args) => ("shoal-configsvr", &args.tracing),
+        _ => return None,
+    };
+    Some((service, tracing.otlp_endpoint.as_deref().filter(|e| !e.is_empty())?))
+}
+
+fn init_logging(exported: Option<(&str, &str)>) -> Option<shoal_telemetry::otlp::Guard> {
+    let filter = || {
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+            EnvFilter::new("info,fjall=warn,lsm_tree=warn,openraft::core::raft_core=warn,tokio_postgres=warn")
+        })
+    };
     let ansi = std::io::stderr().is_terminal();
-    // The same events, as MongoDB JSON lines, kept for `getLog` (shoal_telemetry::log).
+    use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
-    tracing_subscriber::registry()
-        .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi))
-        .with(shoal_telemetry::log::RingLayer)
-        .init();
+    // The stderr log and the same events as MongoDB JSON lines, kept for `getLog`
+    // (shoal_telemetry::log), both under RUST_LOG; spans to OTLP under their own filter, so
+    // exporting request spans does not turn on debug logging.
+    let logs = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .and_then(shoal_telemetry::log::RingLayer)
+        .with_filter(filter());
+    let (otlp, guard, failed) = match exported.map(|(service, e)| shoal_telemetry::otlp::init(e, service)) {
+        Some(Ok((layer, guard))) => {
+            (Some(layer.with_filter(shoal_telemetry::otlp::filter())), Some(guard), None)
+        }
+        Some(Err(e)) => (None, None, Some(e)),
+        None => (None, None, None),
+    };
+    tracing_subscriber::registry().with(logs).with(otlp).init();
+    if let Some(e) = failed {
+        tracing::warn!("not exporting traces: {e}");
+    } else if let Some((service, endpoint)) = exported {
+        tracing::info!(%endpoint, service, "exporting traces over OTLP");
+    }
+    guard
 }

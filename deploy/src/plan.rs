@@ -114,7 +114,11 @@ pub fn plan(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets) -> ClusterPl
 
 /// [`plan`] for the given supervisor.
 pub fn plan_for(spec: &ClusterSpec, data_dir: &Path, secrets: &Secrets, supervisor: Supervisor) -> ClusterPlan {
+    // Flags every server gets: its trace export, and under `shoal up` an end with the launcher.
     let supervised = |args: &mut Vec<OsString>| {
+        if let Some(endpoint) = &spec.tracing.otlp_endpoint {
+            args.extend(["--otlp-endpoint".into(), endpoint.into()]);
+        }
         if supervisor == Supervisor::Launcher {
             args.push(EXIT_WITH_LAUNCHER.into());
         }
@@ -292,6 +296,19 @@ shards:
         };
         assert_eq!(flag("s0"), None);
         assert_eq!(flag("s1"), Some("5".into()));
+    }
+
+    #[test]
+    fn a_tracing_endpoint_reaches_every_server() {
+        let yaml = format!("{TWO_ROUTERS_TWO_SHARDS}tracing: {{ otlp_endpoint: 'http://collector:4317' }}\n");
+        let plans = plan(&spec(&yaml), Path::new("/d"), &Secrets::default()).processes;
+        assert_eq!(plans.len(), 4);
+        for p in &plans {
+            let flag = p.args.windows(2).find(|w| w[0] == "--otlp-endpoint").map(|w| w[1].clone());
+            assert_eq!(flag, Some("http://collector:4317".into()), "{}", p.name);
+        }
+        let plain = plan(&spec(TWO_ROUTERS_TWO_SHARDS), Path::new("/d"), &Secrets::default()).processes;
+        assert!(plain.iter().all(|p| !p.args.iter().any(|a| a == "--otlp-endpoint")));
     }
 
     #[test]

@@ -56,6 +56,18 @@ pub struct ClusterSpec {
     /// `<data-dir>/<router>.audit.json`.
     #[serde(default, rename = "auditLog")]
     pub audit_log: Option<AuditLogSpec>,
+    /// Where every process exports its request spans (docs/operations.md, "Tracing").
+    #[serde(default)]
+    pub tracing: TracingSpec,
+}
+
+/// `tracing: {otlp_endpoint: http://collector:4317}`: every process started from the spec sends
+/// its spans to that OpenTelemetry collector (OTLP over gRPC). Absent: nothing is exported.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TracingSpec {
+    #[serde(default)]
+    pub otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -75,7 +75,9 @@ fn target_ns(req: &CommandRequest) -> Option<String> {
 }
 
 fn admit_span(req: &CommandRequest) -> tracing::Span {
-    tracing::debug_span!("admit", request_id = %req.request_id, db = %req.db)
+    let span = tracing::debug_span!("admit", request_id = %req.request_id, db = %req.db);
+    shoal_telemetry::otlp::adopt(&span, &req.traceparent);
+    span
 }
 
 /// The command name (first field) of a generic command.
@@ -289,6 +291,7 @@ impl ShardService {
         let (ownership, read_pin_seq) = (admitted.ownership.clone(), admitted.pin.as_ref().map(ReadPin::seq));
         let node = Arc::clone(&self.node);
         let span = tracing::debug_span!("shard_command", request_id = %req.request_id, db = %req.db);
+        shoal_telemetry::otlp::adopt(&span, &req.traceparent);
         // Requests on sharded collections are counted for the balancer's load statistics.
         let sampled = ownership.as_ref().and_then(|o| node.sharding.load.begin(&o.ns));
         let received = std::time::Instant::now();
@@ -704,6 +707,7 @@ mod tests {
             database_version: None,
             secondary_ok: false,
             client: None,
+            traceparent: String::new(),
         })
     }
 

@@ -2,8 +2,9 @@
 //! counters, gauges and histograms in ([`Metrics`]), the process collector every registry carries
 //! (CPU, memory, open files, threads), values read only when scraped ([`Metrics::pulled`]), the
 //! latency buckets every histogram shares ([`LATENCY_BUCKETS_SECONDS`]), commands counted by name
-//! ([`commands`]), the recent log `getLog` returns and the slow-query line ([`log`]) and the HTTP port serving the text exposition ([`http`]), which the router also
-//! serves its status page on.
+//! ([`commands`]), the recent log `getLog` returns and the slow-query line ([`log`]), the
+//! optional trace export over OTLP ([`otlp`]) and the HTTP port serving the text exposition
+//! ([`http`]), which the router also serves its status page on.
 //!
 //! Must not: name a server's metrics (each server declares its own beside the code that counts,
 //! and reads the same handles for its `serverStatus`), or cost a request more than an atomic add:
@@ -14,6 +15,7 @@
 pub mod commands;
 pub mod http;
 pub mod log;
+pub mod otlp;
 mod pulled;
 
 use std::sync::Arc;

@@ -45,6 +45,7 @@ pub async fn shard_command(addr: &str, db: &str, body: Document) -> anyhow::Resu
         database_version: None,
         secondary_ok: true,
         client: None,
+        traceparent: String::new(),
     };
     let reply = tokio::time::timeout(SHARD_CALL_TIMEOUT, client.command(request)).await??.into_inner();
     if let Some(e) = reply.error {

@@ -401,6 +401,7 @@ async fn sharded_data_distribution_counts_owned_and_orphaned() {
         database_version: None,
         secondary_ok: false,
         client: None,
+        traceparent: String::new(),
     };
     let mut shard1 = shoal_tests::grpc::shard(cluster.shard_addr(1)).await.expect("connect to shard1");
     let reply = tokio::time::timeout(std::time::Duration::from_secs(30), shard1.insert(req))

@@ -29,6 +29,7 @@ fn request(db: &str, body: Document) -> CommandRequest {
         database_version: None,
         secondary_ok: false,
         client: None,
+        traceparent: String::new(),
     }
 }
 

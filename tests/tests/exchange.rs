@@ -31,6 +31,7 @@ fn request(body: Document, sequence: Vec<Document>) -> CommandRequest {
         database_version: None,
         secondary_ok: false,
         client: None,
+        traceparent: String::new(),
     }
 }
 

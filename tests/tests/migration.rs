@@ -38,6 +38,7 @@ fn request(body: Document) -> CommandRequest {
         database_version: None,
         secondary_ok: true,
         client: None,
+        traceparent: String::new(),
     }
 }
 

@@ -67,6 +67,7 @@ fn request(body: Document, version: Option<ShardVersion>) -> CommandRequest {
         database_version: None,
         secondary_ok: true,
         client: None,
+        traceparent: String::new(),
     }
 }
 

@@ -33,6 +33,7 @@ async fn collections_on(addr: &str, db: &str) -> BTreeSet<String> {
         database_version: None,
         secondary_ok: true,
         client: None,
+        traceparent: String::new(),
     };
     let reply = tokio::time::timeout(RPC_TIMEOUT, c.command(req)).await.expect("in time").expect("rpc").into_inner();
     assert!(reply.error.is_none(), "listCollections failed: {:?}", reply.error);

@@ -53,6 +53,7 @@ fn request(body: Document, version: Option<ShardVersion>) -> CommandRequest {
         database_version: None,
         secondary_ok: false,
         client: None,
+        traceparent: String::new(),
     }
 }
 

@@ -32,6 +32,7 @@ async fn on_shard(cluster: &ShardedCluster, shard: usize, db: &str, coll: &str) 
         database_version: None,
         secondary_ok: false,
         client: None,
+        traceparent: String::new(),
     };
     let reply = tokio::time::timeout(RPC_TIMEOUT, client.command(req)).await.expect("in time").expect("rpc");
     let reply = reply.into_inner();

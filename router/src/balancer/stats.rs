@@ -103,6 +103,7 @@ pub(crate) async fn shard_admin_command(
         database_version: None,
         secondary_ok: false,
         client: None,
+        traceparent: String::new(),
     };
     let pool = routing::pool(state, shard).await?;
     let reply = pool.client().command(request).await.map_err(|s| pool.status_error(&s))?.into_inner();

@@ -22,6 +22,7 @@ pub(super) fn req(body: Document) -> CommandRequest {
         database_version: None,
         secondary_ok: false,
         client: None,
+        traceparent: String::new(),
     }
 }
 

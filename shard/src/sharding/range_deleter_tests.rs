@@ -26,6 +26,7 @@ fn run_cmd<T>(e: &Node, body: Document, f: fn(&Node, &Request<'_>) -> ExecResult
         database_version: None,
         secondary_ok: false,
         client: None,
+        traceparent: String::new(),
     };
     f(e, &Request::parse(&raw).expect("parse")).expect("command")
 }

@@ -31,6 +31,7 @@ pub fn forwarded(cmd: &Command) -> Result<CommandRequest, CommandError> {
         sequence_id,
         sequence,
         client: client(cmd),
+        traceparent: shoal_telemetry::otlp::traceparent(),
         ..Default::default()
     })
 }
@@ -47,6 +48,7 @@ pub fn with_bytes(cmd: &Command, body: Bytes) -> CommandRequest {
         db: cmd.db.clone(),
         body,
         client: client(cmd),
+        traceparent: shoal_telemetry::otlp::traceparent(),
         ..Default::default()
     }
 }

@@ -123,6 +123,7 @@ fn request(
         database_version: None,
         secondary_ok: false,
         client: crate::exec::call::request::client(cmd),
+        traceparent: shoal_telemetry::otlp::traceparent(),
     }
 }
 
