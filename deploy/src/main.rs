@@ -301,9 +301,7 @@ fn init_logging(exported: Option<(&str, &str)>) -> Option<shoal_telemetry::otlp:
         .and_then(shoal_telemetry::log::RingLayer)
         .with_filter(filter());
     let (otlp, guard, failed) = match exported.map(|(service, e)| shoal_telemetry::otlp::init(e, service)) {
-        Some(Ok((layer, guard))) => {
-            (Some(layer.with_filter(shoal_telemetry::otlp::filter())), Some(guard), None)
-        }
+        Some(Ok((layer, guard))) => (Some(layer.with_filter(shoal_telemetry::otlp::filter())), Some(guard), None),
         Some(Err(e)) => (None, None, Some(e)),
         None => (None, None, None),
     };

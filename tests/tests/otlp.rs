@@ -80,12 +80,11 @@ async fn a_commands_spans_reach_the_collector_as_one_trace_across_router_and_sha
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let (stop_collector, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(
-        tonic::transport::Server::builder().add_service(TraceServiceServer::new(collector.clone())).serve_with_shutdown(
-            addr,
-            async {
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(collector.clone()))
+            .serve_with_shutdown(addr, async {
                 let _ = stopped.await;
-            },
-        ),
+            }),
     );
 
     let dir = tempfile::tempdir().expect("tempdir");
@@ -102,12 +101,13 @@ async fn a_commands_spans_reach_the_collector_as_one_trace_across_router_and_sha
     let deadline = tokio::time::Instant::now() + EXPORTED_TIMEOUT;
     let (router, shard) = loop {
         let spans = collector.spans.lock().unwrap().clone();
-        let linked = spans.iter().filter(|s| s.service == "shoal-shard" && s.name == "shard_command").find_map(|child| {
-            let parent = spans.iter().find(|p| {
-                p.service == "shoal-router" && p.span_id == child.parent_span_id && p.trace_id == child.trace_id
-            })?;
-            Some((parent.clone(), child.clone()))
-        });
+        let linked =
+            spans.iter().filter(|s| s.service == "shoal-shard" && s.name == "shard_command").find_map(|child| {
+                let parent = spans.iter().find(|p| {
+                    p.service == "shoal-router" && p.span_id == child.parent_span_id && p.trace_id == child.trace_id
+                })?;
+                Some((parent.clone(), child.clone()))
+            });
         if let Some(pair) = linked {
             break pair;
         }
@@ -123,7 +123,8 @@ async fn a_commands_spans_reach_the_collector_as_one_trace_across_router_and_sha
     assert_eq!(attribute(&router, "request_id"), attribute(&shard, "request_id"), "{router:?} {shard:?}");
     // The router's spans of a command sit under the span of the wire request it came in.
     let spans = collector.spans.lock().unwrap().clone();
-    let roots: Vec<&Received> = spans.iter().filter(|s| s.trace_id == router.trace_id && s.parent_span_id.is_empty()).collect();
+    let roots: Vec<&Received> =
+        spans.iter().filter(|s| s.trace_id == router.trace_id && s.parent_span_id.is_empty()).collect();
     assert_eq!(roots.len(), 1, "one root per trace: {roots:?}");
     assert_eq!((roots[0].service.as_str(), roots[0].name.as_str()), ("shoal-router", "request"), "{roots:?}");
 

@@ -106,8 +106,8 @@ mod tests {
     #[test]
     fn a_sorted_limited_index_fetch_counts_every_stage() {
         let mut plan = doc! { "stage": "PROJECTION_SIMPLE", "inputStage": { "stage": "LIMIT", "limitAmount": 2_i64,
-            "inputStage": { "stage": "SKIP", "inputStage": { "stage": "SORT", "inputStage": { "stage": "FETCH",
-            "inputStage": { "stage": "IXSCAN" } } } } } };
+        "inputStage": { "stage": "SKIP", "inputStage": { "stage": "SORT", "inputStage": { "stage": "FETCH",
+        "inputStage": { "stage": "IXSCAN" } } } } } };
         let run = Run {
             keys: 10,
             docs: 10,
