@@ -36,7 +36,13 @@ pub mod config {
 
 impl shard::CommandError {
     pub fn new(code: ErrorCode, errmsg: impl Into<String>) -> Self {
-        Self { code: code.code(), code_name: code.name().to_owned(), errmsg: errmsg.into(), stale_config: None }
+        Self {
+            code: code.code(),
+            code_name: code.name().to_owned(),
+            errmsg: errmsg.into(),
+            stale_config: None,
+            info: Default::default(),
+        }
     }
 
     /// StaleConfig (13388) with its versions, for the router to refresh from.

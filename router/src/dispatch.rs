@@ -77,6 +77,14 @@ pub fn error_reply(e: &CommandError) -> RawDocumentBuf {
     out.append(bson::cstr!("errmsg"), e.errmsg.as_str());
     out.append(bson::cstr!("code"), e.code);
     out.append(bson::cstr!("codeName"), e.code_name.as_str());
+    // A shard's extra fields (a duplicate key's keyPattern/keyValue), as MongoDB puts them.
+    for (key, value) in e.info.iter().flat_map(|info| info.iter()) {
+        if let (Ok(key), Ok(value)) =
+            (bson::raw::CString::try_from(key.as_str()), bson::RawBson::try_from(value.clone()))
+        {
+            out.append(key, value);
+        }
+    }
     out
 }
 

@@ -14,6 +14,9 @@ pub struct CommandError {
     /// A shard's StaleConfig versions: what the routing refresh is decided from, and the extra
     /// fields of the client's error document if the error gets that far.
     pub stale_config: Option<Box<StaleConfig>>,
+    /// Further fields of the error document a shard attached (a duplicate key's `keyPattern`
+    /// and `keyValue`), appended after `codeName`.
+    pub info: Option<Box<Document>>,
 }
 
 impl CommandError {
@@ -29,7 +32,7 @@ impl CommandError {
 
     /// An error with a code this router has no [`ErrorCode`] for (passed through from elsewhere).
     pub fn with_code(code: i32, code_name: impl Into<String>, errmsg: impl Into<String>) -> Self {
-        Self { code, code_name: code_name.into(), errmsg: errmsg.into(), stale_config: None }
+        Self { code, code_name: code_name.into(), errmsg: errmsg.into(), stale_config: None, info: None }
     }
 
     pub fn bad_value(errmsg: impl Into<String>) -> Self {
@@ -47,6 +50,7 @@ impl CommandError {
             code_name: self.code_name.clone(),
             errmsg: self.errmsg.clone(),
             stale_config: self.stale_config.as_deref().map(StaleConfig::to_wire),
+            info: self.info.as_deref().and_then(|d| d.to_vec().ok()).map(Into::into).unwrap_or_default(),
         }
     }
 
@@ -55,6 +59,9 @@ impl CommandError {
         let mut reply = doc! { "ok": 0.0, "errmsg": &self.errmsg, "code": self.code, "codeName": &self.code_name };
         if let Some(stale) = &self.stale_config {
             reply.extend(stale_config_fields(stale));
+        }
+        if let Some(info) = &self.info {
+            reply.extend(info.as_ref().clone());
         }
         reply
     }
@@ -97,7 +104,9 @@ impl From<shoal_proto::shard::CommandError> for CommandError {
                 None
             }
         });
-        Self { stale_config, ..Self::with_code(e.code, e.code_name, e.errmsg) }
+        // Extra fields that do not decode are dropped; the code and message still reach the client.
+        let info = (!e.info.is_empty()).then(|| Document::from_reader(&mut e.info.as_ref()).ok()).flatten();
+        Self { stale_config, info: info.map(Box::new), ..Self::with_code(e.code, e.code_name, e.errmsg) }
     }
 }
 

@@ -13,14 +13,17 @@ pub struct ExecError {
     pub message: String,
     /// The versions of a StaleConfig from the shard-version check, sent along for the router.
     pub stale_config: Option<Box<StaleConfig>>,
+    /// Further fields of the error document (a duplicate key's `keyPattern`, `keyValue`).
+    pub info: Option<Box<bson::Document>>,
 }
 
 impl ExecError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), stale_config: None }
+        Self { code, message: message.into(), stale_config: None, info: None }
     }
     pub fn stale_config(stale: StaleConfig) -> Self {
-        Self { message: stale.to_string(), code: ErrorCode::StaleConfig, stale_config: Some(Box::new(stale)) }
+        let message = stale.to_string();
+        Self { stale_config: Some(Box::new(stale)), ..Self::new(ErrorCode::StaleConfig, message) }
     }
     pub fn bad_value(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::BadValue, message)
@@ -31,7 +34,10 @@ impl ExecError {
     pub fn to_wire(&self) -> shoal_proto::shard::CommandError {
         match &self.stale_config {
             Some(stale) => shoal_proto::shard::CommandError::stale_config(stale),
-            None => shoal_proto::shard::CommandError::new(self.code, self.message.clone()),
+            None => shoal_proto::shard::CommandError {
+                info: self.info.as_deref().and_then(|d| d.to_vec().ok()).map(Into::into).unwrap_or_default(),
+                ..shoal_proto::shard::CommandError::new(self.code, self.message.clone())
+            },
         }
     }
 }
@@ -47,8 +53,8 @@ impl From<StorageError> for ExecError {
         if let StorageError::NotWritable { reason } = &e {
             return Self::new(ErrorCode::NotWritablePrimary, format!("not primary: {reason}"));
         }
-        if let StorageError::Rejected { code, message, .. } = e {
-            return Self::new(code, message);
+        if let StorageError::Rejected { code, message, info } = e {
+            return Self { info: info.map(Box::new), ..Self::new(code, message) };
         }
         // Storage failures are logged where they are handled: here, at the command boundary.
         tracing::error!(error = %e, "storage failure");

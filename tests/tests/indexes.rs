@@ -253,6 +253,18 @@ async fn unique_indexes_refuse_duplicates_with_the_key() {
     assert!(e.message.contains("email: \"u3@x\""), "{}", e.message);
     let upd = unsharded.update_one(doc! { "_id": 4 }, doc! { "$set": { "email": "u5@x" } }).await;
     expect::write_error(upd, 11000);
+    // findAndModify's DuplicateKey names the index's key and the value beside errmsg, as MongoDB's
+    // does (the driver keeps only code and message, so read the reply off the wire).
+    let mut wire = shoal_tests::wire::WireConn::connect_client(cluster.router.addr()).await.expect("wire connection");
+    let reply = wire
+        .command(&doc! {
+            "findAndModify": "u", "query": { "_id": 4 }, "update": { "$set": { "email": "u5@x" } }, "$db": "uq",
+        })
+        .await
+        .expect("reply");
+    assert_eq!(reply.get_i32("code").ok(), Some(11000), "{reply}");
+    assert_eq!(reply.get_document("keyPattern").ok(), Some(&doc! { "email": 1 }), "{reply}");
+    assert_eq!(reply.get_document("keyValue").ok(), Some(&doc! { "email": "u5@x" }), "{reply}");
     unsharded.insert_one(doc! { "_id": 100, "x": 1 }).await.expect("missing email is null");
     let second_null = unsharded.insert_one(doc! { "_id": 101, "x": 2 }).await;
     expect::write_error(second_null, 11000);
