@@ -25,6 +25,7 @@ pub(crate) mod expr;
 mod group;
 pub mod lookup;
 pub(crate) mod operators;
+mod ops;
 pub mod output;
 mod scoped;
 pub mod split;

@@ -36,7 +36,7 @@ mod expr;
 mod extract;
 mod index_bounds;
 mod parse;
-mod regex;
+pub(crate) mod regex;
 mod schema;
 mod types;
 

@@ -147,18 +147,18 @@ pub(crate) fn to_int(v: Option<Bson>) -> Result<Option<Bson>> {
 }
 
 /// A UTC civil date and time.
-struct Civil {
-    year: i64,
-    month: u32,
-    day: u32,
-    hour: u32,
-    minute: u32,
-    second: u32,
-    millis: u32,
-    day_of_year: u32,
+pub(crate) struct Civil {
+    pub(crate) year: i64,
+    pub(crate) month: u32,
+    pub(crate) day: u32,
+    pub(crate) hour: u32,
+    pub(crate) minute: u32,
+    pub(crate) second: u32,
+    pub(crate) millis: u32,
+    pub(crate) day_of_year: u32,
 }
 
-fn civil(d: DateTime) -> Civil {
+pub(crate) fn civil(d: DateTime) -> Civil {
     let ms = d.timestamp_millis();
     let days = ms.div_euclid(86_400_000);
     let in_day = ms.rem_euclid(86_400_000) as u32;
@@ -193,7 +193,7 @@ fn iso(d: DateTime) -> String {
 }
 
 /// The date a date operator works on: a date, a timestamp or an ObjectId's time.
-fn as_date(v: &Bson, op: &str) -> Result<DateTime> {
+pub(crate) fn as_date(v: &Bson, op: &str) -> Result<DateTime> {
     match v {
         Bson::DateTime(d) => Ok(*d),
         Bson::Timestamp(t) => Ok(DateTime::from_millis(i64::from(t.time) * 1000)),

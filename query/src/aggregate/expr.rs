@@ -284,6 +284,9 @@ fn parse_operator(d: &Document) -> Result<Expr> {
         }
         _ => {}
     }
+    if let Some(args) = super::ops::parse_named(op, arg)? {
+        return Ok(Expr::Op(op, args));
+    }
     let args = match arg {
         Bson::Array(items) => items.iter().map(Expr::parse).collect::<Result<Vec<_>>>()?,
         single => vec![Expr::parse(single)?],

@@ -1,5 +1,7 @@
-//! The operator expressions Shoal evaluates so far (conversions, `$mod`, `$substr` and dates
-//! in `convert`), with MongoDB's null, type and overflow rules.
+//! The one table of operator names ([`Operator`]: name, positional arity, the module that
+//! evaluates it), and the core operators evaluated here (conversions, `$mod`, `$substr` and the
+//! first date operators in `convert`; every other family in `ops`), with MongoDB's null, type
+//! and overflow rules.
 //!
 //! Arithmetic: int32 widens to int64 and int64 to double on overflow (unlike `$inc`, which
 //! refuses); any double makes a double; Decimal128 is refused as `NotImplemented` until bson has
@@ -13,143 +15,247 @@ use shoal_proto::ErrorCode;
 
 use super::convert;
 use super::expr::{Expr, Scope};
+use super::ops;
 use crate::display::type_name;
 use crate::error::{QueryError, Result};
 use crate::order::{compare_values, values_equal};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Operator {
-    Add,
-    Subtract,
-    Multiply,
-    Divide,
-    Concat,
-    ToUpper,
-    ToLower,
-    Cond,
-    IfNull,
-    Eq,
-    Ne,
-    Gt,
-    Gte,
-    Lt,
-    Lte,
-    And,
-    Or,
-    Not,
-    Size,
-    ArrayElemAt,
-    In,
-    Type,
-    Mod,
-    Substr,
-    ToString,
-    ToInt,
-    Year,
-    Month,
-    DayOfMonth,
-    /// `{$dateToString: {date, format, onNull, timezone}}`: arguments `[date, format, onNull]`.
-    DateToString,
-    /// `{$switch: {branches: [{case, then}], default}}`: arguments `case, then, …, [default]`.
-    Switch,
+/// Defines [`Operator`] from one table: each operator's name, how many positional arguments it
+/// takes, and which module evaluates it.
+macro_rules! operator_table {
+    ($($variant:ident = $name:literal, $arity:expr, $family:ident;)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum Operator { $($variant),* }
+
+        impl Operator {
+            pub(crate) fn from_name(name: &str) -> Option<Operator> {
+                match name {
+                    // MongoDB's older spelling of `$substrBytes`.
+                    "$substr" => Some(Operator::Substr),
+                    $($name => Some(Operator::$variant),)*
+                    _ => None,
+                }
+            }
+
+            pub(crate) fn name(self) -> &'static str {
+                match self { $(Operator::$variant => $name),* }
+            }
+
+            fn arity(self) -> Arity {
+                match self { $(Operator::$variant => $arity),* }
+            }
+
+            pub(crate) fn family(self) -> Family {
+                match self { $(Operator::$variant => Family::$family),* }
+            }
+        }
+    };
 }
 
-impl Operator {
-    pub(crate) fn from_name(name: &str) -> Option<Operator> {
-        use Operator::*;
-        Some(match name {
-            "$add" => Add,
-            "$subtract" => Subtract,
-            "$multiply" => Multiply,
-            "$divide" => Divide,
-            "$concat" => Concat,
-            "$toUpper" => ToUpper,
-            "$toLower" => ToLower,
-            "$cond" => Cond,
-            "$ifNull" => IfNull,
-            "$eq" => Eq,
-            "$ne" => Ne,
-            "$gt" => Gt,
-            "$gte" => Gte,
-            "$lt" => Lt,
-            "$lte" => Lte,
-            "$and" => And,
-            "$or" => Or,
-            "$not" => Not,
-            "$size" => Size,
-            "$arrayElemAt" => ArrayElemAt,
-            "$in" => In,
-            "$type" => Type,
-            "$mod" => Mod,
-            "$substr" | "$substrBytes" => Substr,
-            "$toString" => ToString,
-            "$toInt" => ToInt,
-            "$year" => Year,
-            "$month" => Month,
-            "$dayOfMonth" => DayOfMonth,
-            "$dateToString" => DateToString,
-            "$switch" => Switch,
-            _ => return None,
-        })
-    }
+/// How many positional arguments an operator takes (object forms are checked where parsed).
+#[derive(Debug, Clone, Copy)]
+enum Arity {
+    Any,
+    Exact(usize),
+    Between(usize, usize),
+    AtLeast(usize),
+    /// Only an object form (`{$trim: {input, chars}}`), normalised by `ops::parse_named`.
+    Named,
+}
 
-    fn name(self) -> &'static str {
-        use Operator::*;
-        match self {
-            Add => "$add",
-            Subtract => "$subtract",
-            Multiply => "$multiply",
-            Divide => "$divide",
-            Concat => "$concat",
-            ToUpper => "$toUpper",
-            ToLower => "$toLower",
-            Cond => "$cond",
-            IfNull => "$ifNull",
-            Eq => "$eq",
-            Ne => "$ne",
-            Gt => "$gt",
-            Gte => "$gte",
-            Lt => "$lt",
-            Lte => "$lte",
-            And => "$and",
-            Or => "$or",
-            Not => "$not",
-            Size => "$size",
-            ArrayElemAt => "$arrayElemAt",
-            In => "$in",
-            Type => "$type",
-            Mod => "$mod",
-            Substr => "$substrBytes",
-            ToString => "$toString",
-            ToInt => "$toInt",
-            Year => "$year",
-            Month => "$month",
-            DayOfMonth => "$dayOfMonth",
-            DateToString => "$dateToString",
-            Switch => "$switch",
-        }
-    }
+/// Which module evaluates an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Family {
+    /// This module and `convert`.
+    Core,
+    Math,
+    Misc,
+    Strings,
+    Arrays,
+    Sets,
+    Types,
+    Dates,
+}
+
+use Arity::{Any, AtLeast, Between, Exact, Named};
+
+operator_table! {
+    Add = "$add", Any, Core;
+    Subtract = "$subtract", Exact(2), Core;
+    Multiply = "$multiply", Any, Core;
+    Divide = "$divide", Exact(2), Core;
+    Concat = "$concat", Any, Core;
+    ToUpper = "$toUpper", Exact(1), Core;
+    ToLower = "$toLower", Exact(1), Core;
+    Cond = "$cond", Exact(3), Core;
+    IfNull = "$ifNull", AtLeast(2), Core;
+    Eq = "$eq", Exact(2), Core;
+    Ne = "$ne", Exact(2), Core;
+    Gt = "$gt", Exact(2), Core;
+    Gte = "$gte", Exact(2), Core;
+    Lt = "$lt", Exact(2), Core;
+    Lte = "$lte", Exact(2), Core;
+    And = "$and", Any, Core;
+    Or = "$or", Any, Core;
+    Not = "$not", Exact(1), Core;
+    Size = "$size", Exact(1), Core;
+    ArrayElemAt = "$arrayElemAt", Exact(2), Arrays;
+    In = "$in", Exact(2), Core;
+    Type = "$type", Exact(1), Core;
+    Mod = "$mod", Exact(2), Core;
+    Substr = "$substrBytes", Exact(3), Core;
+    ToString = "$toString", Exact(1), Core;
+    ToInt = "$toInt", Exact(1), Core;
+    Year = "$year", Exact(1), Core;
+    Month = "$month", Exact(1), Core;
+    DayOfMonth = "$dayOfMonth", Exact(1), Core;
+    // `{$dateToString: {date, format, onNull, timezone}}`: arguments `[date, format, onNull]`.
+    DateToString = "$dateToString", Named, Core;
+    // `{$switch: {branches: [{case, then}], default}}`: arguments `case, then, …, [default]`.
+    Switch = "$switch", Named, Core;
+
+    Abs = "$abs", Exact(1), Math;
+    Ceil = "$ceil", Exact(1), Math;
+    Floor = "$floor", Exact(1), Math;
+    Trunc = "$trunc", Between(1, 2), Math;
+    Round = "$round", Between(1, 2), Math;
+    Sqrt = "$sqrt", Exact(1), Math;
+    Pow = "$pow", Exact(2), Math;
+    Exp = "$exp", Exact(1), Math;
+    Ln = "$ln", Exact(1), Math;
+    Log = "$log", Exact(2), Math;
+    Log10 = "$log10", Exact(1), Math;
+    Sin = "$sin", Exact(1), Math;
+    Cos = "$cos", Exact(1), Math;
+    Tan = "$tan", Exact(1), Math;
+    Asin = "$asin", Exact(1), Math;
+    Acos = "$acos", Exact(1), Math;
+    Atan = "$atan", Exact(1), Math;
+    Atan2 = "$atan2", Exact(2), Math;
+    Sinh = "$sinh", Exact(1), Math;
+    Cosh = "$cosh", Exact(1), Math;
+    Tanh = "$tanh", Exact(1), Math;
+    Asinh = "$asinh", Exact(1), Math;
+    Acosh = "$acosh", Exact(1), Math;
+    Atanh = "$atanh", Exact(1), Math;
+    DegreesToRadians = "$degreesToRadians", Exact(1), Math;
+    RadiansToDegrees = "$radiansToDegrees", Exact(1), Math;
+
+    Cmp = "$cmp", Exact(2), Misc;
+    Max = "$max", Any, Misc;
+    Min = "$min", Any, Misc;
+    Sum = "$sum", Any, Misc;
+    Avg = "$avg", Any, Misc;
+    MergeObjects = "$mergeObjects", Any, Misc;
+    // `{$getField: {field, input}}` or `{$getField: field}`: arguments `[field, input]`.
+    GetField = "$getField", Named, Misc;
+    SetField = "$setField", Named, Misc;
+    UnsetField = "$unsetField", Named, Misc;
+    IsNumber = "$isNumber", Exact(1), Misc;
+    IsArray = "$isArray", Exact(1), Misc;
+    // `{$rand: {}}`: no arguments.
+    Rand = "$rand", Named, Misc;
+    BitAnd = "$bitAnd", Any, Misc;
+    BitOr = "$bitOr", Any, Misc;
+    BitXor = "$bitXor", Any, Misc;
+    BitNot = "$bitNot", Exact(1), Misc;
+    BsonSize = "$bsonSize", Exact(1), Misc;
+    BinarySize = "$binarySize", Exact(1), Misc;
+    TsSecond = "$tsSecond", Exact(1), Misc;
+    TsIncrement = "$tsIncrement", Exact(1), Misc;
+
+    StrLenBytes = "$strLenBytes", Exact(1), Strings;
+    StrLenCP = "$strLenCP", Exact(1), Strings;
+    SubstrCP = "$substrCP", Exact(3), Strings;
+    IndexOfBytes = "$indexOfBytes", Between(2, 4), Strings;
+    IndexOfCP = "$indexOfCP", Between(2, 4), Strings;
+    Split = "$split", Exact(2), Strings;
+    Trim = "$trim", Named, Strings;
+    LTrim = "$ltrim", Named, Strings;
+    RTrim = "$rtrim", Named, Strings;
+    StrCaseCmp = "$strcasecmp", Exact(2), Strings;
+    ReplaceOne = "$replaceOne", Named, Strings;
+    ReplaceAll = "$replaceAll", Named, Strings;
+    RegexMatch = "$regexMatch", Named, Strings;
+    RegexFind = "$regexFind", Named, Strings;
+    RegexFindAll = "$regexFindAll", Named, Strings;
+
+    ConcatArrays = "$concatArrays", Any, Arrays;
+    First = "$first", Exact(1), Arrays;
+    Last = "$last", Exact(1), Arrays;
+    FirstN = "$firstN", Named, Arrays;
+    LastN = "$lastN", Named, Arrays;
+    MaxN = "$maxN", Named, Arrays;
+    MinN = "$minN", Named, Arrays;
+    IndexOfArray = "$indexOfArray", Between(2, 4), Arrays;
+    Range = "$range", Between(2, 3), Arrays;
+    ReverseArray = "$reverseArray", Exact(1), Arrays;
+    Slice = "$slice", Between(2, 3), Arrays;
+    Zip = "$zip", Named, Arrays;
+    ArrayToObject = "$arrayToObject", Exact(1), Arrays;
+    ObjectToArray = "$objectToArray", Exact(1), Arrays;
+    SortArray = "$sortArray", Named, Arrays;
+    AllElementsTrue = "$allElementsTrue", Exact(1), Arrays;
+    AnyElementTrue = "$anyElementTrue", Exact(1), Arrays;
+
+    SetUnion = "$setUnion", Any, Sets;
+    SetIntersection = "$setIntersection", Any, Sets;
+    SetDifference = "$setDifference", Exact(2), Sets;
+    SetEquals = "$setEquals", AtLeast(2), Sets;
+    SetIsSubset = "$setIsSubset", Exact(2), Sets;
+
+    // `{$convert: {input, to, onError, onNull}}`: arguments in that order.
+    Convert = "$convert", Named, Types;
+    ToBool = "$toBool", Exact(1), Types;
+    ToDouble = "$toDouble", Exact(1), Types;
+    ToLong = "$toLong", Exact(1), Types;
+    ToDate = "$toDate", Exact(1), Types;
+    ToDecimal = "$toDecimal", Exact(1), Types;
+    ToObjectId = "$toObjectId", Exact(1), Types;
+
+    // One date, or `{date, timezone}`: arguments `[date, timezone?]`.
+    Hour = "$hour", Exact(1), Dates;
+    Minute = "$minute", Exact(1), Dates;
+    Second = "$second", Exact(1), Dates;
+    Millisecond = "$millisecond", Exact(1), Dates;
+    DayOfWeek = "$dayOfWeek", Exact(1), Dates;
+    DayOfYear = "$dayOfYear", Exact(1), Dates;
+    Week = "$week", Exact(1), Dates;
+    IsoWeek = "$isoWeek", Exact(1), Dates;
+    IsoWeekYear = "$isoWeekYear", Exact(1), Dates;
+    IsoDayOfWeek = "$isoDayOfWeek", Exact(1), Dates;
+    DateAdd = "$dateAdd", Named, Dates;
+    DateSubtract = "$dateSubtract", Named, Dates;
+    DateDiff = "$dateDiff", Named, Dates;
+    DateTrunc = "$dateTrunc", Named, Dates;
+    DateFromParts = "$dateFromParts", Named, Dates;
+    DateToParts = "$dateToParts", Named, Dates;
+    DateFromString = "$dateFromString", Named, Dates;
 }
 
 pub(crate) fn check_arity(op: Operator, n: usize) -> Result<()> {
-    use Operator::*;
-    let exact = match op {
-        Add | Multiply | Concat | And | Or => return Ok(()),
-        IfNull if n >= 2 => return Ok(()),
-        IfNull => {
-            return Err(QueryError::bad_value(format!("$ifNull needs at least two arguments, had: {n}")));
+    let name = op.name();
+    match op.arity() {
+        Any | Named => Ok(()),
+        Exact(k) if n == k => Ok(()),
+        // MongoDB: Location16020.
+        Exact(k) => {
+            Err(QueryError::bad_value(format!("Expression {name} takes exactly {k} arguments. {n} were passed in.")))
         }
-        // Built from their object forms by `expr` (already checked there).
-        DateToString | Switch => return Ok(()),
-        ToUpper | ToLower | Not | Size | Type | ToString | ToInt | Year | Month | DayOfMonth => 1,
-        Subtract | Divide | Eq | Ne | Gt | Gte | Lt | Lte | ArrayElemAt | In | Mod => 2,
-        Cond | Substr => 3,
-    };
-    if n == exact {
-        return Ok(());
+        AtLeast(k) if n >= k => Ok(()),
+        AtLeast(_) if op == Operator::IfNull => {
+            Err(QueryError::bad_value(format!("$ifNull needs at least two arguments, had: {n}")))
+        }
+        // MongoDB: Location16020.
+        AtLeast(k) => Err(QueryError::bad_value(format!(
+            "Expression {name} takes at least {k} arguments, but {n} were passed in."
+        ))),
+        Between(lo, hi) if (lo..=hi).contains(&n) => Ok(()),
+        // MongoDB: Location28667.
+        Between(lo, hi) => Err(QueryError::bad_value(format!(
+            "Expression {name} takes at least {lo} arguments, and at most {hi}, but {n} were passed in."
+        ))),
     }
-    // MongoDB: Location16020.
-    Err(QueryError::bad_value(format!("Expression {} takes exactly {exact} arguments. {n} were passed in.", op.name())))
 }
 
 /// MongoDB's `coerceToBool`: null, missing, undefined, false and numeric zero are false.
@@ -164,12 +270,12 @@ pub(crate) fn truthy(v: Option<&Bson>) -> bool {
     }
 }
 
-fn nullish(v: &Option<Bson>) -> bool {
+pub(crate) fn nullish(v: &Option<Bson>) -> bool {
     matches!(v, None | Some(Bson::Null | Bson::Undefined))
 }
 
 /// Missing compares as `undefined` does: below null, as in MongoDB's `Value::compare`.
-fn compare_opt(a: &Option<Bson>, b: &Option<Bson>) -> Ordering {
+pub(crate) fn compare_opt(a: &Option<Bson>, b: &Option<Bson>) -> Ordering {
     compare_values(a.as_ref().unwrap_or(&Bson::Undefined), b.as_ref().unwrap_or(&Bson::Undefined))
 }
 
@@ -177,6 +283,19 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document, scope: Option<&
     use Operator::*;
     let arg = |i: usize| -> Result<Option<Bson>> { args.get(i).map_or(Ok(None), |e| e.eval_in(root, scope)) };
     let yes = |b: bool| Ok(Some(Bson::Boolean(b)));
+    let family = match op.family() {
+        Family::Core => None,
+        Family::Math => Some(ops::math::eval as ops::EvalFn),
+        Family::Misc => Some(ops::misc::eval as ops::EvalFn),
+        Family::Strings => Some(ops::strings::eval as ops::EvalFn),
+        Family::Arrays => Some(ops::arrays::eval as ops::EvalFn),
+        Family::Sets => Some(ops::sets::eval as ops::EvalFn),
+        Family::Types => Some(ops::types::eval as ops::EvalFn),
+        Family::Dates => Some(ops::dates::eval as ops::EvalFn),
+    };
+    if let Some(eval_family) = family {
+        return eval_family(op, &ops::Args::new(args, root, scope));
+    }
     match op {
         Add => add(args, root, scope),
         Multiply => {
@@ -273,7 +392,6 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document, scope: Option<&
             // MongoDB: Location17124.
             v => Err(type_error(format!("The argument to $size must be an array, but was of type: {}", type_of(&v)))),
         },
-        ArrayElemAt => array_elem_at(arg(0)?, arg(1)?),
         In => {
             let needle = arg(0)?.unwrap_or(Bson::Undefined);
             match arg(1)? {
@@ -306,14 +424,15 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document, scope: Option<&
                 "$switch could not find a matching branch for an input, and no default was specified.",
             ))
         }
+        other => Err(QueryError::new(ErrorCode::InternalError, format!("{} is not a core operator", other.name()))),
     }
 }
 
-fn size_value(n: usize) -> Bson {
+pub(crate) fn size_value(n: usize) -> Bson {
     i32::try_from(n).map_or(Bson::Int64(n as i64), Bson::Int32)
 }
 
-fn type_of(v: &Option<Bson>) -> &'static str {
+pub(crate) fn type_of(v: &Option<Bson>) -> &'static str {
     v.as_ref().map_or("missing", type_name)
 }
 
@@ -322,7 +441,7 @@ fn type_error(message: String) -> QueryError {
     QueryError::type_mismatch(message)
 }
 
-fn decimal_unsupported() -> QueryError {
+pub(crate) fn decimal_unsupported() -> QueryError {
     QueryError::new(ErrorCode::NotImplemented, "arithmetic on Decimal128 values is not supported yet")
 }
 
@@ -367,7 +486,7 @@ impl Num {
         }
     }
 
-    fn as_i64(self) -> i64 {
+    pub(crate) fn as_i64(self) -> i64 {
         match self {
             Num::I32(i) => i64::from(i),
             Num::I64(i) => i,
@@ -380,11 +499,11 @@ impl Num {
         self.combine(other, i64::checked_add, |a, b| a + b)
     }
 
-    fn sub(self, other: Num) -> Num {
+    pub(crate) fn sub(self, other: Num) -> Num {
         self.combine(other, i64::checked_sub, |a, b| a - b)
     }
 
-    fn mul(self, other: Num) -> Num {
+    pub(crate) fn mul(self, other: Num) -> Num {
         self.combine(other, i64::checked_mul, |a, b| a * b)
     }
 }
@@ -459,42 +578,8 @@ fn subtract(a: Option<Bson>, b: Option<Bson>) -> Result<Option<Bson>> {
     }
 }
 
-fn array_elem_at(array: Option<Bson>, index: Option<Bson>) -> Result<Option<Bson>> {
-    if nullish(&array) || nullish(&index) {
-        return Ok(Some(Bson::Null));
-    }
-    let Some(Bson::Array(a)) = array else {
-        // MongoDB: Location28689.
-        return Err(type_error(format!("$arrayElemAt's first argument must be an array, but is {}", type_of(&array))));
-    };
-    let idx = match &index {
-        Some(Bson::Int32(i)) => i64::from(*i),
-        Some(Bson::Int64(i)) if i32::try_from(*i).is_ok() => *i,
-        Some(Bson::Double(f)) if f.fract() == 0.0 && *f >= f64::from(i32::MIN) && *f <= f64::from(i32::MAX) => {
-            *f as i64
-        }
-        Some(v @ (Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_))) => {
-            // MongoDB: Location28691.
-            return Err(QueryError::bad_value(format!(
-                "$arrayElemAt's second argument must be representable as a 32-bit integer: {}",
-                crate::display::value(v)
-            )));
-        }
-        _ => {
-            // MongoDB: Location28690.
-            return Err(type_error(format!(
-                "$arrayElemAt's second argument must be a numeric value, but is {}",
-                type_of(&index)
-            )));
-        }
-    };
-    let len = a.len() as i64;
-    let at = if idx < 0 { len + idx } else { idx };
-    Ok(usize::try_from(at).ok().and_then(|i| a.get(i)).cloned())
-}
-
 /// MongoDB's `coerceToString` for `$toUpper`/`$toLower`: null and missing become "".
-fn coerce_to_string(v: Option<Bson>) -> Result<String> {
+pub(crate) fn coerce_to_string(v: Option<Bson>) -> Result<String> {
     match v {
         None | Some(Bson::Null | Bson::Undefined) => Ok(String::new()),
         Some(Bson::String(s) | Bson::Symbol(s) | Bson::JavaScriptCode(s)) => Ok(s),

@@ -1,6 +1,7 @@
-//! Expressions that bind variables: `$let {vars, in}`, `$map {input, as, in}` and
-//! `$filter {input, as, cond, limit}` (`as` defaults to `this`), with MongoDB's null rules (a
-//! null or missing `input` gives null) and codes.
+//! Expressions that bind variables: `$let {vars, in}`, `$map {input, as, in}`,
+//! `$filter {input, as, cond, limit}` (`as` defaults to `this`) and `$reduce {input,
+//! initialValue, in}` (binds `this` and `value`), with MongoDB's null rules (a null or missing
+//! `input` gives null) and codes.
 //!
 //! Must not: let a binding leak out of the expression that made it (scopes are a borrowed chain
 //! that ends with the evaluation).
@@ -17,6 +18,7 @@ pub(crate) enum Scoped {
     Let { vars: Vec<(String, Expr)>, body: Expr },
     Map { input: Expr, name: String, body: Expr },
     Filter { input: Expr, name: String, cond: Expr, limit: Option<Expr> },
+    Reduce { input: Expr, initial: Expr, body: Expr },
 }
 
 fn object<'a>(op: &str, arg: &'a Bson) -> Result<&'a Document> {
@@ -96,6 +98,15 @@ pub(crate) fn parse(name: &str, arg: &Bson) -> Result<Option<Scoped>> {
                 limit: d.get("limit").map(Expr::parse).transpose()?,
             }
         }
+        "$reduce" => {
+            let d = object(name, arg)?;
+            check_keys(name, d, &["input", "initialValue", "in"])?;
+            let (Some(input), Some(initial), Some(body)) = (d.get("input"), d.get("initialValue"), d.get("in")) else {
+                // MongoDB: Location40079 / 40080 / 40081.
+                return Err(QueryError::failed_to_parse("$reduce requires 'input', 'initialValue' and 'in'"));
+            };
+            Scoped::Reduce { input: Expr::parse(input)?, initial: Expr::parse(initial)?, body: Expr::parse(body)? }
+        }
         _ => return Ok(None),
     }))
 }
@@ -148,6 +159,19 @@ impl Scoped {
                     }
                 }
                 Ok(Some(Bson::Array(out)))
+            }
+            Scoped::Reduce { input, initial, body } => {
+                let Some(items) = array_input("$reduce", input.eval_in(root, scope)?)? else {
+                    return Ok(Some(Bson::Null));
+                };
+                let mut acc = initial.eval_in(root, scope)?;
+                for item in &items {
+                    let value = acc.take().unwrap_or(Bson::Null);
+                    let v = Scope::One { name: "value", value: &value, parent: scope };
+                    let this = Scope::One { name: "this", value: item, parent: Some(&v) };
+                    acc = body.eval_in(root, Some(&this))?;
+                }
+                Ok(acc)
             }
         }
     }

@@ -54,6 +54,11 @@ impl Pattern {
         Ok(Self { source: source.to_owned(), options: options.to_owned(), compiled })
     }
 
+    /// The compiled program, for the aggregation operators that want captures and offsets.
+    pub(crate) fn compiled(&self) -> &regex::Regex {
+        &self.compiled
+    }
+
     pub(crate) fn matches_str(&self, s: &str) -> bool {
         self.compiled.is_match(s)
     }

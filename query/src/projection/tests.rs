@@ -126,8 +126,8 @@ fn find_projection_expressions() {
 #[test]
 fn project_stage_dialect() {
     let p = Projection::parse_project(&doc! {"a": 1, "n.m": {"$literal": 5}, "s": {"$slice": 1}});
-    // `$slice` is an expression here, and not one we implement yet.
-    assert_eq!(p.unwrap_err().code, ErrorCode::InvalidPipelineOperator);
+    // `$slice` is the aggregation expression here, which takes two or three arguments.
+    assert_eq!(p.unwrap_err().code, ErrorCode::BadValue);
     let p = Projection::parse_project(&doc! {"a": 1, "n.m": {"$literal": 5}}).unwrap();
     assert_eq!(p.apply(&sample()).unwrap(), doc! {"_id": 1, "a": 1, "n": {"m": 5}});
     // Computed sub-fields replace scalars and map over arrays.
