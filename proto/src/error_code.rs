@@ -128,6 +128,8 @@ codes! {
     Location16006 = 16006,
     Location18535 = 18535,
     Location18536 = 18536,
+    Location40485 = 40485,
+    Location40517 = 40517,
     Location40228 = 40228,
     Location17276 = 17276,
     Location16866 = 16866,

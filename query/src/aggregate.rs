@@ -30,6 +30,7 @@ pub mod output;
 mod scoped;
 pub mod split;
 mod stages;
+pub(crate) mod zone;
 
 use bson::{Bson, Document};
 use shoal_proto::ErrorCode;

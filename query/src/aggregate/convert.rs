@@ -2,12 +2,13 @@
 //! (`$substrBytes`), `$toString`, `$toInt`, `$year`, `$month`, `$dayOfMonth`, `$dateToString`,
 //! with MongoDB's null rules (a null or missing operand gives null) and error codes.
 //!
-//! Dates are UTC: a `timezone` other than UTC is refused (NotImplemented) rather than ignored.
+//! Dates are read on the wall clock of their `timezone` ([`super::zone::Zone`]; UTC when absent).
 
 use bson::{Bson, DateTime};
 use shoal_proto::ErrorCode;
 
 use super::operators::Num;
+use super::zone::Zone;
 use crate::display::type_name;
 use crate::error::{QueryError, Result};
 
@@ -205,18 +206,6 @@ pub(crate) fn as_date(v: &Bson, op: &str) -> Result<DateTime> {
     }
 }
 
-/// A timezone argument: only UTC is supported (anything else refused, never ignored).
-pub(crate) fn check_utc(tz: Option<Bson>, op: &str) -> Result<()> {
-    match tz {
-        None | Some(Bson::Null) => Ok(()),
-        Some(Bson::String(s)) if matches!(s.as_str(), "UTC" | "GMT" | "Z" | "+00:00" | "+0000" | "Etc/UTC") => Ok(()),
-        Some(other) => Err(QueryError::new(
-            ErrorCode::NotImplemented,
-            format!("{op}: timezone {other} is not supported yet (only UTC)"),
-        )),
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DatePart {
     Year,
@@ -224,10 +213,11 @@ pub(crate) enum DatePart {
     DayOfMonth,
 }
 
-/// `$year`, `$month`, `$dayOfMonth` (UTC).
-pub(crate) fn date_part(part: DatePart, v: Option<Bson>, op: &str) -> Result<Option<Bson>> {
+/// `$year`, `$month`, `$dayOfMonth` on the wall clock of `tz` (UTC when absent).
+pub(crate) fn date_part(part: DatePart, v: Option<Bson>, tz: Option<Bson>, op: &str) -> Result<Option<Bson>> {
     let Some(v) = v.filter(|v| !matches!(v, Bson::Null | Bson::Undefined)) else { return Ok(Some(Bson::Null)) };
-    let c = civil(as_date(&v, op)?);
+    let zone = Zone::parse(op, tz)?;
+    let c = civil(DateTime::from_millis(zone.to_local(as_date(&v, op)?.timestamp_millis())));
     Ok(Some(match part {
         DatePart::Year => Bson::Int32(c.year as i32),
         DatePart::Month => Bson::Int32(c.month as i32),
@@ -237,9 +227,16 @@ pub(crate) fn date_part(part: DatePart, v: Option<Bson>, op: &str) -> Result<Opt
 
 /// MongoDB's default `$dateToString` format.
 pub(crate) const DEFAULT_DATE_FORMAT: &str = "%Y-%m-%dT%H:%M:%S.%LZ";
+/// Its default when a `timezone` is given.
+pub(crate) const LOCAL_DATE_FORMAT: &str = "%Y-%m-%dT%H:%M:%S.%L";
 
 /// `$dateToString` (UTC): `%Y %m %d %H %M %S %L %j %%`, `%z` (+0000), `%Z` (0).
-pub(crate) fn date_to_string(date: Option<Bson>, format: Option<Bson>, on_null: Option<Bson>) -> Result<Option<Bson>> {
+pub(crate) fn date_to_string(
+    date: Option<Bson>,
+    format: Option<Bson>,
+    on_null: Option<Bson>,
+    tz: Option<Bson>,
+) -> Result<Option<Bson>> {
     let Some(date) = date.filter(|v| !matches!(v, Bson::Null | Bson::Undefined)) else {
         return Ok(Some(on_null.unwrap_or(Bson::Null)));
     };
@@ -253,7 +250,10 @@ pub(crate) fn date_to_string(date: Option<Bson>, format: Option<Bson>, on_null: 
             )));
         }
     };
-    let c = civil(as_date(&date, "$dateToString")?);
+    let zone = Zone::parse("$dateToString", tz)?;
+    let utc = as_date(&date, "$dateToString")?.timestamp_millis();
+    let offset_minutes = zone.offset_at(utc) / 60_000;
+    let c = civil(DateTime::from_millis(zone.to_local(utc)));
     let mut out = String::new();
     let mut chars = format.chars();
     while let Some(ch) = chars.next() {
@@ -270,8 +270,12 @@ pub(crate) fn date_to_string(date: Option<Bson>, format: Option<Bson>, on_null: 
             Some('S') => out.push_str(&format!("{:02}", c.second)),
             Some('L') => out.push_str(&format!("{:03}", c.millis)),
             Some('j') => out.push_str(&format!("{:03}", c.day_of_year)),
-            Some('z') => out.push_str("+0000"),
-            Some('Z') => out.push('0'),
+            Some('z') => {
+                let sign = if offset_minutes < 0 { '-' } else { '+' };
+                let m = offset_minutes.abs();
+                out.push_str(&format!("{sign}{:02}{:02}", m / 60, m % 60));
+            }
+            Some('Z') => out.push_str(&offset_minutes.to_string()),
             Some('%') => out.push('%'),
             Some(other) => {
                 return Err(QueryError::new(
@@ -297,17 +301,18 @@ mod tests {
         assert_eq!(iso(d), "2024-02-29T23:59:59.123Z");
         assert_eq!(civil(d).day_of_year, 60);
         assert_eq!(iso(DateTime::from_millis(-1)), "1969-12-31T23:59:59.999Z");
-        let s = date_to_string(Some(Bson::DateTime(d)), Some(Bson::String("%Y/%m/%d %j %%".into())), None).unwrap();
+        let s =
+            date_to_string(Some(Bson::DateTime(d)), Some(Bson::String("%Y/%m/%d %j %%".into())), None, None).unwrap();
         assert_eq!(s, Some(Bson::String("2024/02/29 060 %".into())));
-        assert_eq!(date_part(DatePart::Month, Some(Bson::DateTime(d)), "$month").unwrap(), Some(Bson::Int32(2)));
-        assert_eq!(date_part(DatePart::Year, None, "$year").unwrap(), Some(Bson::Null));
-        assert!(date_to_string(Some(Bson::DateTime(d)), Some(Bson::String("%Q".into())), None).is_err());
+        assert_eq!(date_part(DatePart::Month, Some(Bson::DateTime(d)), None, "$month").unwrap(), Some(Bson::Int32(2)));
+        assert_eq!(date_part(DatePart::Year, None, None, "$year").unwrap(), Some(Bson::Null));
+        assert!(date_to_string(Some(Bson::DateTime(d)), Some(Bson::String("%Q".into())), None, None).is_err());
         assert_eq!(
-            date_to_string(None, None, Some(Bson::String("none".into()))).unwrap(),
+            date_to_string(None, None, Some(Bson::String("none".into())), None).unwrap(),
             Some(Bson::String("none".into()))
         );
         assert_eq!(
-            date_part(DatePart::Year, Some(Bson::String("x".into())), "$year").unwrap_err().code,
+            date_part(DatePart::Year, Some(Bson::String("x".into())), None, "$year").unwrap_err().code,
             ErrorCode::Location16006
         );
     }

@@ -121,15 +121,15 @@ fn parse_date_to_string(named: &Document) -> Result<Expr> {
     let Some(date) = named.get("date") else {
         return Err(QueryError::failed_to_parse("Missing 'date' parameter to $dateToString"));
     };
-    if let Some(tz) = named.get("timezone") {
-        super::convert::check_utc(Some(tz.clone()), "$dateToString")?;
-    }
-    let format = match named.get("format") {
-        Some(f) => Expr::parse(f)?,
-        None => Expr::Literal(Bson::String(super::convert::DEFAULT_DATE_FORMAT.to_owned())),
+    let format = match (named.get("format"), named.get("timezone")) {
+        (Some(f), _) => Expr::parse(f)?,
+        // MongoDB: a local time is printed without the `Z` of UTC.
+        (None, Some(_)) => Expr::Literal(Bson::String(super::convert::LOCAL_DATE_FORMAT.to_owned())),
+        (None, None) => Expr::Literal(Bson::String(super::convert::DEFAULT_DATE_FORMAT.to_owned())),
     };
     let on_null = named.get("onNull").map_or(Ok(Expr::Literal(Bson::Null)), Expr::parse)?;
-    Ok(Expr::Op(Operator::DateToString, vec![Expr::parse(date)?, format, on_null]))
+    let timezone = named.get("timezone").map_or(Ok(Expr::Literal(Bson::Null)), Expr::parse)?;
+    Ok(Expr::Op(Operator::DateToString, vec![Expr::parse(date)?, format, on_null, timezone]))
 }
 
 /// `{$switch: {branches: [{case, then}, …], default}}` as `[case, then, …, default?]`.
@@ -277,10 +277,9 @@ fn parse_operator(d: &Document) -> Result<Expr> {
                     return Err(QueryError::failed_to_parse(format!("unrecognized option to {name}: \"{k}\"")));
                 }
             }
-            if let Some(tz) = named.get("timezone") {
-                super::convert::check_utc(Some(tz.clone()), name)?;
-            }
-            return Ok(Expr::Op(op, vec![Expr::parse(named.get("date").unwrap_or(&Bson::Null))?]));
+            let date = Expr::parse(named.get("date").unwrap_or(&Bson::Null))?;
+            let timezone = named.get("timezone").map_or(Ok(Expr::Literal(Bson::Null)), Expr::parse)?;
+            return Ok(Expr::Op(op, vec![date, timezone]));
         }
         _ => {}
     }

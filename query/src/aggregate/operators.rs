@@ -405,10 +405,10 @@ pub(crate) fn eval(op: Operator, args: &[Expr], root: &Document, scope: Option<&
         Substr => convert::substr(arg(0)?, arg(1)?, arg(2)?),
         ToString => convert::to_string(arg(0)?),
         ToInt => convert::to_int(arg(0)?),
-        Year => convert::date_part(convert::DatePart::Year, arg(0)?, "$year"),
-        Month => convert::date_part(convert::DatePart::Month, arg(0)?, "$month"),
-        DayOfMonth => convert::date_part(convert::DatePart::DayOfMonth, arg(0)?, "$dayOfMonth"),
-        DateToString => convert::date_to_string(arg(0)?, arg(1)?, arg(2)?),
+        Year => convert::date_part(convert::DatePart::Year, arg(0)?, arg(1)?, "$year"),
+        Month => convert::date_part(convert::DatePart::Month, arg(0)?, arg(1)?, "$month"),
+        DayOfMonth => convert::date_part(convert::DatePart::DayOfMonth, arg(0)?, arg(1)?, "$dayOfMonth"),
+        DateToString => convert::date_to_string(arg(0)?, arg(1)?, arg(2)?, arg(3)?),
         Switch => {
             let pairs = args.len() / 2;
             for i in 0..pairs {

@@ -8,7 +8,8 @@
 
 use shoal_proto::ErrorCode;
 
-use super::dates::{MS_PER_DAY, days_from_civil, days_in_month, parse_offset};
+use super::dates::{MS_PER_DAY, days_from_civil, days_in_month};
+use crate::aggregate::zone::parse_offset;
 use crate::error::{QueryError, Result};
 
 /// A date string as UTC milliseconds, for `$toDate`/`$convert`.

@@ -2,10 +2,10 @@
 //! $isoWeek $isoWeekYear $isoDayOfWeek`), arithmetic (`$dateAdd $dateSubtract $dateDiff
 //! $dateTrunc`) and building and parsing (`$dateFromParts $dateToParts $dateFromString`).
 //!
-//! Time zones: UTC and fixed offsets (`"+05:30"`, `"-0800"`, `"+03"`) are applied; Olson names
-//! (`"Europe/Paris"`) are refused with NotImplemented rather than ignored, since Shoal carries
-//! no time-zone database. With a fixed offset a day is always 24 hours, so `$dateAdd` by days
-//! and by hours agree.
+//! Time zones ([`Zone`]): UTC, fixed offsets and Olson names. Parts, truncation and calendar
+//! units (day, week, month, quarter, year) work on the zone's wall clock, so `$dateAdd` of one
+//! day across a daylight-saving change keeps the time of day, while hours and smaller units are
+//! exact durations.
 //!
 //! Calendar arithmetic is proleptic Gregorian on milliseconds since the epoch (`days_from_civil`
 //! below and `convert::civil`); `$dateTrunc` bins count from 2000-01-01T00:00 local, as
@@ -17,6 +17,7 @@ use shoal_proto::ErrorCode;
 use super::{Args, date_parse, integral, nullish, type_error};
 use crate::aggregate::convert::{as_date, civil};
 use crate::aggregate::operators::{Operator, type_of};
+use crate::aggregate::zone::Zone;
 use crate::error::{QueryError, Result};
 
 pub(crate) const MS_PER_DAY: i64 = 86_400_000;
@@ -44,7 +45,7 @@ pub(crate) fn eval(op: Operator, args: &Args<'_, '_>) -> Result<Option<Bson>> {
     match op {
         Hour | Minute | Second | Millisecond | DayOfWeek | DayOfYear | Week | IsoWeek | IsoWeekYear | IsoDayOfWeek => {
             let Some(ms) = date_arg(op, args.get(0)?)? else { return Ok(Some(Bson::Null)) };
-            let local = ms.saturating_add(offset(op, args.get(1)?)?);
+            let local = Zone::parse(op.name(), args.get(1)?)?.to_local(ms);
             let p = Parts::of(local);
             Ok(Some(Bson::Int32(match op {
                 Hour => p.hour,
@@ -64,7 +65,7 @@ pub(crate) fn eval(op: Operator, args: &Args<'_, '_>) -> Result<Option<Bson>> {
         DateTrunc => date_trunc(args),
         DateToParts => {
             let Some(ms) = date_arg(op, args.get(0)?)? else { return Ok(Some(Bson::Null)) };
-            let local = ms.saturating_add(offset(op, args.get(1)?)?);
+            let local = Zone::parse(op.name(), args.get(1)?)?.to_local(ms);
             let iso = match args.get(2)? {
                 None => false,
                 Some(Bson::Boolean(b)) => b,
@@ -100,49 +101,6 @@ fn date_arg(op: Operator, v: Option<Bson>) -> Result<Option<i64>> {
         return Ok(None);
     }
     Ok(v.map(|v| as_date(&v, op.name())).transpose()?.map(|d| d.timestamp_millis()))
-}
-
-/// The offset from UTC, in milliseconds, a `timezone` argument names.
-pub(crate) fn offset(op: Operator, tz: Option<Bson>) -> Result<i64> {
-    let s = match tz {
-        None | Some(Bson::Null | Bson::Undefined) => return Ok(0),
-        Some(Bson::String(s)) => s,
-        // MongoDB: Location40517.
-        Some(other) => {
-            return Err(type_error(format!(
-                "timezone must evaluate to a string, found {}",
-                crate::display::type_name(&other)
-            )));
-        }
-    };
-    if matches!(s.as_str(), "UTC" | "GMT" | "Z" | "Etc/UTC" | "Etc/GMT" | "UCT" | "Etc/UCT") {
-        return Ok(0);
-    }
-    parse_offset(&s).ok_or_else(|| {
-        QueryError::new(
-            ErrorCode::NotImplemented,
-            format!("{}: timezone '{s}' is not supported yet (only UTC and fixed offsets such as +05:30)", op.name()),
-        )
-    })
-}
-
-/// `±HH`, `±HHMM` or `±HH:MM` as milliseconds.
-pub(crate) fn parse_offset(s: &str) -> Option<i64> {
-    let (sign, rest) = match s.as_bytes().first()? {
-        b'+' => (1, &s[1..]),
-        b'-' => (-1, &s[1..]),
-        _ => return None,
-    };
-    let digits: String = rest.chars().filter(|c| *c != ':').collect();
-    if !digits.bytes().all(|b| b.is_ascii_digit()) || !matches!(digits.len(), 2 | 4) {
-        return None;
-    }
-    let hours: i64 = digits.get(..2)?.parse().ok()?;
-    let minutes: i64 = if digits.len() == 4 { digits.get(2..)?.parse().ok()? } else { 0 };
-    if hours > 99 || minutes > 59 {
-        return None;
-    }
-    Some(sign * (hours * 3_600_000 + minutes * 60_000))
 }
 
 /// A local date's calendar and ISO-week parts.
@@ -302,12 +260,18 @@ fn date_add(op: Operator, args: &Args<'_, '_>) -> Result<Option<Bson>> {
     if op == Operator::DateSubtract {
         amount = amount.checked_neg().ok_or_else(|| overflow(op))?;
     }
-    let off = offset(op, args.get(3)?)?;
+    let zone = Zone::parse(op.name(), args.get(3)?)?;
     let out = match unit.fixed_ms() {
+        // Days and weeks are calendar units on the zone's wall clock.
+        Some(ms) if matches!(unit, Unit::Day | Unit::Week) => amount
+            .checked_mul(ms)
+            .and_then(|d| zone.to_local(start).checked_add(d))
+            .map(|local| zone.to_utc(local))
+            .ok_or_else(|| overflow(op))?,
         Some(ms) => amount.checked_mul(ms).and_then(|d| start.checked_add(d)).ok_or_else(|| overflow(op))?,
         None => {
             let months = amount.checked_mul(unit.months()).ok_or_else(|| overflow(op))?;
-            add_months(op, start.saturating_add(off), months)? - off
+            zone.to_utc(add_months(op, zone.to_local(start), months)?)
         }
     };
     Ok(Some(Bson::DateTime(DateTime::from_millis(out))))
@@ -343,8 +307,8 @@ fn date_diff(args: &Args<'_, '_>) -> Result<Option<Bson>> {
     }
     let (Some(a), Some(b)) = (date_arg(op, start)?, date_arg(op, end)?) else { return Ok(Some(Bson::Null)) };
     let unit = Unit::parse(op, unit.unwrap_or(Bson::Null))?;
-    let off = offset(op, args.get(3)?)?;
-    let (a, b) = (a.saturating_add(off), b.saturating_add(off));
+    let zone = Zone::parse(op.name(), args.get(3)?)?;
+    let (a, b) = (zone.to_local(a), zone.to_local(b));
     let diff = match unit {
         Unit::Week => {
             let ref_day = week_start(op, args.get(4)?)?;
@@ -388,8 +352,8 @@ fn date_trunc(args: &Args<'_, '_>) -> Result<Option<Bson>> {
             }
         },
     };
-    let off = offset(op, args.get(3)?)?;
-    let local = ms.saturating_add(off);
+    let zone = Zone::parse(op.name(), args.get(3)?)?;
+    let local = zone.to_local(ms);
     let truncated = match unit {
         Unit::Week => {
             let ref_day = week_start(op, args.get(4)?)?;
@@ -414,7 +378,7 @@ fn date_trunc(args: &Args<'_, '_>) -> Result<Option<Bson>> {
             TRUNC_REFERENCE_MS.saturating_add(since.div_euclid(size).saturating_mul(size))
         }
     };
-    Ok(Some(Bson::DateTime(DateTime::from_millis(truncated.saturating_sub(off)))))
+    Ok(Some(Bson::DateTime(DateTime::from_millis(zone.to_utc(truncated)))))
 }
 
 fn date_from_parts(args: &Args<'_, '_>) -> Result<Option<Bson>> {
@@ -470,8 +434,8 @@ fn date_from_parts(args: &Args<'_, '_>) -> Result<Option<Bson>> {
         let months = year * 12 + month - 1;
         days_from_civil(months.div_euclid(12), months.rem_euclid(12) + 1, 1) + day - 1
     };
-    let off = offset(op, args.get(10)?)?;
-    let ms = days * MS_PER_DAY + hour * 3_600_000 + minute * 60_000 + second * 1000 + millis - off;
+    let zone = Zone::parse(op.name(), args.get(10)?)?;
+    let ms = zone.to_utc(days * MS_PER_DAY + hour * 3_600_000 + minute * 60_000 + second * 1000 + millis);
     Ok(Some(Bson::DateTime(DateTime::from_millis(ms))))
 }
 
@@ -502,7 +466,7 @@ fn date_from_string(args: &Args<'_, '_>) -> Result<Option<Bson>> {
         };
         let tz = args.get(2)?;
         let has_tz = !nullish(&tz);
-        let off = offset(op, tz)?;
+        let zone = Zone::parse(op.name(), tz)?;
         let (local, own_offset) = date_parse::parse_local(s, format.as_deref())?;
         let ms = match own_offset {
             Some(_) if has_tz => {
@@ -513,7 +477,7 @@ fn date_from_string(args: &Args<'_, '_>) -> Result<Option<Bson>> {
                 ));
             }
             Some(o) => local - o,
-            None => local - off,
+            None => zone.to_utc(local),
         };
         Ok(Some(Bson::DateTime(DateTime::from_millis(ms))))
     })();

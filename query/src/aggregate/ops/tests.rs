@@ -364,7 +364,26 @@ fn date_parts() {
     assert_eq!(v(bson!({"$dayOfWeek": {"date": "$d", "timezone": "+01"}})), bson!(6));
     assert_eq!(v(bson!({"$hour": null})), Bson::Null);
     assert_eq!(err(bson!({"$hour": "x"})), ErrorCode::Location16006);
-    assert_eq!(err(bson!({"$hour": {"date": "$d", "timezone": "Europe/Paris"}})), ErrorCode::NotImplemented);
+    // Olson names: Paris is +01:00 in February, so 23:59 UTC is already the next day there.
+    assert_eq!(v(bson!({"$hour": {"date": "$d", "timezone": "Europe/Paris"}})), bson!(0));
+    assert_eq!(v(bson!({"$dayOfMonth": {"date": "$d", "timezone": "Europe/Paris"}})), bson!(1));
+    assert_eq!(v(bson!({"$month": {"date": "$d", "timezone": "Asia/Tokyo"}})), bson!(3));
+    assert_eq!(v(bson!({"$year": {"date": "$d", "timezone": "America/New_York"}})), bson!(2024));
+    assert_eq!(
+        v(bson!({"$dateToString": {"date": "$d", "format": "%Y-%m-%d %H:%M %z %Z", "timezone": "America/New_York"}})),
+        bson!("2024-02-29 18:59 -0500 -300")
+    );
+    assert_eq!(err(bson!({"$hour": {"date": "$d", "timezone": "Mars/Olympus"}})), ErrorCode::Location40485);
+    // A day added across New York's spring change keeps the wall-clock time (23 hours later);
+    // 24 hours are 24 hours.
+    let noon = date(1_710_003_600_000); // 2024-03-09T12:00 EST
+    let add = |unit: &str, amount: i32| {
+        v(
+            bson!({"$dateAdd": {"startDate": noon.clone(), "unit": unit, "amount": amount, "timezone": "America/New_York"}}),
+        )
+    };
+    assert_eq!(add("day", 1), date(1_710_086_400_000)); // 2024-03-10T12:00 EDT
+    assert_eq!(add("hour", 24), date(1_710_003_600_000 + 24 * 3_600_000));
     assert_eq!(
         v(bson!({"$dateToParts": {"date": "$d"}})),
         bson!({"year": 2024, "month": 2, "day": 29, "hour": 23, "minute": 59, "second": 59, "millisecond": 123})
