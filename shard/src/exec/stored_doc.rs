@@ -1,7 +1,10 @@
 //! The rules every stored document obeys, on a parsed document (updates, the body's statements)
 //! and on raw bytes (a sequence's inserts, checked without parsing). One owner of the rules: a
-//! valid `_id`, no `$`-prefixed top-level field, at most [`STORED_NESTING_DEPTH_MAX`] levels, at
-//! most 16 MiB. It must not decide where `_id` goes or store anything.
+//! valid `_id` (no array, regex or undefined, and no `$`-prefixed field inside it but a DBRef's),
+//! at most [`STORED_NESTING_DEPTH_MAX`] levels, at most 16 MiB. Other field names may start with
+//! `$` or hold `.`, as MongoDB 5.0+ stores them (replacement updates refuse top-level `$` names in
+//! the update language, before anything reaches here). It must not decide where `_id` goes or
+//! store anything.
 
 use bson::raw::{RawBsonRef, RawDocument, RawIter};
 use bson::spec::ElementType;
@@ -29,39 +32,62 @@ pub fn check_size(len: usize) -> ExecResult<()> {
 pub fn validate_document(doc: &Document) -> ExecResult<()> {
     if let Some(id) = doc.get("_id") {
         validate_id(id)?;
+        if let Some(k) = dollar_key_in_id(id) {
+            return Err(dollar_in_id(k));
+        }
     }
     if exceeds_depth(doc.values(), 1) {
         return Err(too_deep());
     }
-    match doc.keys().find(|k| k.starts_with('$')) {
-        Some(k) => Err(dollar_prefixed(k)),
-        None => Ok(()),
+    Ok(())
+}
+
+/// The first `$`-prefixed field name (not a DBRef's) anywhere inside an `_id` value.
+fn dollar_key_in_id(id: &Bson) -> Option<&str> {
+    let mut pending = vec![id];
+    while let Some(v) = pending.pop() {
+        match v {
+            Bson::Document(d) => {
+                if let Some(k) = d.keys().find(|k| is_dollar(k)) {
+                    return Some(k);
+                }
+                pending.extend(d.values());
+            }
+            Bson::Array(a) => pending.extend(a.iter()),
+            _ => {}
+        }
     }
+    None
+}
+
+/// A `$`-prefixed name other than a DBRef's `$ref`, `$id` and `$db`.
+fn is_dollar(key: &str) -> bool {
+    key.starts_with('$') && !matches!(key, "$ref" | "$id" | "$db")
 }
 
 /// The stored-document rules on raw bytes, walking every element of every level once (which
 /// also checks the bytes are well-formed BSON, as parsing them would: lengths, terminators, UTF-8),
 /// without allocating per field. Iterative, so a hostile document cannot overflow the stack. The
-/// errors rank as [`validate_document`]'s after a parse: malformed bytes, `_id`, nesting, `$`.
+/// errors rank as [`validate_document`]'s after a parse: malformed bytes, `_id`, nesting.
 pub fn validate_raw(doc: &RawDocument) -> ExecResult<()> {
     let mut id_error = None;
-    let mut dollar_key = None;
     let mut deep = false;
-    let mut levels: Vec<RawIter<'_>> = vec![doc.iter_elements()];
-    while let Some(iter) = levels.last_mut() {
+    // Each level's elements, and whether the level is inside `_id`.
+    let mut levels: Vec<(RawIter<'_>, bool)> = vec![(doc.iter_elements(), false)];
+    while let Some((iter, in_id)) = levels.last_mut() {
+        let in_id = *in_id;
         let Some(element) = iter.next() else {
             levels.pop();
             continue;
         };
         let element = element?;
         let value = element.value()?;
-        if levels.len() == 1 {
-            let key = element.key().as_str();
-            if key == "_id" {
-                id_error = id_error.or(validate_id_type(element.element_type()).err());
-            } else if key.starts_with('$') && dollar_key.is_none() {
-                dollar_key = Some(key);
-            }
+        let key = element.key().as_str();
+        let top = levels.len() == 1;
+        if top && key == "_id" {
+            id_error = id_error.or(validate_id_type(element.element_type()).err());
+        } else if in_id && is_dollar(key) && id_error.is_none() {
+            id_error = Some(dollar_in_id(key));
         }
         let inner = match value {
             RawBsonRef::Document(d) => d.iter_elements(),
@@ -73,13 +99,12 @@ pub fn validate_raw(doc: &RawDocument) -> ExecResult<()> {
             deep = true;
             continue;
         }
-        levels.push(inner);
+        levels.push((inner, in_id || (top && key == "_id")));
     }
-    match (id_error, deep, dollar_key) {
-        (Some(e), _, _) => Err(e),
-        (None, true, _) => Err(too_deep()),
-        (None, false, Some(k)) => Err(dollar_prefixed(k)),
-        (None, false, None) => Ok(()),
+    match (id_error, deep) {
+        (Some(e), _) => Err(e),
+        (None, true) => Err(too_deep()),
+        (None, false) => Ok(()),
     }
 }
 
@@ -131,6 +156,9 @@ fn too_deep() -> ExecError {
     )
 }
 
-fn dollar_prefixed(key: &str) -> ExecError {
-    ExecError::bad_value(format!("Document can't have $ prefixed field names: {key}"))
+fn dollar_in_id(key: &str) -> ExecError {
+    ExecError::new(
+        ErrorCode::DollarPrefixedFieldName,
+        format!("_id fields may not contain '$'-prefixed fields: {key} is not valid for storage."),
+    )
 }

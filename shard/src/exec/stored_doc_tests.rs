@@ -40,7 +40,11 @@ fn each_rule_gives_its_code_on_both_paths() {
         (doc! { "a": 1, "_id": Bson::Undefined }, Some(ErrorCode::InvalidIdField)),
         (doc! { "_id": regex("x") }, Some(ErrorCode::InvalidIdField)),
         (doc! { "_id": {"x": [1]} }, None),
-        (doc! { "a": 1, "$set": 1 }, Some(ErrorCode::BadValue)),
+        // MongoDB 5.0+: `$` and `.` in field names are stored, but not `$` inside `_id`.
+        (doc! { "a": 1, "$set": 1, "b.c": {"$d": 1} }, None),
+        (doc! { "_id": {"$a": 1} }, Some(ErrorCode::DollarPrefixedFieldName)),
+        (doc! { "x": 1, "_id": {"k": [{"$a": 1}]} }, Some(ErrorCode::DollarPrefixedFieldName)),
+        (doc! { "_id": {"$ref": "c", "$id": 1, "$db": "d"} }, None),
         (nested(STORED_NESTING_DEPTH_MAX), None),
         (nested(STORED_NESTING_DEPTH_MAX + 1), Some(ErrorCode::Overflow)),
         (doc! { "x": [nested(STORED_NESTING_DEPTH_MAX - 1)] }, Some(ErrorCode::Overflow)),

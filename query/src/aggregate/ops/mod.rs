@@ -140,6 +140,11 @@ pub(crate) fn parse_named(op: Operator, arg: &Bson) -> Result<Option<Vec<Expr>>>
         Hour | Minute | Second | Millisecond | DayOfWeek | DayOfYear | Week | IsoWeek | IsoWeekYear | IsoDayOfWeek
     );
     let named = match arg {
+        // `{$getField: {$literal: "$price"}}`: the same, named by an expression (how a `$` name
+        // is read).
+        Bson::Document(d) if op == GetField && !d.contains_key("field") && d.keys().all(|k| k.starts_with('$')) => {
+            return Ok(Some(vec![Expr::parse(arg)?, Expr::Root(Vec::new())]));
+        }
         Bson::Document(d) if !date_part || d.contains_key("date") => d,
         // Positional form of the date parts: `{$hour: "$d"}` or `{$hour: ["$d"]}`.
         _ if date_part => return Ok(None),

@@ -128,6 +128,7 @@ fn misc() {
     assert_eq!(err(bson!({"$mergeObjects": [{"a": 1}, 5]})), ErrorCode::TypeMismatch);
     assert_eq!(v(bson!({"$getField": {"field": "b.c", "input": "$o"}})), bson!(2));
     assert_eq!(v(bson!({"$getField": "n"})), bson!(5));
+    assert_eq!(v(bson!({"$getField": {"$literal": "n"}})), bson!(5));
     assert_eq!(ev(bson!({"$getField": {"field": "zz", "input": "$o"}})), None);
     assert_eq!(v(bson!({"$getField": {"field": "a", "input": null}})), Bson::Null);
     assert_eq!(err(bson!({"$getField": {"field": 1, "input": "$o"}})), ErrorCode::BadValue);
