@@ -67,7 +67,7 @@ fn bad_sequence_documents_get_their_codes_and_the_rest_are_stored() {
         &e,
         vec![
             bytes(doc! { "_id": [1] }),
-            bytes(doc! { "_id": 3, "$set": 1 }),
+            bytes(doc! { "_id": { "$set": 1 } }),
             malformed.into(),
             bytes(doc! { "_id": 4 }),
             bytes(doc! { "_id": 4 }),
@@ -78,7 +78,7 @@ fn bad_sequence_documents_get_their_codes_and_the_rest_are_stored() {
         codes,
         vec![
             (0, ErrorCode::InvalidIdField.code()),
-            (1, ErrorCode::BadValue.code()),
+            (1, ErrorCode::DollarPrefixedFieldName.code()),
             (2, ErrorCode::InvalidBSON.code()),
             (4, ErrorCode::DuplicateKey.code()),
         ]
