@@ -522,14 +522,14 @@ impl Shard for ShardService {
     }
 
     async fn get_more(&self, request: Request<GetMoreRequest>) -> Result<Response<CursorReply>, Status> {
-        let req = request.into_inner();
+        let mut req = request.into_inner();
         let running = self.node.ops.begin(Begin {
             kind: OpKind::GetMore,
             writes: false,
             db: req.ns.split_once('.').map_or(req.ns.as_str(), |(db, _)| db).to_owned(),
             ns: req.ns.clone(),
             command: CommandSource::GetMore { cursor_id: req.cursor_id, batch_size: req.batch_size },
-            client: None,
+            client: req.client.take(),
         });
         let out = self.counted(&self.node.metrics.commands.get_more, self.get_more_rpc(req, running.op())).await;
         ended(running, &out);

@@ -95,6 +95,7 @@ pub async fn get_more(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
         cursor_id: cursor.shard_cursor_id,
         batch_size,
         ns: ns.clone(),
+        client: crate::exec::call::request::client(cmd),
     };
     let pool = match crate::exec::call::member::cursor_pool(state, &cursor.shard, cursor.member.as_deref()).await {
         Ok(p) => p,

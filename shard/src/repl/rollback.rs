@@ -169,6 +169,7 @@ async fn refetch(
                 cursor_id: reply.cursor_id,
                 batch_size: 0,
                 ns: coll.full_name(),
+                client: None,
             };
             reply = within(repl.settings.stream_idle_timeout, "refetch", client.get_more(more)).await?;
         }

@@ -271,7 +271,13 @@ pub async fn drain(
                 format!("a multi-shard result exceeds the router's merge limit of {MERGE_BYTES_MAX} bytes"),
             ));
         }
-        let req = GetMoreRequest { request_id: request_id.to_owned(), cursor_id, batch_size: 0, ns: first.ns.clone() };
+        let req = GetMoreRequest {
+            request_id: request_id.to_owned(),
+            cursor_id,
+            batch_size: 0,
+            ns: first.ns.clone(),
+            client: None,
+        };
         let reply = pool.client().get_more(req).await.map_err(|s| pool.status_error(&s))?.into_inner();
         if let Some(e) = reply.error {
             return Err(e.into());

@@ -36,6 +36,8 @@ pub struct MergeCursor {
     /// Documents still to return (`None`: no limit).
     pub limit: Option<usize>,
     pub sources: Vec<Source>,
+    /// The client of the command that opened it, named in each shard `getMore`.
+    pub client: Option<shoal_proto::shard::ClientInfo>,
 }
 
 impl MergeCursor {
@@ -48,12 +50,14 @@ impl MergeCursor {
     async fn refill(&mut self, state: &RouterState) -> Result<(), CommandError> {
         let ns = self.ns.clone();
         let rid = self.request_id.clone();
+        let client = self.client.clone();
         let calls = self.sources.iter_mut().filter(|s| s.buffered.is_empty() && s.cursor_id != 0).map(|s| {
             let ns = ns.clone();
             let rid = rid.clone();
+            let client = client.clone();
             async move {
                 let pool = crate::exec::call::member::cursor_pool(state, &s.shard, s.member.as_deref()).await?;
-                let req = GetMoreRequest { request_id: rid, cursor_id: s.cursor_id, batch_size: 0, ns };
+                let req = GetMoreRequest { request_id: rid, cursor_id: s.cursor_id, batch_size: 0, ns, client };
                 let reply = pool.client().get_more(req).await.map_err(|st| pool.status_error(&st))?.into_inner();
                 if let Some(e) = reply.error {
                     s.cursor_id = 0;

@@ -96,6 +96,7 @@ async fn merging(
         skip,
         limit,
         sources,
+        client: crate::exec::call::request::client(read.cmd),
     };
     // `batchSize: 0` asks for an empty first batch; a single batch takes everything.
     let first = if batch == 0 && !single_batch {
