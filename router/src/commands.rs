@@ -326,6 +326,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("killCursors", Read, h!(cursor::kill_cursors)).secondary_ok().on(OnCollection, &[A::KillCursors]),
     // Collections, databases and indexes.
     Spec::new("create", Ddl, h!(ddl::create)).needs(Database).on(OnCollection, &[A::CreateCollection]),
+    Spec::new("collMod", Ddl, h!(ddl::coll_mod)).needs(Collection).on(OnCollection, &[A::CollMod]),
     Spec::new("drop", Ddl, h!(ddl::drop)).needs(Collection).on(OnCollection, &[A::DropCollection]),
     Spec::new("dropDatabase", Ddl, h!(ddl::drop_database)).needs(Database).on(OnDatabase, &[A::DropDatabase]),
     Spec::new("listDatabases", Read, h!(ddl::list_databases))

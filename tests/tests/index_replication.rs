@@ -89,3 +89,44 @@ async fn builds_resyncs_failovers_and_drops_reach_every_member() {
         wait_names(&cluster, i, &["_id_"]).await;
     }
 }
+
+/// The `hidden` spec member `i` lists for `v_1`.
+async fn hidden_on(cluster: &ReplicaCluster, i: usize) -> bool {
+    let listed = member_command(&cluster.addr(i), DB, doc! { "listIndexes": "c" }, true).await.expect("listIndexes");
+    let batch = listed.get_document("cursor").and_then(|c| c.get_array("firstBatch")).expect("batch").clone();
+    batch
+        .iter()
+        .filter_map(|b| b.as_document())
+        .find(|d| d.get_str("name").ok() == Some("v_1"))
+        .is_some_and(|d| d.get_bool("hidden").unwrap_or(false))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coll_mod_hides_and_unhides_an_index_on_every_member() {
+    let cluster = ReplicaCluster::start(3).await.expect("cluster starts");
+    let client = cluster.client().await.expect("client");
+    let db = client.database(DB);
+    let coll = db.collection::<Document>("c");
+    coll.insert_many((0..100).map(|k| doc! { "_id": k, "v": k })).await.expect("insert");
+    coll.create_index(IndexModel::builder().keys(doc! { "v": 1 }).build()).await.expect("index");
+    for hidden in [true, false] {
+        let reply = db
+            .run_command(doc! { "collMod": "c", "index": { "name": "v_1", "hidden": hidden } })
+            .await
+            .expect("collMod");
+        assert_eq!(
+            (reply.get_bool("hidden_old").ok(), reply.get_bool("hidden_new").ok()),
+            (Some(!hidden), Some(hidden))
+        );
+        for i in 0..cluster.size() {
+            let deadline = tokio::time::Instant::now() + WAIT;
+            while hidden_on(&cluster, i).await != hidden {
+                assert!(tokio::time::Instant::now() < deadline, "member {i} never applied hidden: {hidden}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            // Each member's planner follows its own copy of the flag.
+            let text = explain_on(&cluster, i).await.to_string();
+            assert_eq!(text.contains("IXSCAN"), !hidden, "member {i}, hidden {hidden}: {text}");
+        }
+    }
+}

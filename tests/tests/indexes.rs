@@ -487,3 +487,78 @@ async fn shard_collection_builds_the_shard_keys_index_where_chunks_go() {
         "{counted}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hidden_indexes_and_coll_mod_on_both_shards() {
+    let cluster = ShardedCluster::start().await.expect("cluster starts");
+    let client = cluster.client().await.expect("client");
+    cluster.shard_in_two("hid", "c", 50).await.expect("hid.c on both shards");
+    let db = client.database("hid");
+    let coll = db.collection::<Document>("c");
+    coll.insert_many((0..100i64).map(|k| doc! { "_id": k, "k": k, "a": k % 10, "t": DateTime::now() }))
+        .await
+        .expect("insert");
+    coll.create_index(model(doc! { "a": 1 }, IndexOptions::builder().hidden(true).build()))
+        .await
+        .expect("hidden index");
+    coll.create_index(model(doc! { "t": 1 }, IndexOptions::builder().expire_after(Duration::from_secs(3600)).build()))
+        .await
+        .expect("ttl index");
+    let reply = db.run_command(doc! { "listIndexes": "c" }).await.expect("listIndexes");
+    let listed: Vec<Document> = reply
+        .get_document("cursor")
+        .and_then(|c| c.get_array("firstBatch"))
+        .expect("firstBatch")
+        .iter()
+        .filter_map(|b| b.as_document().cloned())
+        .collect();
+    let a = listed.iter().find(|d| d.get_str("name").ok() == Some("a_1")).expect("a_1 listed");
+    assert_eq!(a.get_bool("hidden").ok(), Some(true), "{a}");
+    // Hidden: never planned, not hintable, still maintained.
+    let used = scans(&explain_find(&db, "c", doc! { "a": 7 }).await);
+    assert!(used.iter().all(|(s, _)| s == "COLLSCAN"), "hidden index planned: {used:?}");
+    let hinted = coll.find(doc! { "a": 7 }).hint(mongodb::options::Hint::Name("a_1".into())).await;
+    expect::server_error(hinted, 2);
+    coll.insert_one(doc! { "_id": 500, "k": 90, "a": 7 }).await.expect("written while hidden");
+    // collMod by name on every shard that has the collection; the reply is MongoDB's.
+    let reply =
+        db.run_command(doc! { "collMod": "c", "index": { "name": "a_1", "hidden": false } }).await.expect("unhide");
+    assert_eq!(
+        (reply.get_bool("hidden_old").ok(), reply.get_bool("hidden_new").ok()),
+        (Some(true), Some(false)),
+        "{reply}"
+    );
+    let explained = explain_find(&db, "c", doc! { "a": 7 }).await;
+    let used = scans(&explained);
+    assert!(used.len() == 2 && used.iter().all(|(s, i)| s == "IXSCAN" && i.as_deref() == Some("a_1")), "{used:?}");
+    assert_eq!(
+        explained.get_document("executionStats").and_then(|s| s.get_i64("nReturned")).ok(),
+        Some(11),
+        "{explained}"
+    );
+    // By key pattern, and a TTL change.
+    let reply = db
+        .run_command(doc! { "collMod": "c", "index": { "keyPattern": { "t": 1 }, "expireAfterSeconds": 60 } })
+        .await
+        .expect("ttl");
+    assert_eq!(
+        (reply.get_i64("expireAfterSeconds_old").ok(), reply.get_i64("expireAfterSeconds_new").ok()),
+        (Some(3600), Some(60)),
+        "{reply}"
+    );
+    // What is refused, with MongoDB's codes.
+    expect::command_error(
+        db.run_command(doc! { "collMod": "c", "index": { "name": "nope", "hidden": true } }).await,
+        27,
+    );
+    expect::command_error(
+        db.run_command(doc! { "collMod": "c", "index": { "name": "_id_", "hidden": true } }).await,
+        2,
+    );
+    expect::command_error(
+        db.run_command(doc! { "collMod": "missing", "index": { "name": "a_1", "hidden": true } }).await,
+        26,
+    );
+    expect::command_error(db.run_command(doc! { "collMod": "c", "validator": { "a": { "$type": "int" } } }).await, 238);
+    expect::command_error(db.run_command(doc! { "collMod": "c", "bogus": 1 }).await, 40415);
+}

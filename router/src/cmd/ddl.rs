@@ -1,5 +1,5 @@
 //! Collection and database commands: `create` on the database's primary; `drop`,
-//! `dropDatabase` and listings on every shard that may hold the namespace, with
+//! `dropDatabase`, `collMod` and listings on every shard that may hold the namespace, with
 //! the catalog updated for sharded collections and databases; listings merged.
 
 use std::collections::BTreeMap;
@@ -68,6 +68,25 @@ pub async fn drop(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> Ha
     let replies: Vec<_> =
         replies.into_iter().filter(|r| !matches!(r, Err(e) if e.is(ErrorCode::NamespaceNotFound))).collect();
     one_answer(replies, true)
+}
+
+/// `collMod` (an index's `hidden` / `expireAfterSeconds`): every shard holding the collection
+/// changes its copy of the index, so a sharded collection's shards agree; the first answer is
+/// the reply. NamespaceNotFound only when no shard has the collection.
+pub async fn coll_mod(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {
+    let coll = cmd.collection()?;
+    if !state.catalog.is_configured() {
+        return single_reply(state, cmd).await;
+    }
+    let shards = every_shard(state).await?;
+    // Unversioned, as `drop`: every shard with a copy must change it whatever its routing state.
+    let replies = broadcast(state, cmd, &Placement::NoDatabase, &shards).await;
+    let found: Vec<_> =
+        replies.into_iter().filter(|r| !matches!(r, Err(e) if e.is(ErrorCode::NamespaceNotFound))).collect();
+    if found.is_empty() {
+        return Err(CommandError::new(ErrorCode::NamespaceNotFound, format!("ns does not exist: {}.{coll}", cmd.db)));
+    }
+    one_answer(found, true)
 }
 
 pub async fn drop_database(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> HandlerResult {

@@ -11,6 +11,7 @@
 pub mod aggregate;
 pub mod args;
 pub mod chunk_stats;
+pub mod coll_mod;
 pub mod count;
 pub mod ddl;
 pub mod deadline;

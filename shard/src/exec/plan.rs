@@ -10,7 +10,8 @@
 //! then one that yields the requested sort order (no in-memory sort), then the shorter index;
 //! with no bounds at all an index is only used to avoid a sort. Sparse indexes are used only
 //! when the bounds exclude null (documents lacking the fields are not in them), partial indexes
-//! only when the filter implies their `partialFilterExpression`. `hint` forces a path.
+//! only when the filter implies their `partialFilterExpression`. `hint` forces a path. Hidden
+//! indexes are never chosen nor hinted.
 
 mod bounds;
 pub mod covered;
@@ -158,8 +159,10 @@ fn choose(coll: &CollectionInfo, filter: &Document, sort: Option<&Document>, hin
             return Ok(Plan { path: AccessPath::full(), reverse, sorted, rejected: Vec::new() });
         }
         Some(h @ (Bson::String(_) | Bson::Document(_))) => {
+            // A hidden index is not offered to a hint either (MongoDB's BadValue, as for none).
             let spec = coll
                 .ready_indexes()
+                .filter(|s| !s.hidden)
                 .find(|s| match h {
                     Bson::String(n) => &s.name == n,
                     Bson::Document(k) => &s.key == k,
@@ -184,8 +187,12 @@ fn choose(coll: &CollectionInfo, filter: &Document, sort: Option<&Document>, hin
     if matches!(base.path, AccessPath::Point(_)) {
         return Ok(base);
     }
-    let candidates: Vec<bounds::Candidate> =
-        coll.ready_indexes().map(|s| bounds::candidate(s, filter, sort)).filter(|c| c.usable()).collect();
+    let candidates: Vec<bounds::Candidate> = coll
+        .ready_indexes()
+        .filter(|s| !s.hidden)
+        .map(|s| bounds::candidate(s, filter, sort))
+        .filter(|c| c.usable())
+        .collect();
     let id_score = match (&base.path, sort) {
         (AccessPath::Range { lower: Bound::Unbounded, upper: Bound::Unbounded }, _) => 0,
         _ => 2,

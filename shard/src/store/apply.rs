@@ -82,6 +82,14 @@ impl WriteTxn<'_> {
             spec.remove("createIndexes");
             let spec = indexes::IndexSpec::from_user(&spec).map_err(|e| corrupt(&e.message))?;
             self.create_index_now(&coll, spec)?;
+        } else if entry.o.get_str("collMod").is_ok()
+            && let Some(coll) = coll
+        {
+            let index = entry.o.get_document("index").map_err(|e| corrupt(&e.to_string()))?;
+            let name = index.get_str("name").map_err(|e| corrupt(&e.to_string()))?;
+            let hidden = index.get_bool("hidden").ok();
+            let expire = index.get_i64("expireAfterSeconds").ok();
+            self.modify_index(&coll, name, hidden, expire)?;
         } else if entry.o.get_str("dropIndexes").is_ok()
             && let Some(coll) = coll
         {

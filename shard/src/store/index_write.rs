@@ -297,6 +297,39 @@ impl WriteTxn<'_> {
         self.log_command(&coll.ns.db, Some(coll.uuid), &o)
     }
 
+    /// `collMod`'s index change: sets `hidden` and/or `expireAfterSeconds` of index `name` and logs
+    /// it (a no-op when replicating, so members apply the same entry). Returns the spec before and
+    /// after (`None` if the index is gone).
+    pub fn modify_index(
+        &mut self,
+        coll: &CollectionInfo,
+        name: &str,
+        hidden: Option<bool>,
+        expire_after_secs: Option<i64>,
+    ) -> Result<Option<(Arc<IndexSpec>, Arc<IndexSpec>)>, StorageError> {
+        let Some(before) = self.current_collection(coll).and_then(|c| c.index(name).cloned()) else { return Ok(None) };
+        let Some(after) = self.set_index_state(coll, name, |s| {
+            if let Some(h) = hidden {
+                s.hidden = h;
+            }
+            if let Some(e) = expire_after_secs {
+                s.expire_after_secs = Some(e);
+            }
+        })?
+        else {
+            return Ok(None);
+        };
+        let mut index = doc! { "name": name };
+        if let Some(h) = hidden {
+            index.insert("hidden", h);
+        }
+        if let Some(e) = expire_after_secs {
+            index.insert("expireAfterSeconds", e);
+        }
+        self.log_command(&coll.ns.db, Some(coll.uuid), &doc! { "collMod": &coll.ns.coll, "index": index })?;
+        Ok(Some((before, after)))
+    }
+
     /// Changes one index's local state; returns the changed spec (`None` if it is gone).
     fn set_index_state(
         &mut self,

@@ -30,8 +30,18 @@ use shoal_query::index_keys::KeyPattern;
 use crate::storage::StorageError;
 
 /// Option names `createIndexes` accepts in an index specification.
-const KNOWN_SPEC_FIELDS: &[&str] =
-    &["v", "key", "name", "unique", "sparse", "partialFilterExpression", "expireAfterSeconds", "background", "ns"];
+const KNOWN_SPEC_FIELDS: &[&str] = &[
+    "v",
+    "key",
+    "name",
+    "unique",
+    "sparse",
+    "partialFilterExpression",
+    "expireAfterSeconds",
+    "background",
+    "ns",
+    "hidden",
+];
 
 #[derive(Debug, Clone)]
 pub struct IndexSpec {
@@ -49,6 +59,9 @@ pub struct IndexSpec {
     pub building: bool,
     /// Some document produced several keys for one field (ranges may not be intersected).
     pub multikey: bool,
+    /// Kept up to date (and enforcing uniqueness, expiring documents) but never chosen by the
+    /// planner nor accepted as a hint (MongoDB 4.4's hidden indexes; `collMod` flips it).
+    pub hidden: bool,
 }
 
 fn bad_spec(code: ErrorCode, message: impl Into<String>) -> QueryError {
@@ -67,7 +80,7 @@ impl IndexSpec {
     pub fn from_user(spec: &Document) -> Result<Self, QueryError> {
         for k in spec.keys() {
             if !KNOWN_SPEC_FIELDS.contains(&k.as_str()) {
-                let code = if k == "collation" || k == "hidden" || k == "weights" || k.starts_with("2d") {
+                let code = if k == "collation" || k == "weights" || k.starts_with("2d") {
                     ErrorCode::NotImplemented
                 } else {
                     ErrorCode::InvalidIndexSpecificationOption
@@ -104,6 +117,7 @@ impl IndexSpec {
         };
         let unique = flag("unique")?;
         let sparse = flag("sparse")?;
+        let hidden = flag("hidden")?;
         let partial = match spec.get("partialFilterExpression") {
             None => None,
             Some(Bson::Document(d)) => {
@@ -155,6 +169,7 @@ impl IndexSpec {
             ident: 0,
             building: false,
             multikey: false,
+            hidden,
         })
     }
 
@@ -172,6 +187,9 @@ impl IndexSpec {
         }
         if let Some(s) = self.expire_after_secs {
             d.insert("expireAfterSeconds", s);
+        }
+        if self.hidden {
+            d.insert("hidden", true);
         }
         d
     }
