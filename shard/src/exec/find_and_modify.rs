@@ -125,7 +125,7 @@ pub fn run(node: &Node, req: &Request<'_>) -> ExecResult<(Document, u64)> {
                 return Ok(doc! { "lastErrorObject": { "n": 1 }, "value": project(Some(m.doc))? });
             }
             let Some(spec) = update else { return Err(ExecError::new(ErrorCode::InternalError, "update expected").into()) };
-            let stmt = UpdateStatement { filter_doc: filter_doc.clone(), filter: filter.clone(), collation, spec, multi: false, upsert, hint: None };
+            let stmt = UpdateStatement { filter_doc: filter_doc.clone(), filter: filter.clone(), collation, spec, multi: false, upsert, hint: None, sort: None };
             let applied = apply(node, txn, &ns, &stmt, sort.as_ref(), !return_new, req.owned())?;
             let mut last_error = doc! { "n": (applied.matched + applied.upserted_id.is_some() as i64) as i32, "updatedExisting": applied.matched > 0 };
             if let Some(id) = &applied.upserted_id {

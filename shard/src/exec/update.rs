@@ -28,6 +28,9 @@ pub struct UpdateStatement {
     pub multi: bool,
     pub upsert: bool,
     pub hint: Option<Bson>,
+    /// MongoDB 8.0's `sort` of `updateOne`/`replaceOne`: which matching document the single
+    /// update takes (refused with `multi`).
+    pub sort: Option<shoal_query::sort::SortSpec>,
 }
 
 impl UpdateStatement {
@@ -65,9 +68,18 @@ impl UpdateStatement {
                 "multi update is not supported for replacement-style update",
             ));
         }
+        let sort = match stmt.get("sort") {
+            None | Some(Bson::Null) => None,
+            Some(Bson::Document(d)) if d.is_empty() => None,
+            Some(Bson::Document(d)) => Some(shoal_query::sort::SortSpec::parse(d)?.with_collation(collation)),
+            Some(other) => return Err(args::wrong_type("update.updates", "sort", other, "object")),
+        };
+        if multi && sort.is_some() {
+            return Err(ExecError::new(ErrorCode::InvalidOptions, "Cannot specify sort with multi=true"));
+        }
         let filter = Filter::parse(&filter_doc)?.with_vars(vars).with_collation(collation)?;
         let hint = stmt.get("hint").cloned();
-        Ok(Self { filter_doc, filter, collation, spec: spec.with_vars(vars), multi, upsert, hint })
+        Ok(Self { filter_doc, filter, collation, spec: spec.with_vars(vars), multi, upsert, hint, sort })
     }
 }
 
@@ -198,7 +210,7 @@ fn apply_statement(
     stmt: &UpdateStatement,
     owned: Option<&Ownership>,
 ) -> Result<Applied, StatementError> {
-    apply(node, txn, ns, stmt, None, false, owned)
+    apply(node, txn, ns, stmt, stmt.sort.as_ref(), false, owned)
 }
 
 /// Runs one update statement. `sort` picks which document a single update takes (findAndModify);
@@ -306,10 +318,18 @@ pub fn collect_matches(
     owned: Option<&Ownership>,
 ) -> ExecResult<Vec<Matched>> {
     let chosen = plan::plan(coll, query.filter_doc, None, query.hint)?;
-    let mut out = Vec::new();
+    let mut out: Vec<Matched> = Vec::new();
     let stop_after_first = single && sort.is_none();
     for_each_match(&node.store, Some(txn), coll, &chosen.path, Some(query.filter), owned, chosen.reverse, |m| {
-        out.push(m);
+        match (single, sort, out.first()) {
+            // A single write with a sort keeps only the best so far: memory stays one document.
+            (true, Some(spec), Some(best)) => {
+                if spec.compare(&m.doc, &best.doc) == std::cmp::Ordering::Less {
+                    out[0] = m;
+                }
+            }
+            _ => out.push(m),
+        }
         Ok(if stop_after_first { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;
     if let Some(spec) = sort {

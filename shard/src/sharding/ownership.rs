@@ -83,7 +83,12 @@ impl Ownership {
     pub fn check_key_unchanged(&self, before: &[Option<Bson>], new: &Document) -> Result<(), ExecError> {
         for (f, before) in self.key.iter().zip(before) {
             let after = shoal_query::path::get_path(new, &f.name);
-            if before.as_ref() != after {
+            // Compared as MongoDB compares values: 5 and NumberLong(5) are the same key.
+            let same = match (before.as_ref(), after) {
+                (Some(b), Some(a)) => shoal_query::order::values_equal(b, a),
+                (b, a) => b == a,
+            };
+            if !same {
                 return Err(ExecError::new(
                     ErrorCode::ImmutableField,
                     format!(

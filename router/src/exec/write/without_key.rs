@@ -25,7 +25,9 @@ pub fn probe_template(template: &bson::RawDocument) -> RawDocumentBuf {
     probe
 }
 
-/// The shard and `_id` of one document matching `filter` among `targets` (first shard first).
+/// The shard and `_id` of one document matching `filter` among `targets`: with a `sort` (the
+/// statement's, MongoDB 8.0's updateOne/replaceOne, or findAndModify's) the first in that order
+/// across every target, each shard offering its own first; without one, the first shard's.
 #[allow(clippy::too_many_arguments)]
 pub async fn one_match(
     state: &RouterState,
@@ -49,6 +51,32 @@ pub async fn one_match(
         if let Some(v) = value {
             find.insert(field, v.clone());
         }
+    }
+    let sort = match stmt {
+        Some(s) => s.get_document("sort").ok(),
+        None => body.get_document("sort").ok(),
+    };
+    if let Some(sort) = sort.filter(|s| !s.is_empty()) {
+        let collation = match collation {
+            Some(Bson::Document(c)) => shoal_query::collation::Collation::parse(c)?,
+            _ => shoal_query::collation::Collation::default(),
+        };
+        let spec = shoal_query::sort::SortSpec::parse(sort)?.with_collation(collation);
+        find.insert("sort", sort.clone());
+        // Whole documents: the sort fields decide between shards.
+        find.remove("projection");
+        let mut best: Option<(String, Document)> = None;
+        for shard in targets {
+            let req = request::with_body(cmd, &find)?;
+            let reply = call::cursor(state, shard, routing::versioned(req, placement, shard), false).await?;
+            if let Some(first) = reply.documents.first() {
+                let d = Document::from_reader(&mut first.as_ref())?;
+                if best.as_ref().is_none_or(|(_, b)| spec.compare(&d, b) == std::cmp::Ordering::Less) {
+                    best = Some((shard.clone(), d));
+                }
+            }
+        }
+        return Ok(best.and_then(|(shard, d)| d.get("_id").cloned().map(|id| (shard, id))));
     }
     for shard in targets {
         let req = request::with_body(cmd, &find)?;
@@ -87,7 +115,7 @@ async fn one_shard(
 }
 
 /// findAndModify whose query does not pin one shard: the write without shard key, as for
-/// single-document updates (no `sort` across shards: MongoDB applies it per shard too).
+/// single-document updates (its `sort` chooses across shards, [`one_match`]).
 pub async fn find_and_modify(
     state: &RouterState,
     cmd: &Command,
