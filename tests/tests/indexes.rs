@@ -514,6 +514,14 @@ async fn hidden_indexes_and_coll_mod_on_both_shards() {
         .collect();
     let a = listed.iter().find(|d| d.get_str("name").ok() == Some("a_1")).expect("a_1 listed");
     assert_eq!(a.get_bool("hidden").ok(), Some(true), "{a}");
+    // `background` is ignored since 4.2 but listed as given, and not an option that conflicts.
+    coll.create_index(model(doc! { "k": 1, "a": 1 }, IndexOptions::builder().background(true).build()))
+        .await
+        .expect("background index");
+    coll.create_index(model(doc! { "k": 1, "a": 1 }, IndexOptions::default())).await.expect("the same index again");
+    let reply = db.run_command(doc! { "listIndexes": "c" }).await.expect("listIndexes");
+    let text = reply.to_string();
+    assert!(text.contains("\"background\": true"), "{text}");
     // Hidden: never planned, not hintable, still maintained.
     let used = scans(&explain_find(&db, "c", doc! { "a": 7 }).await);
     assert!(used.iter().all(|(s, _)| s == "COLLSCAN"), "hidden index planned: {used:?}");

@@ -62,6 +62,9 @@ pub struct IndexSpec {
     /// Kept up to date (and enforcing uniqueness, expiring documents) but never chosen by the
     /// planner nor accepted as a hint (MongoDB 4.4's hidden indexes; `collMod` flips it).
     pub hidden: bool,
+    /// `background` as given: ignored since MongoDB 4.2 (builds never block), but kept and
+    /// listed as MongoDB keeps it; not part of the index's identity.
+    pub background: Option<bool>,
 }
 
 fn bad_spec(code: ErrorCode, message: impl Into<String>) -> QueryError {
@@ -118,6 +121,7 @@ impl IndexSpec {
         let unique = flag("unique")?;
         let sparse = flag("sparse")?;
         let hidden = flag("hidden")?;
+        let background = if spec.contains_key("background") { Some(flag("background")?) } else { None };
         let partial = match spec.get("partialFilterExpression") {
             None => None,
             Some(Bson::Document(d)) => {
@@ -170,6 +174,7 @@ impl IndexSpec {
             building: false,
             multikey: false,
             hidden,
+            background,
         })
     }
 
@@ -190,6 +195,9 @@ impl IndexSpec {
         }
         if self.hidden {
             d.insert("hidden", true);
+        }
+        if let Some(b) = self.background {
+            d.insert("background", b);
         }
         d
     }
@@ -219,7 +227,12 @@ impl IndexSpec {
 
     /// Same key, name and options (a repeated `createIndexes` is a no-op).
     pub fn same_definition(&self, other: &IndexSpec) -> bool {
-        self.listing() == other.listing()
+        let identity = |s: &IndexSpec| {
+            let mut d = s.listing();
+            d.remove("background");
+            d
+        };
+        identity(self) == identity(other)
     }
 
     pub fn is_hashed(&self) -> bool {
