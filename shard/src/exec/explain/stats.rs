@@ -90,6 +90,10 @@ pub fn annotate(stage: &mut Document, run: &Run) -> (u64, Duration) {
     stage.insert("saveState", 0_i64);
     stage.insert("restoreState", 0_i64);
     stage.insert("isEOF", i32::from(eof));
+    // MongoDB lists a stage's own fields first and its input last.
+    if let Some(input) = stage.remove("inputStage") {
+        stage.insert("inputStage", input);
+    }
     (returned, time)
 }
 
@@ -137,6 +141,7 @@ mod tests {
         assert_eq!(int(&plan, "executionTimeMillisEstimate"), 11);
         assert!(!sort.get_bool("usedDisk").unwrap());
         assert_eq!(plan.get_i32("isEOF").unwrap(), 1);
+        assert_eq!(plan.keys().last().map(String::as_str), Some("inputStage"), "the input comes last");
     }
 
     #[test]
