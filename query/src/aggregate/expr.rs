@@ -252,6 +252,13 @@ fn parse_operator(d: &Document) -> Result<Expr> {
     if let Some(scoped) = super::scoped::parse(name, arg)? {
         return Ok(Expr::Scoped(Box::new(scoped)));
     }
+    if name == "$function" {
+        // docs/query-language.md, "JavaScript": refused until the sandboxed engine is in.
+        return Err(QueryError::new(
+            ErrorCode::NotImplemented,
+            "$function (server-side JavaScript) is not supported yet",
+        ));
+    }
     let op = Operator::from_name(name).ok_or_else(|| {
         QueryError::new(ErrorCode::InvalidPipelineOperator, format!("Unrecognized expression '{name}'"))
     })?;

@@ -227,6 +227,13 @@ fn accumulator(op: &str) -> Result<Accumulator> {
         "$stdDevPop" => StdDevPop,
         "$stdDevSamp" => StdDevSamp,
         "$mergeObjects" => MergeObjects,
+        "$accumulator" => {
+            // docs/query-language.md, "JavaScript": refused until the sandboxed engine is in.
+            return Err(QueryError::new(
+                ErrorCode::NotImplemented,
+                "$accumulator (server-side JavaScript) is not supported yet",
+            ));
+        }
         other => {
             return Err(QueryError::new(ErrorCode::Location15952, format!("unknown group operator '{other}'")));
         }

@@ -269,6 +269,11 @@ fn group_errors() {
     let err = parse_err(bson!([{"$group": {"_id": null, "n": {"$foo": 1}}}]));
     assert_eq!(err.code, ErrorCode::Location15952);
     assert_eq!(err.message, "unknown group operator '$foo'");
+    // Server-side JavaScript is refused as not built yet, not as unknown.
+    let err = parse_err(bson!([{"$group": {"_id": null, "n": {"$accumulator": {}}}}]));
+    assert_eq!(err.code, ErrorCode::NotImplemented);
+    let err = parse_err(bson!([{"$project": {"x": {"$function": {"body": "function() {}", "args": [], "lang": "js"}}}}]));
+    assert_eq!(err.code, ErrorCode::NotImplemented);
     for bad in [
         bson!({"_id": null, "n": 1}),
         bson!({"_id": null, "n": {"$sum": 1, "$avg": 1}}),
