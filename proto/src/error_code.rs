@@ -151,6 +151,8 @@ codes! {
     SSLHandshakeFailed = 141,
     Location51002 = 51002,
     Location51003 = 51003,
+    Location17053 = 17053,
+    Location40602 = 40602,
 }
 
 impl std::fmt::Display for ErrorCode {

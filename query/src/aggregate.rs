@@ -8,7 +8,10 @@
 //! ```
 //!
 //! Owns: the stage list ([`Pipeline`]), the expression language (`expr`, `operators`),
-//! `$group` with its accumulators (`group`) and the simpler stages (`stages`).
+//! `$group` with its accumulators (`group`) and the simpler stages (`stages`); each other stage
+//! has its own module (`window` for `$setWindowFields`, `bucket_auto`, `redact`, `densify`,
+//! `fill`), and the stages that read other collections have their pure halves here
+//! (`lookup`, `union_with`, `graph_lookup`) while the router runs them.
 //!
 //! Invariants:
 //! - Parsing validates everything that does not depend on documents; `run` only fails on
@@ -19,17 +22,24 @@
 //!   the limit by [`ALLOW_DISK_USE_MEMORY_FACTOR`] and fails past that (146), never truncating.
 //! - `$sort` directly followed by `$limit` (or `$skip` then `$limit`) keeps only the top k.
 
+mod bucket_auto;
 mod composite;
 mod convert;
+mod densify;
 pub(crate) mod expr;
+mod fill;
+pub mod graph_lookup;
 mod group;
 pub mod lookup;
 pub(crate) mod operators;
 mod ops;
 pub mod output;
+mod redact;
 mod scoped;
 pub mod split;
 mod stages;
+pub mod union_with;
+mod window;
 pub(crate) mod zone;
 
 use bson::{Bson, Document};
@@ -135,6 +145,16 @@ enum Stage {
     Lookup(lookup::Lookup),
     /// `$out` / `$merge`, parsed to validate; the router performs the writes.
     Output(output::Output),
+    Window(window::SetWindowFields),
+    BucketAuto(bucket_auto::BucketAuto),
+    Redact(redact::Redact),
+    Densify(densify::Densify),
+    /// `$documents`: these documents replace the input (it is only valid first).
+    Documents(Vec<Document>),
+    /// Parsed to validate; the router runs it (it reads another collection).
+    UnionWith(union_with::UnionWith),
+    /// Parsed to validate; the router runs it (it reads another collection).
+    GraphLookup(graph_lookup::GraphLookup),
 }
 
 impl Stage {
@@ -154,6 +174,13 @@ impl Stage {
             Stage::Lookup(_) => "$lookup",
             Stage::Output(output::Output::Out { .. }) => "$out",
             Stage::Output(output::Output::Merge(_)) => "$merge",
+            Stage::Window(_) => "$setWindowFields",
+            Stage::BucketAuto(_) => "$bucketAuto",
+            Stage::Redact(_) => "$redact",
+            Stage::Densify(_) => "$densify",
+            Stage::Documents(_) => "$documents",
+            Stage::UnionWith(_) => "$unionWith",
+            Stage::GraphLookup(_) => "$graphLookup",
         }
     }
 }
@@ -174,6 +201,12 @@ impl Pipeline {
             return Err(QueryError::new(
                 ErrorCode::Location40601,
                 format!("{} can only be the final stage in the pipeline", early.name()),
+            ));
+        }
+        if stages.iter().skip(1).any(|s| matches!(s, Stage::Documents(_))) {
+            return Err(QueryError::new(
+                ErrorCode::Location40602,
+                "$documents is only valid as the first stage in a pipeline",
             ));
         }
         Ok(Pipeline { stages, allow_disk_use: false, memory_limit_bytes: memory_limit_bytes(), vars: Vec::new() })
@@ -344,9 +377,27 @@ impl Pipeline {
                 Stage::Count(field) => blocking(s, move |up| stages::count(field, up)),
                 Stage::Facet(facets) => blocking(s, move |up| composite::run_facet(facets, up, self.memory_budget())),
                 Stage::Sample(size) => blocking(s, move |up| composite::run_sample(*size, up, self.memory_budget())),
-                Stage::Lookup(_) | Stage::Output(_) => {
+                Stage::Window(w) => {
+                    blocking(s, move |up| w.run(up, self.memory_budget(), Some(&expr::Scope::Many(&self.vars))))
+                }
+                Stage::BucketAuto(b) => {
+                    blocking(s, move |up| b.run(up, self.memory_budget(), Some(&expr::Scope::Many(&self.vars))))
+                }
+                Stage::Densify(d) => blocking(s, move |up| d.run(up, self.memory_budget())),
+                Stage::Redact(r) => Box::new(s.filter_map(move |r_doc| match r_doc {
+                    Ok(d) => r.apply(d, Some(&expr::Scope::Many(&self.vars))).transpose(),
+                    Err(e) => Some(Err(e)),
+                })),
+                // The input (empty for `aggregate: 1`) is replaced, as MongoDB's desugaring does.
+                Stage::Documents(docs) => {
+                    drop(s);
+                    Box::new(docs.iter().cloned().map(Ok))
+                }
+                Stage::Lookup(_) | Stage::Output(_) | Stage::UnionWith(_) | Stage::GraphLookup(_) => {
                     let name = match &self.stages[i] {
                         Stage::Lookup(l) => format!("$lookup from '{}'", l.from),
+                        Stage::GraphLookup(g) => format!("$graphLookup from '{}'", g.from),
+                        Stage::UnionWith(u) => format!("$unionWith of '{}'", u.coll.as_deref().unwrap_or("$documents")),
                         other => other.name().to_owned(),
                     };
                     Box::new(std::iter::once(Err(QueryError::new(
@@ -484,6 +535,32 @@ fn parse_stage(stage: &Bson) -> Result<Vec<Stage>> {
         "$facet" => Stage::Facet(composite::parse_facet(object("$facet")?)?),
         "$sample" => Stage::Sample(composite::parse_sample(arg)?),
         "$lookup" => Stage::Lookup(lookup::Lookup::parse(arg)?),
+        "$setWindowFields" => Stage::Window(window::SetWindowFields::parse(arg)?),
+        "$bucketAuto" => Stage::BucketAuto(bucket_auto::BucketAuto::parse(arg)?),
+        "$redact" => Stage::Redact(redact::Redact::parse(arg)?),
+        "$densify" => Stage::Densify(densify::Densify::parse(arg)?),
+        "$fill" => {
+            let mut out = Vec::new();
+            for s in fill::desugar(arg)? {
+                out.extend(parse_stage(&s)?);
+            }
+            return Ok(out);
+        }
+        "$documents" => Stage::Documents(stages::parse_documents(arg)?),
+        "$unionWith" => Stage::UnionWith(union_with::UnionWith::parse(arg)?),
+        "$graphLookup" => Stage::GraphLookup(graph_lookup::GraphLookup::parse(arg)?),
+        "$changeStreamSplitLargeEvent" | "$changeStream" => {
+            return Err(QueryError::new(
+                ErrorCode::NotImplemented,
+                format!("{name} is not supported: Shoal has no change streams yet"),
+            ));
+        }
+        "$listLocalSessions" | "$listSessions" => {
+            return Err(QueryError::new(
+                ErrorCode::NotImplemented,
+                format!("{name} is not supported yet: Shoal keeps no server sessions to list"),
+            ));
+        }
         "$out" => Stage::Output(output::Output::parse_out(arg)?),
         "$merge" => Stage::Output(output::Output::parse_merge(arg)?),
         "$bucket" => {

@@ -19,7 +19,9 @@ use shoal_auth::{Action, ActionSet};
 
 use crate::auth::{sasl, x509};
 use crate::cmd::user_admin::{roles, users};
-use crate::cmd::{crud, cursor, ddl, explain, handshake, indexes, info, operations, profile, sharding, stats};
+use crate::cmd::{
+    crud, cursor, ddl, explain, handshake, indexes, info, javascript, operations, profile, sharding, stats,
+};
 use crate::command::Command;
 use crate::dispatch::HandlerResult;
 use crate::state::{ConnContext, RouterState};
@@ -327,6 +329,7 @@ pub static COMMANDS: &[Spec] = &[
     // Collections, databases and indexes.
     Spec::new("create", Ddl, h!(ddl::create)).needs(Database).on(OnCollection, &[A::CreateCollection]),
     Spec::new("collMod", Ddl, h!(ddl::coll_mod)).needs(Collection).on(OnCollection, &[A::CollMod]),
+    Spec::new("mapReduce", Read, h!(javascript::map_reduce)).needs(Collection).on(OnCollection, &[A::Find]),
     Spec::new("drop", Ddl, h!(ddl::drop)).needs(Collection).on(OnCollection, &[A::DropCollection]),
     Spec::new("dropDatabase", Ddl, h!(ddl::drop_database)).needs(Database).on(OnDatabase, &[A::DropDatabase]),
     Spec::new("listDatabases", Read, h!(ddl::list_databases))

@@ -62,6 +62,7 @@ const EXPECTED: &[Facts] = &[
     ("killCursors",                  Read,     false, true,  true,  false, false, false, true),
     ("create",                       Ddl,      false, true,  false, false, false, false, true),
     ("collMod",                      Ddl,      false, true,  false, false, false, false, true),
+    ("mapReduce",                    Read,     false, true,  false, false, false, false, true),
     ("drop",                         Ddl,      false, true,  false, false, false, false, true),
     ("dropDatabase",                 Ddl,      false, true,  false, false, false, false, true),
     ("listDatabases",                Read,     false, true,  false, false, true,  false, true),

@@ -33,10 +33,12 @@ async fn blocking_stages_and_router_input_are_bounded() {
     let pad = "x".repeat(PAD_BYTES);
     c.insert_many((0..DOCS).map(|k| doc! {"_id": k, "k": k, "pad": &pad})).await.expect("insert");
 
-    let cases: [(&str, Vec<Document>, usize); 3] = [
+    let window = doc! {"$setWindowFields": {"sortBy": {"k": 1}, "output": {"p": {"$first": "$pad"}}}};
+    let cases: [(&str, Vec<Document>, usize); 4] = [
         ("shard $group", vec![doc! {"$group": {"_id": "$k", "p": {"$push": "$pad"}}}], DOCS as usize),
         ("shard $sort", vec![doc! {"$sort": {"pad": 1, "k": 1}}], DOCS as usize),
         ("router input", vec![doc! {"$sample": {"size": 1000}}], DOCS as usize),
+        ("router $setWindowFields", vec![window], DOCS as usize),
     ];
     for (what, pipeline, n) in cases {
         let err = run(&c, &pipeline, false).await.expect_err(what);

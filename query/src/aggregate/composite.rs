@@ -182,7 +182,7 @@ pub(crate) fn bucket_as_group(arg: &Bson) -> Result<(Bson, Document)> {
     Ok((Bson::Document(group), doc! { "_id": 1 }))
 }
 
-fn hold(input: DocStream<'_>, budget: super::Budget, stage: &str) -> Result<Vec<Document>> {
+pub(super) fn hold(input: DocStream<'_>, budget: super::Budget, stage: &str) -> Result<Vec<Document>> {
     let mut docs = Vec::new();
     let mut bytes = 0usize;
     for r in input {

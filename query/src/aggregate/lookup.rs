@@ -228,7 +228,7 @@ pub fn distinct(values: impl IntoIterator<Item = Bson>) -> Vec<Bson> {
     seen
 }
 
-fn collect(v: &Bson, path: &[String], out: &mut Vec<Bson>) {
+pub(super) fn collect(v: &Bson, path: &[String], out: &mut Vec<Bson>) {
     let Some((first, rest)) = path.split_first() else {
         match v {
             Bson::Array(items) => out.extend(items.iter().cloned()),

@@ -3,12 +3,14 @@
 //!
 //! ```text
 //!   [$match $project … ]  [first blocking stage]              [rest]
+//!   ($redact included)
 //!    per-document prefix   $group    -> shard: partial group   router: merge group, rest
 //!    (all on the shards)   $sort     -> shard: $sort (+limit)  router: merge-sort, rest
 //!                          $limit    -> shard: $limit          router: $limit, rest
 //!                          $skip+$limit -> shard: $limit s+l   router: $skip, $limit, rest
 //!                          $count / $sortByCount / $bucket: their `$group` desugaring, as above
-//!                          anything else ($sample $facet $skip $lookup …) -> router: from there on
+//!                          anything else ($sample $facet $skip $lookup $unionWith $graphLookup
+//!                          $setWindowFields $bucketAuto $densify $fill …) -> router: from there on
 //! ```
 //!
 //! Invariants: the shard part followed by the router part gives what the whole pipeline gives on
@@ -28,7 +30,7 @@ pub const MERGE_GROUP: &str = "$_shoalMergeGroup";
 
 /// Stages that transform or drop each document alone, so they may run on the shards.
 const PER_DOCUMENT_STAGES: &[&str] =
-    &["$match", "$project", "$addFields", "$set", "$unset", "$unwind", "$replaceRoot", "$replaceWith"];
+    &["$match", "$project", "$addFields", "$set", "$unset", "$unwind", "$replaceRoot", "$replaceWith", "$redact"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Split {

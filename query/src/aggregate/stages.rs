@@ -75,6 +75,25 @@ pub(super) fn count(field: &str, input: DocStream<'_>) -> Result<Vec<Document>> 
     Ok(vec![out])
 }
 
+/// `$documents: <expression>`: evaluated once, without a document, to an array of objects.
+pub(super) fn parse_documents(arg: &Bson) -> Result<Vec<Document>> {
+    let value = super::expr::Expr::parse(arg)?.eval(&Document::new())?;
+    let Some(Bson::Array(items)) = value else {
+        // MongoDB: Location5858203.
+        return Err(QueryError::bad_value("error during $documents evaluation: an array is expected"));
+    };
+    items
+        .into_iter()
+        .map(|i| match i {
+            Bson::Document(d) => Ok(d),
+            other => Err(QueryError::type_mismatch(format!(
+                "$documents: each element must be an object, found {}",
+                type_name(&other)
+            ))),
+        })
+        .collect()
+}
+
 pub(super) fn parse_unset(arg: &Bson) -> Result<Projection> {
     // MongoDB: Location31002 and Location31120.
     let paths = match arg {

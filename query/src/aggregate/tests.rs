@@ -272,7 +272,8 @@ fn group_errors() {
     // Server-side JavaScript is refused as not built yet, not as unknown.
     let err = parse_err(bson!([{"$group": {"_id": null, "n": {"$accumulator": {}}}}]));
     assert_eq!(err.code, ErrorCode::NotImplemented);
-    let err = parse_err(bson!([{"$project": {"x": {"$function": {"body": "function() {}", "args": [], "lang": "js"}}}}]));
+    let err =
+        parse_err(bson!([{"$project": {"x": {"$function": {"body": "function() {}", "args": [], "lang": "js"}}}}]));
     assert_eq!(err.code, ErrorCode::NotImplemented);
     for bad in [
         bson!({"_id": null, "n": 1}),

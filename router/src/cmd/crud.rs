@@ -116,6 +116,10 @@ pub async fn aggregate(state: &RouterState, conn: &ConnContext, cmd: &Command) -
     if let Some((spec, rest)) = router_first_stage(cmd, crate::cmd::operations::STAGE)? {
         return crate::cmd::operations::current_op_stage(state, conn, cmd, &spec, &rest).await;
     }
+    if let Some((spec, rest)) = router_first_stage(cmd, crate::cmd::documents::STAGE)? {
+        let stages = std::iter::once(bson::Bson::Document(bson::doc! { crate::cmd::documents::STAGE: spec }));
+        return crate::cmd::documents::run(state, cmd, stages.chain(rest).collect()).await;
+    }
     if let Some((spec, rest)) = router_first_stage(cmd, crate::cmd::data_distribution::STAGE)? {
         return crate::cmd::data_distribution::run(state, cmd, &spec, &rest).await;
     }

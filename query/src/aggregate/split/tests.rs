@@ -190,3 +190,16 @@ proptest! {
         prop_assert_eq!(sharded(&p, &docs, &cuts), whole(&p, &docs));
     }
 }
+
+#[test]
+fn redact_stays_on_the_shards_and_window_stages_go_to_the_router() {
+    let stages = vec![
+        Bson::Document(doc! { "$redact": "$$KEEP" }),
+        Bson::Document(doc! { "$setWindowFields": { "output": { "n": { "$count": {} } } } }),
+        Bson::Document(doc! { "$match": { "n": 1 } }),
+    ];
+    let s = split(&stages).unwrap();
+    assert_eq!(s.shard, stages[..1].to_vec());
+    assert_eq!(s.router, stages[1..].to_vec());
+    assert_eq!(s.merge_sort, None);
+}

@@ -1,7 +1,8 @@
-//! The router's part of a split pipeline, with `$lookup` stages run here: the stages between two
-//! `$lookup`s run in `shoal_query::aggregate`, and each `$lookup` queries its foreign collection
-//! through the router's own routing (targeted by shard key when `foreignField` is it). A final
-//! `$out`/`$merge` hands the results to [`output`].
+//! The router's part of a split pipeline, with the stages that read other collections run here
+//! (`$lookup`; `$unionWith` in [`union_with`], `$graphLookup` in [`graph_lookup`]): the stages
+//! between two of them run in `shoal_query::aggregate`, and each queries its foreign collection
+//! through the router's own routing (targeted by shard key when the filter pins it), so sharded
+//! foreign collections work. A final `$out`/`$merge` hands the results to [`output`].
 //!
 //! ```text
 //!   merged shard output -> [stages] -> $lookup: distinct local values, batched
@@ -16,14 +17,18 @@
 //! Must not: run stages the shards can run (the split gave them those), or hold the foreign
 //! documents past the limits above.
 
+mod graph_lookup;
 pub mod output;
+mod union_with;
 
 use std::collections::HashSet;
 
 use bson::{Bson, Document, doc};
 use shoal_proto::ErrorCode;
+use shoal_query::aggregate::graph_lookup::GraphLookup;
 use shoal_query::aggregate::lookup::{self, Lookup};
 use shoal_query::aggregate::output::Output;
+use shoal_query::aggregate::union_with::UnionWith;
 use shoal_query::aggregate::{Pipeline, doc_size};
 
 use crate::command::Command;
@@ -33,7 +38,7 @@ use crate::routing::Placement;
 use crate::state::RouterState;
 
 /// Stages only the router runs: they read or write other collections.
-pub const ROUTER_STAGES: &[&str] = &["$lookup", "$out", "$merge"];
+pub const ROUTER_STAGES: &[&str] = &["$lookup", "$unionWith", "$graphLookup", "$out", "$merge"];
 
 fn is_router_stage(stage: &Bson) -> bool {
     matches!(stage, Bson::Document(d) if ROUTER_STAGES.iter().any(|n| d.contains_key(*n)))
@@ -66,6 +71,14 @@ pub async fn run_router_part(
                 let spec = Lookup::parse(stage.get("$lookup").unwrap_or(&Bson::Null))?;
                 docs = run_lookup(state, cmd, &spec, docs, allow_disk_use, lets).await?;
             }
+            Some(Bson::Document(stage)) if stage.contains_key("$unionWith") => {
+                let spec = UnionWith::parse(stage.get("$unionWith").unwrap_or(&Bson::Null))?;
+                docs = union_with::run(state, cmd, &spec, docs, allow_disk_use, lets).await?;
+            }
+            Some(Bson::Document(stage)) if stage.contains_key("$graphLookup") => {
+                let spec = GraphLookup::parse(stage.get("$graphLookup").unwrap_or(&Bson::Null))?;
+                docs = graph_lookup::run(state, cmd, &spec, docs, allow_disk_use, lets).await?;
+            }
             // The last stage (parsing checked): the results are written, the reply is empty.
             Some(Bson::Document(stage)) => {
                 let out = match (stage.get("$out"), stage.get("$merge")) {
@@ -93,7 +106,7 @@ async fn run_lookup(
 ) -> Result<Vec<Document>, CommandError> {
     let values = lookup::distinct(docs.iter().flat_map(|d| spec.local_values(d)));
     let mut sub = spec.sub_pipeline(lets)?;
-    let limit_bytes = if allow_disk_use { call::MERGE_BYTES_MAX } else { shoal_query::aggregate::memory_limit_bytes() };
+    let limit_bytes = foreign_limit_bytes(allow_disk_use);
     let mut foreign: Vec<Document> = Vec::new();
     let mut seen_ids: HashSet<Vec<u8>> = HashSet::new();
     let mut held = 0usize;
@@ -105,25 +118,37 @@ async fn run_lookup(
             }
             held = held.saturating_add(doc_size(&d));
             if held > limit_bytes {
-                let code = if allow_disk_use {
-                    ErrorCode::ExceededMemoryLimit
-                } else {
-                    ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed
-                };
-                return Err(CommandError::new(
-                    code,
-                    format!(
-                        "$lookup: the documents of '{}' matching the local values exceed the router's limit of \
-                         {limit_bytes} bytes{}",
-                        spec.from,
-                        if allow_disk_use { "" } else { "; pass allowDiskUse:true to opt in" }
-                    ),
+                return Err(foreign_exceeded(
+                    &format!("$lookup: the documents of '{}' matching the local values", spec.from),
+                    allow_disk_use,
                 ));
             }
             foreign.push(d);
         }
     }
     docs.into_iter().map(|d| spec.attach(d, &foreign, sub.as_mut()).map_err(CommandError::from)).collect()
+}
+
+/// How many bytes of foreign documents one stage may hold at the router.
+fn foreign_limit_bytes(allow_disk_use: bool) -> usize {
+    if allow_disk_use { call::MERGE_BYTES_MAX } else { shoal_query::aggregate::memory_limit_bytes() }
+}
+
+/// The error for `what` passing [`foreign_limit_bytes`] (292 unless `allowDiskUse`, as `$sort`).
+fn foreign_exceeded(what: &str, allow_disk_use: bool) -> CommandError {
+    let code = if allow_disk_use {
+        ErrorCode::ExceededMemoryLimit
+    } else {
+        ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed
+    };
+    CommandError::new(
+        code,
+        format!(
+            "{what} exceed the router's limit of {} bytes{}",
+            foreign_limit_bytes(allow_disk_use),
+            if allow_disk_use { "" } else { "; pass allowDiskUse:true to opt in" }
+        ),
+    )
 }
 
 /// Every document of `db.coll` matching `filter`, through the router's routing (a stale
