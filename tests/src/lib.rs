@@ -14,7 +14,8 @@
 //! MongoDB error codes), [`fixtures`] (seeding and reading back small datasets), [`wire`] (raw
 //! OP_MSG), [`up`] (a whole `shoal up` cluster from a spec), [`ports`] (loopback ports outside
 //! the kernel's ephemeral range, claimed per test process), [`netns`] (hosts as network namespaces
-//! on a bridge, and network faults), [`netns_cluster`] (a five-host cluster on them).
+//! on a bridge, and network faults), [`netns_cluster`] (a five-host cluster on them), [`unified`] (a
+//! runner of MongoDB's unified-format driver specification tests, vendored in `tests/spec/`).
 
 // A harness that cannot start or drive a cluster has nothing better to do than fail the test that
 // asked: its panics are test failures with a message, not server crashes. Replies from the server
@@ -40,6 +41,7 @@ pub mod repl;
 pub mod replica_cluster;
 pub mod security;
 pub mod sharded_cluster;
+pub mod unified;
 pub mod up;
 pub mod wire;
 pub mod writer;
