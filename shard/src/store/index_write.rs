@@ -23,6 +23,9 @@ use shoal_proto::ErrorCode;
 use super::indexes::{Entry, IndexSpec};
 use super::local_catalog::CollectionInfo;
 use super::{CatalogChange, WriteTxn, bson_bytes, keys};
+
+/// An index's specification before and after a change.
+pub type IndexChange = (Arc<IndexSpec>, Arc<IndexSpec>);
 use crate::storage::{Space, StorageError, prefix_upper_bound};
 
 fn decode(raw: &[u8]) -> Result<Document, StorageError> {
@@ -306,7 +309,7 @@ impl WriteTxn<'_> {
         name: &str,
         hidden: Option<bool>,
         expire_after_secs: Option<i64>,
-    ) -> Result<Option<(Arc<IndexSpec>, Arc<IndexSpec>)>, StorageError> {
+    ) -> Result<Option<IndexChange>, StorageError> {
         let Some(before) = self.current_collection(coll).and_then(|c| c.index(name).cloned()) else { return Ok(None) };
         let Some(after) = self.set_index_state(coll, name, |s| {
             if let Some(h) = hidden {
