@@ -81,6 +81,14 @@ pub async fn run_router_part(
             }
             // The last stage (parsing checked): the results are written, the reply is empty.
             Some(Bson::Document(stage)) => {
+                let name = if stage.contains_key("$out") { "$out" } else { "$merge" };
+                if linearizable(cmd) {
+                    // MongoDB's rule: a write stage cannot promise a linearizable read.
+                    return Err(CommandError::new(
+                        ErrorCode::InvalidOptions,
+                        format!("{name} cannot be used with a 'linearizable' read concern level"),
+                    ));
+                }
                 let out = match (stage.get("$out"), stage.get("$merge")) {
                     (Some(arg), _) => Output::parse_out(arg)?,
                     (_, Some(arg)) => Output::parse_merge(arg)?,
@@ -94,6 +102,15 @@ pub async fn run_router_part(
         rest = &rest[(at + 1).min(rest.len())..];
     }
     Ok(docs)
+}
+
+/// Whether the command asks for read concern `linearizable`.
+fn linearizable(cmd: &Command) -> bool {
+    cmd.body
+        .get_document("readConcern")
+        .ok()
+        .and_then(|rc| rc.get_str("level").ok())
+        .is_some_and(|level| level == "linearizable")
 }
 
 async fn run_lookup(
