@@ -198,8 +198,16 @@ pub fn explain(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
     let mut run = stats::Run { skip: q.skip, limit: q.limit, ..Default::default() };
     let projection = q.projection.as_ref().map(Projection::parse).transpose()?;
     let sort = q.sort.as_ref().filter(|_| !chosen.sorted).map(SortSpec::parse).transpose()?;
-    // What reaches the projection: only kept when there is one to apply.
-    let mut out: Vec<Document> = Vec::new();
+    // Each returned document goes through the projection as it comes (the streaming case keeps
+    // none of them: explain's memory stays that of the plan it runs).
+    let project = |d: &Document, run: &mut stats::Run| -> ExecResult<()> {
+        if let Some(p) = &projection {
+            let projecting = Instant::now();
+            p.apply(d)?;
+            run.projecting += projecting.elapsed();
+        }
+        Ok(())
+    };
     match sort {
         Some(spec) => {
             let scan = crate::exec::find::Scan { path: &chosen.path, filter: Some(&filter), owned: req.owned() };
@@ -209,15 +217,16 @@ pub fn explain(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
             run.matched = sorted.input;
             run.sorting = Some(sorted.sorting);
             run.returned = docs.len() as u64;
-            out = docs;
+            for d in &docs {
+                project(d, &mut run)?;
+            }
         }
         None => {
             let stop_at = q.limit.map(|l| l + q.skip);
-            let keep = projection.is_some();
             for_each_match(&node.store, None, &coll, &chosen.path, Some(&filter), req.owned(), chosen.reverse, |m| {
                 run.matched += 1;
-                if keep && run.matched > q.skip {
-                    out.push(m.doc);
+                if run.matched > q.skip {
+                    project(&m.doc, &mut run)?;
                 }
                 Ok(if Some(run.matched) == stop_at { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
             })?;
@@ -226,14 +235,7 @@ pub fn explain(node: &Node, req: &Request<'_>) -> ExecResult<Document> {
         }
     }
     (run.keys, run.docs) = counters::since(before);
-    run.scanning = started.elapsed().saturating_sub(run.sorting.unwrap_or_default());
-    if let Some(p) = &projection {
-        let projecting = Instant::now();
-        for d in &out {
-            p.apply(d)?;
-        }
-        run.projecting = projecting.elapsed();
-    }
+    run.scanning = started.elapsed().saturating_sub(run.sorting.unwrap_or_default()).saturating_sub(run.projecting);
     let mut stages = winning;
     stats::annotate(&mut stages, &run);
     reply.insert(
