@@ -52,7 +52,6 @@ async fn dollar_and_dotted_field_names_are_stored_and_read_back() {
         let bad_id = coll.insert_one(doc! { "_id": { "$oops": 1 }, "k": 3 }).await;
         expect::write_error(bad_id, 52);
         let bad_set = coll.update_one(doc! { "_id": 1 }, doc! { "$set": { "$price": 1 } }).await;
-        let e = format!("{:?}", bad_set.expect_err("an operator on a $ field"));
-        assert!(e.contains("52") || e.contains("DollarPrefixedFieldName") || e.contains("dollar"), "{name}: {e}");
+        expect::write_error(bad_set, 52);
     }
 }
