@@ -65,15 +65,22 @@ pub async fn one_match(
         find.insert("sort", sort.clone());
         // Whole documents: the sort fields decide between shards.
         find.remove("projection");
+        // Every target at once: each offers its first, the router keeps the first of those.
+        let calls = targets.iter().map(|shard| {
+            let find = &find;
+            async move {
+                let req = request::with_body(cmd, find)?;
+                let reply = call::cursor(state, shard, routing::versioned(req, placement, shard), false).await?;
+                let first = reply.documents.first().map(|d| Document::from_reader(&mut d.as_ref())).transpose()?;
+                Ok::<_, CommandError>(first.map(|d| (shard.clone(), d)))
+            }
+        });
         let mut best: Option<(String, Document)> = None;
-        for shard in targets {
-            let req = request::with_body(cmd, &find)?;
-            let reply = call::cursor(state, shard, routing::versioned(req, placement, shard), false).await?;
-            if let Some(first) = reply.documents.first() {
-                let d = Document::from_reader(&mut first.as_ref())?;
-                if best.as_ref().is_none_or(|(_, b)| spec.compare(&d, b) == std::cmp::Ordering::Less) {
-                    best = Some((shard.clone(), d));
-                }
+        for offered in futures::future::join_all(calls).await {
+            if let Some((shard, d)) = offered?
+                && best.as_ref().is_none_or(|(_, b)| spec.compare(&d, b) == std::cmp::Ordering::Less)
+            {
+                best = Some((shard, d));
             }
         }
         return Ok(best.and_then(|(shard, d)| d.get("_id").cloned().map(|id| (shard, id))));
