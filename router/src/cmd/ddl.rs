@@ -58,16 +58,23 @@ pub async fn drop(state: &RouterState, _conn: &ConnContext, cmd: &Command) -> Ha
     }
     let ns = format!("{}.{coll}", cmd.db);
     let placement = routing::placement(state, &cmd.db, coll, false).await?;
-    let shards = every_shard(state).await?;
-    // Unversioned: the drop must reach every shard whatever its routing state.
-    let replies = broadcast(state, cmd, &Placement::NoDatabase, &shards).await;
+    let replies = on_every_holder(state, cmd).await?;
     if matches!(placement, Placement::Sharded(_)) {
         state.catalog.write(&CatalogCommand::DropCollection { ns: ns.clone() }).await?;
     }
     state.routing.forget_collection(&ns);
-    let replies: Vec<_> =
-        replies.into_iter().filter(|r| !matches!(r, Err(e) if e.is(ErrorCode::NamespaceNotFound))).collect();
     one_answer(replies, true)
+}
+
+/// `cmd` on every shard, unversioned (it must reach each copy whatever the shard's routing
+/// state): the answers of the shards that hold the namespace (NamespaceNotFound left out).
+async fn on_every_holder(
+    state: &RouterState,
+    cmd: &Command,
+) -> Result<Vec<Result<Document, CommandError>>, CommandError> {
+    let shards = every_shard(state).await?;
+    let replies = broadcast(state, cmd, &Placement::NoDatabase, &shards).await;
+    Ok(replies.into_iter().filter(|r| !matches!(r, Err(e) if e.is(ErrorCode::NamespaceNotFound))).collect())
 }
 
 /// `collMod` (an index's `hidden` / `expireAfterSeconds`): every shard holding the collection
@@ -78,11 +85,7 @@ pub async fn coll_mod(state: &RouterState, _conn: &ConnContext, cmd: &Command) -
     if !state.catalog.is_configured() {
         return single_reply(state, cmd).await;
     }
-    let shards = every_shard(state).await?;
-    // Unversioned, as `drop`: every shard with a copy must change it whatever its routing state.
-    let replies = broadcast(state, cmd, &Placement::NoDatabase, &shards).await;
-    let found: Vec<_> =
-        replies.into_iter().filter(|r| !matches!(r, Err(e) if e.is(ErrorCode::NamespaceNotFound))).collect();
+    let found = on_every_holder(state, cmd).await?;
     if found.is_empty() {
         return Err(CommandError::new(ErrorCode::NamespaceNotFound, format!("ns does not exist: {}.{coll}", cmd.db)));
     }
